@@ -1,0 +1,29 @@
+# spark-kafkalog: the two commands are `make run` and `make test`; both set up .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: setup test run bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+run: setup
+	$(PY) -m spark_kafkalog.jobs.demo $(RUN_ARGS)
+
+bench: setup
+	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""spark-kafkalog broker: a Kafka-compatible broker and client core (see ../DESIGN.md layers)."""

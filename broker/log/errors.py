@@ -1,0 +1,66 @@
+"""Errors of the storage engine.
+
+Owns: the exceptions ``broker.log`` raises. The server maps each to a Kafka error code
+(named beside each class) without the log layer knowing anything of the protocol.
+
+Thread-safety: plain exception classes.
+"""
+
+
+class LogError(Exception):
+    """Base class of the storage engine's errors."""
+
+
+class KafkaStorageError(LogError):
+    """An I/O error took a log directory offline (KAFKA_STORAGE_ERROR, 56). Nothing more is
+    written to that directory until the broker restarts."""
+
+
+class CorruptIndexError(LogError):
+    """An index file fails its sanity check; the loader rebuilds it from the log."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read below the log start offset or above the log end offset (OFFSET_OUT_OF_RANGE, 1)."""
+
+
+class RecordBatchTooLargeError(LogError):
+    """A batch larger than max.message.bytes or segment.bytes (MESSAGE_TOO_LARGE, 10)."""
+
+
+class InvalidRecordError(LogError):
+    """A batch that breaks a rule of the log (INVALID_RECORD, 87): a control batch from a
+    client, lastOffsetDelta + 1 != records count, a producer id with a negative sequence..."""
+
+
+class CorruptRecordError(LogError):
+    """A batch whose CRC or sizes are wrong (CORRUPT_MESSAGE, 2)."""
+
+
+class UnsupportedForMessageFormatError(LogError):
+    """A magic other than 2 on append (UNSUPPORTED_FOR_MESSAGE_FORMAT, 43)."""
+
+
+class InvalidTimestampError(LogError):
+    """A timestamp outside message.timestamp.*.max.ms (INVALID_TIMESTAMP, 32)."""
+
+
+class OutOfOrderSequenceError(LogError):
+    """A producer sequence that does not follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER, 45)."""
+
+
+class InvalidProducerEpochError(LogError):
+    """A producer epoch older than the one the log knows (INVALID_PRODUCER_EPOCH, 47)."""
+
+
+class UnknownProducerIdError(LogError):
+    """A producer whose state has been removed (UNKNOWN_PRODUCER_ID, 59)."""
+
+
+class OffsetOverflowError(LogError):
+    """A batch whose offsets cannot be stored relative to the segment's base offset (R16)."""
+
+
+class CorruptSnapshotError(LogError):
+    """A producer-state snapshot that fails its CRC or layout checks; the loader deletes it
+    and falls back to the previous one (R9, R10)."""
