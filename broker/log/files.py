@@ -208,28 +208,9 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     return decode_topic_id(fields["topic_id"].strip())
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java-properties file (``key=value`` / ``key: value``, ``#``/``!`` comments,
-    backslash line continuations)."""
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        line = pending + raw.strip() if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        m = re.match(r"^((?:[^\\=:\s]|\\.)+)\s*[=:\s]\s*(.*)$", line)
-        if m:
-            out[m.group(1).replace("\\", "")] = m.group(2)
-        else:
-            out[line] = ""
-    return out
-
-
 def write_properties(path: Path, props: dict[str, str], header: str = "") -> None:
+    """Write a Java-properties file (``meta.properties``) atomically; read it back with
+    ``broker.config.load_properties``."""
     lines = [f"#{header}"] if header else []
     lines += [f"{k}={v}" for k, v in props.items()]
     atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))

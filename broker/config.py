@@ -1,0 +1,250 @@
+"""Typed configuration with Kafka's keys: definitions, parsing, validation, and the broker's
+own settings (``KafkaConfig``).
+
+Owns: ``ConfigDef`` (a table of keys with type, default, validator and documentation, as
+Kafka's ``ConfigDef``), ``ConfigError`` (one clear message that names the key), Java
+properties files (``load_properties``), and ``KafkaConfig``: the keys of
+``server.properties`` this broker reads. Topic-level keys live in ``broker/log/config.py``
+(``LogConfig``); the producer's in ``broker/client/producer/config.py``. Every layer may use
+this module; it imports nothing of the project's.
+
+Values: strings from files and command lines are parsed by type (``int``/``long``,
+``double``, ``boolean``, ``string``, ``list``, ``password``); Python values are accepted as
+they are when of the right type. Unknown keys are kept (as Kafka does, with a warning from
+the caller), never silently dropped.
+
+Thread-safety: definitions are immutable after module import; a parsed config is a
+read-only mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+INT = "int"
+LONG = "long"
+DOUBLE = "double"
+BOOLEAN = "boolean"
+STRING = "string"
+LIST = "list"
+PASSWORD = "password"
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+    def __init__(self, key: str, value: Any, reason: str):
+        self.key = key
+        self.value = value
+        super().__init__(f"Invalid value {value!r} for configuration {key}: {reason}")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str
+    default: Any
+    doc: str
+    validator: Callable[[str, Any], None] | None = None
+    aliases: tuple[str, ...] = ()
+
+
+def at_least(minimum: float) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ConfigError(key, value, f"Value must be at least {minimum}")
+    return check
+
+
+def between(low: float, high: float) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value is not None and not low <= value <= high:
+            raise ConfigError(key, value, f"Value must be in [{low}, {high}]")
+    return check
+
+
+def one_of(*choices: str) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v is not None and v not in choices:
+                raise ConfigError(key, value, f"String must be one of: {', '.join(choices)}")
+    return check
+
+
+def _parse(key: ConfigKey, raw: Any) -> Any:
+    t = key.type
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        s = raw.strip()
+        try:
+            if t in (INT, LONG):
+                v = int(s)
+                if t == INT and not -(1 << 31) <= v <= INT_MAX:
+                    raise ValueError
+                return v
+            if t == DOUBLE:
+                return float(s)
+            if t == BOOLEAN:
+                if s.lower() not in ("true", "false"):
+                    raise ValueError
+                return s.lower() == "true"
+            if t == LIST:
+                return [p.strip() for p in s.split(",") if p.strip()]
+            return s
+        except ValueError:
+            raise ConfigError(key.name, raw, f"Expected value to be a {t}") from None
+    if t in (INT, LONG) and isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if t == DOUBLE and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw)
+    if t == BOOLEAN and isinstance(raw, bool):
+        return raw
+    if t == LIST and isinstance(raw, (list, tuple)):
+        return [str(x) for x in raw]
+    if t in (STRING, PASSWORD) and isinstance(raw, str):
+        return raw
+    raise ConfigError(key.name, raw, f"Expected value to be a {t}")
+
+
+@dataclass
+class ConfigDef:
+    """A table of configuration keys."""
+
+    keys: dict[str, ConfigKey] = field(default_factory=dict)
+
+    def define(self, name: str, type: str, default: Any, doc: str,
+               validator: Callable[[str, Any], None] | None = None,
+               aliases: Iterable[str] = ()) -> "ConfigDef":
+        self.keys[name] = ConfigKey(name, type, default, doc, validator, tuple(aliases))
+        return self
+
+    def parse(self, props: Mapping[str, Any], *, strict: bool = False) -> dict[str, Any]:
+        """Defaults overlaid with ``props``, parsed and validated. With ``strict``, an
+        unknown key is an error; otherwise it is kept as given."""
+        out: dict[str, Any] = {}
+        for key in self.keys.values():
+            out[key.name] = key.default
+        for name, raw in props.items():
+            key = self.keys.get(name)
+            if key is None:
+                if strict:
+                    raise ConfigError(name, raw, "unknown configuration")
+                out[name] = raw
+                continue
+            out[name] = _parse(key, raw)
+        for key in self.keys.values():
+            if key.validator is not None:
+                key.validator(key.name, out[key.name])
+        return out
+
+    def validate_value(self, name: str, raw: Any) -> Any:
+        key = self.keys.get(name)
+        if key is None:
+            raise ConfigError(name, raw, "unknown configuration")
+        value = _parse(key, raw)
+        if key.validator is not None:
+            key.validator(name, value)
+        return value
+
+    def names(self) -> list[str]:
+        return list(self.keys)
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    """A Java-properties file: ``key=value`` or ``key: value`` or ``key value``; ``#`` and
+    ``!`` comments; backslash continuations; ``\\`` escapes."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical += line[:-1]
+            continue
+        logical += line
+        m = re.match(r"((?:\\.|[^=:\s\\])+)\s*(?:[=:]\s*|\s+|$)(.*)$", logical)
+        if m:
+            key = re.sub(r"\\(.)", r"\1", m.group(1))
+            out[key] = re.sub(r"\\(.)", r"\1", m.group(2).rstrip())
+        logical = ""
+    return out
+
+
+def _listeners(key: str, value: Any) -> None:
+    for item in value or []:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*://(\[[0-9a-fA-F:]*\]|[^:\s]*):\d+$", item):
+            raise ConfigError(key, ",".join(value),
+                              f"listener {item!r} is not of the form NAME://host:port")
+
+
+# The broker's own keys (server.properties). The topic-level defaults (log.segment.bytes,
+# log.retention.hours, message.max.bytes ...) are defined in broker/log/config.py and
+# accepted here as they are.
+SERVER_CONFIG_DEF = (
+    ConfigDef()
+    .define("node.id", INT, 1, "This broker's id (broker.id is accepted as an alias).",
+            at_least(0), aliases=("broker.id",))
+    .define("log.dirs", LIST, None, "Directories holding the partition logs.")
+    .define("log.dir", STRING, "/tmp/kafka-logs", "Used when log.dirs is not set.")
+    .define("listeners", LIST, ["PLAINTEXT://localhost:9092"],
+            "Addresses to listen on, NAME://host:port (port 0 picks a free one).", _listeners)
+    .define("advertised.listeners", LIST, None,
+            "Addresses given to clients in Metadata; defaults to listeners.", _listeners)
+    .define("num.partitions", INT, 1, "Partitions of an auto-created topic.", at_least(1))
+    .define("default.replication.factor", INT, 1, "Always 1 on a single node.", between(1, 1))
+    .define("auto.create.topics.enable", BOOLEAN, True,
+            "Create a topic on Metadata or Produce for an unknown name.")
+    .define("delete.topic.enable", BOOLEAN, True, "Allow DeleteTopics.")
+    .define("socket.request.max.bytes", INT, 104857600,
+            "Largest request frame accepted; larger ones close the connection.", at_least(1))
+    .define("socket.send.buffer.bytes", INT, 102400, "SO_SNDBUF; -1 for the OS default.")
+    .define("socket.receive.buffer.bytes", INT, 102400, "SO_RCVBUF; -1 for the OS default.")
+    .define("num.network.threads", INT, 3, "Accepted for compatibility.", at_least(1))
+    .define("num.io.threads", INT, 8, "Accepted for compatibility.", at_least(1))
+    .define("queued.max.requests", INT, 500,
+            "Requests read ahead on one connection before reading pauses.", at_least(1))
+    .define("connections.max.idle.ms", LONG, 600000, "Close idle connections after this.",
+            at_least(-1))
+    .define("log.retention.check.interval.ms", LONG, 300000,
+            "How often retention is enforced.", at_least(1))
+    .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,
+            "How often the flush.ms policy is checked.", at_least(1))
+    .define("log.flush.offset.checkpoint.interval.ms", INT, 60000,
+            "How often recovery points are checkpointed.", at_least(0))
+    .define("log.flush.start.offset.checkpoint.interval.ms", INT, 60000,
+            "How often log start offsets are checkpointed.", at_least(0))
+    .define("producer.id.expiration.ms", INT, 86400000,
+            "Forget an idle producer's state after this.", at_least(1))
+    .define("group.initial.rebalance.delay.ms", INT, 3000, "Consumer groups (later).")
+    .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
+    .define("transaction.state.log.replication.factor", INT, 1, "Always 1 on a single node.")
+    .define("transaction.state.log.min.isr", INT, 1, "Always 1 on a single node.")
+    .define("cluster.id", STRING, None, "Cluster id; generated once and kept in meta.properties.")
+)
+
+
+def server_config(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse a broker's properties: known server keys typed and validated, aliases
+    resolved, every other key (topic defaults such as log.segment.bytes) kept as given
+    for ``broker.log.config.topic_defaults_from_server``."""
+    props = dict(props)
+    for key in SERVER_CONFIG_DEF.keys.values():
+        for alias in key.aliases:
+            if alias in props and key.name not in props:
+                props[key.name] = props.pop(alias)
+            else:
+                props.pop(alias, None)
+    values = SERVER_CONFIG_DEF.parse(props)
+    if not values.get("log.dirs"):
+        values["log.dirs"] = [values["log.dir"]]
+    return values

@@ -1,0 +1,205 @@
+"""Topic-level log configuration (``LogConfig``) with Kafka's keys and defaults.
+
+Owns: the table of per-topic keys the storage engine obeys (segment.bytes, retention.ms,
+flush.messages, ...) and ``LogConfig``, a frozen, typed view of one topic's values. The
+broker's ``log.*`` defaults (``log.segment.bytes`` ...) map onto these keys through
+``SERVER_DEFAULT_KEYS``; per-topic overrides win over them.
+
+Invariants: a ``LogConfig`` is validated when built (``ConfigError`` naming the key) and
+never changes; a topic's config change builds a new one.
+
+Thread-safety: immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from broker.config import (
+    BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, STRING, ConfigDef, at_least,
+    between, one_of,
+)
+
+DELETE = "delete"
+COMPACT = "compact"
+
+LOG_CONFIG_DEF = (
+    ConfigDef()
+    .define("segment.bytes", INT, 1073741824,
+            "Roll the active segment when it would exceed this size.", at_least(14))
+    .define("segment.ms", LONG, 604800000,
+            "Roll a non-empty segment after this long (from its first batch's timestamp).",
+            at_least(1))
+    .define("segment.jitter.ms", LONG, 0,
+            "Random jitter subtracted from segment.ms.", at_least(0))
+    .define("segment.index.bytes", INT, 10485760,
+            "Preallocated size of each offset and time index.", at_least(4))
+    .define("index.interval.bytes", INT, 4096,
+            "Bytes of log between two sparse index entries.", at_least(0))
+    .define("flush.messages", LONG, LONG_MAX,
+            "fsync after this many appended messages (1 = every append).", at_least(1))
+    .define("flush.ms", LONG, LONG_MAX,
+            "fsync when the oldest unflushed append is this old.", at_least(0))
+    .define("retention.ms", LONG, 604800000,
+            "Delete a segment whose newest record is older than this; -1: no limit.", at_least(-1))
+    .define("retention.bytes", LONG, -1,
+            "Delete old segments while the log exceeds this size; -1: no limit.")
+    .define("max.message.bytes", INT, 1048588,
+            "Largest record batch the topic accepts (after compression).", at_least(0))
+    .define("message.timestamp.type", STRING, "CreateTime",
+            "CreateTime keeps the producer's timestamp; LogAppendTime stamps the broker's.",
+            one_of("CreateTime", "LogAppendTime"))
+    .define("message.timestamp.before.max.ms", LONG, LONG_MAX,
+            "How far in the past a CreateTime timestamp may be.", at_least(0))
+    .define("message.timestamp.after.max.ms", LONG, 3600000,
+            "How far in the future a CreateTime timestamp may be.", at_least(0))
+    .define("cleanup.policy", LIST, [DELETE],
+            "delete, compact, or both.", one_of(DELETE, COMPACT))
+    .define("compression.type", STRING, "producer",
+            "The topic's final codec; 'producer' keeps what the producer sent.",
+            one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"))
+    .define("file.delete.delay.ms", LONG, 60000,
+            "Delay before a .deleted file is removed.", at_least(0))
+    .define("preallocate", BOOLEAN, False, "Preallocate new segment files to segment.bytes.")
+    .define("min.insync.replicas", INT, 1,
+            "With acks=all, the replicas that must have a write (always 1 here).", at_least(1))
+    .define("min.cleanable.dirty.ratio", DOUBLE, 0.5,
+            "Log cleaner: dirty ratio that makes a log cleanable.", between(0, 1))
+    .define("delete.retention.ms", LONG, 86400000,
+            "Compacted topics: how long tombstones are kept.", at_least(0))
+    .define("min.compaction.lag.ms", LONG, 0, "Compacted topics: minimum age before cleaning.",
+            at_least(0))
+    .define("max.compaction.lag.ms", LONG, LONG_MAX, "Compacted topics: maximum age before cleaning.",
+            at_least(1))
+    .define("unclean.leader.election.enable", BOOLEAN, False, "Accepted for compatibility.")
+    .define("message.downconversion.enable", BOOLEAN, True, "Accepted for compatibility.")
+)
+
+# Broker-wide keys (server.properties) that give the default of a topic-level key.
+SERVER_DEFAULT_KEYS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "compression.type": "compression.type",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.preallocate": "preallocate",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """One topic's effective log configuration (defaults < broker log.* < topic overrides)."""
+
+    values: Mapping[str, Any]
+    overrides: Mapping[str, Any]
+
+    @classmethod
+    def from_props(cls, overrides: Mapping[str, Any] | None = None,
+                   defaults: Mapping[str, Any] | None = None) -> "LogConfig":
+        overrides = dict(overrides or {})
+        merged = dict(defaults or {})
+        merged.update(overrides)
+        values = LOG_CONFIG_DEF.parse(merged, strict=True)
+        parsed_overrides = {k: values[k] for k in overrides}
+        return cls(values, parsed_overrides)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def segment_bytes(self) -> int:
+        return self.values["segment.bytes"]
+
+    @property
+    def segment_ms(self) -> int:
+        return self.values["segment.ms"]
+
+    @property
+    def segment_jitter_ms(self) -> int:
+        return self.values["segment.jitter.ms"]
+
+    @property
+    def max_index_size(self) -> int:
+        return self.values["segment.index.bytes"]
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return self.values["index.interval.bytes"]
+
+    @property
+    def flush_interval_messages(self) -> int:
+        return self.values["flush.messages"]
+
+    @property
+    def flush_ms(self) -> int:
+        return self.values["flush.ms"]
+
+    @property
+    def retention_ms(self) -> int:
+        return self.values["retention.ms"]
+
+    @property
+    def retention_bytes(self) -> int:
+        return self.values["retention.bytes"]
+
+    @property
+    def max_message_size(self) -> int:
+        return self.values["max.message.bytes"]
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.values["message.timestamp.type"] == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        return self.values["message.timestamp.before.max.ms"]
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        return self.values["message.timestamp.after.max.ms"]
+
+    @property
+    def compact(self) -> bool:
+        return COMPACT in self.values["cleanup.policy"]
+
+    @property
+    def delete(self) -> bool:
+        return DELETE in self.values["cleanup.policy"]
+
+    @property
+    def file_delete_delay_ms(self) -> int:
+        return self.values["file.delete.delay.ms"]
+
+    @property
+    def preallocate(self) -> bool:
+        return self.values["preallocate"]
+
+
+def topic_defaults_from_server(server_props: Mapping[str, Any]) -> dict[str, Any]:
+    """Topic-level defaults from a broker's ``log.*`` keys (``log.retention.hours`` and
+    ``log.retention.minutes`` included, with Kafka's precedence ms > minutes > hours)."""
+    out = {topic_key: server_props[k] for k, topic_key in SERVER_DEFAULT_KEYS.items()
+           if k in server_props}
+    if "log.retention.ms" not in server_props:
+        if "log.retention.minutes" in server_props:
+            out["retention.ms"] = int(server_props["log.retention.minutes"]) * 60000
+        elif "log.retention.hours" in server_props:
+            out["retention.ms"] = int(server_props["log.retention.hours"]) * 3600000
+    if "log.roll.ms" not in server_props and "log.roll.hours" in server_props:
+        out["segment.ms"] = int(server_props["log.roll.hours"]) * 3600000
+    return out
+
+
