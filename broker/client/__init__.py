@@ -1,0 +1,1 @@
+"""broker.client: the client core (producer, later consumer and admin) against the Kafka wire protocol."""

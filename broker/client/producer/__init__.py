@@ -1,0 +1,1 @@
+"""broker.client.producer: the Kafka producer (seed 000), in Python."""
