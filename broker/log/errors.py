@@ -64,3 +64,21 @@ class OffsetOverflowError(LogError):
 class CorruptSnapshotError(LogError):
     """A producer-state snapshot that fails its CRC or layout checks; the loader deletes it
     and falls back to the previous one (R9, R10)."""
+
+
+class InvalidTxnStateError(LogError):
+    """A non-transactional batch from a producer with an open transaction (INVALID_TXN_STATE, 48)."""
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED, 52)."""
+
+
+class InvalidOffsetError(LogError, ValueError):
+    """An index append whose offset does not follow the last entry (Kafka's
+    InvalidOffsetException)."""
+
+
+class IndexFullError(LogError):
+    """An append to an index with no free slot; the caller should have rolled the segment
+    (``LogSegment.should_roll`` checks ``is_full()``)."""

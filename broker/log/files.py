@@ -121,12 +121,16 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # never leave a half-written .tmp behind (R11)
+        raise
     if fsync:
         fsync_dir(path.parent)
 

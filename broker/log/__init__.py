@@ -1,0 +1,1 @@
+"""broker.log: the storage engine (segments, indexes, producer state, recovery, retention), Kafka-compatible on disk."""
