@@ -404,13 +404,15 @@ def build_batch(records_bytes: bytes, *, count: int, base_offset: int = 0,
         attributes |= CONTROL_FLAG_MASK
     if last_offset_delta is None:
         last_offset_delta = count - 1
-    batch = bytearray(RECORD_BATCH_OVERHEAD + len(records_bytes))
-    HEADER.pack_into(batch, 0, base_offset, len(batch) - LOG_OVERHEAD, partition_leader_epoch,
-                     CURRENT_MAGIC, 0, attributes, last_offset_delta, base_timestamp,
-                     max_timestamp, producer_id, producer_epoch, base_sequence, count)
-    batch[RECORDS_OFFSET:] = records_bytes
-    _UINT32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    return bytes(batch)
+    # Pack the header alone and chain the CRC over header tail + records, so the records
+    # are copied once (by the final concatenation), not twice.
+    header = bytearray(RECORD_BATCH_OVERHEAD)
+    HEADER.pack_into(header, 0, base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records_bytes),
+                     partition_leader_epoch, CURRENT_MAGIC, 0, attributes, last_offset_delta,
+                     base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count)
+    crc = crc32c(records_bytes, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return bytes(header) + records_bytes
 
 
 def encode_batch(records: Iterable[tuple], *, base_offset: int = 0, compression: int = 0,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 
@@ -286,9 +287,31 @@ _ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
 _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)  # flag 0 means 1 byte when Single_Segment is set
 
 
+# zstandard's (de)compressor objects are reusable but not thread-safe: keep one per thread
+# (and per level) instead of building one per batch, which costs ~40% on small batches.
+_zstd_local = threading.local()
+
+
+def _zstd_compressor(level: int) -> "zstandard.ZstdCompressor":
+    cache = getattr(_zstd_local, "compressors", None)
+    if cache is None:
+        cache = _zstd_local.compressors = {}
+    comp = cache.get(level)
+    if comp is None:
+        comp = cache[level] = zstandard.ZstdCompressor(level=level)
+    return comp
+
+
+def _zstd_decompressor() -> "zstandard.ZstdDecompressor":
+    dctx = getattr(_zstd_local, "decompressor", None)
+    if dctx is None:
+        dctx = _zstd_local.decompressor = zstandard.ZstdDecompressor()
+    return dctx
+
+
 def _zstd_compress(view: memoryview, level: int | None) -> bytes:
     level = _ZSTD_DEFAULT_LEVEL if level is None else level
-    return zstandard.ZstdCompressor(level=level).compress(view)
+    return _zstd_compressor(level).compress(view)
 
 
 def _zstd_output_bound(view: memoryview) -> int:
@@ -343,7 +366,7 @@ def _zstd_output_bound(view: memoryview) -> int:
 
 def _zstd_decompress(view: memoryview, max_bytes: int) -> bytes:
     bound = _zstd_output_bound(view)
-    reader = zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True)
+    reader = _zstd_decompressor().stream_reader(view, read_across_frames=True)
     chunks: list[bytes] = []
     total = 0
     size = min(max_bytes + 1, _CHUNK_MAX, max(bound, 1))
