@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from ..record.batch import (
+    LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
@@ -243,10 +244,11 @@ class FileRecords:
             if len(buf) < RECORD_BATCH_OVERHEAD:
                 return  # the file shrank under a reader
             consumed = 0
+            view = memoryview(buf) if with_bytes else None
             try:
                 for rel, header in iter_batch_headers(buf, 0, len(buf)):
-                    size = header.size_in_bytes
-                    yield pos + rel, header, memoryview(buf)[rel:rel + size] if with_bytes else None
+                    size = header.batch_length + LOG_OVERHEAD
+                    yield pos + rel, header, view[rel:rel + size] if with_bytes else None
                     consumed = rel + size
                 if consumed == 0:
                     header = read_header(buf, 0)

@@ -57,7 +57,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from ..record.batch import BatchHeader, ensure_valid, iter_batch_headers
+from ..record.batch import (
+    ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    BatchHeader,
+    crc32c,
+    ensure_valid,
+    iter_batch_headers,
+)
 from ..record.errors import DecodeError
 from . import files
 from .clock import SYSTEM_TIME, Time
@@ -359,20 +366,25 @@ class LogSegment:
     # --- append ---
 
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
-               records) -> None:
+               records, batches=None) -> None:
         """Write already-validated whole v2 batches (offsets assigned) at the end of the
         .log, then add sparse index entries. ``largest_timestamp`` seeds time-based rolling
         when the segment is empty; the per-batch headers drive the indexes and the
         largest-timestamp tracking (``offset_of_max_timestamp`` is accepted for Kafka's
         signature; the batch's last offset is what the time index stores).
-        Raises ``OffsetOverflowError`` (nothing written) when an offset does not fit."""
+        Raises ``OffsetOverflowError`` (nothing written) when an offset does not fit.
+        ``batches``: the (position, header) pairs of ``records`` when the caller already
+        walked them (the validator did), to skip a second walk."""
         data = records.memoryview() if isinstance(records, Records) else memoryview(records).cast("B")
         if len(data) == 0:
             return
-        try:
-            headers = list(iter_batch_headers(data))
-        except DecodeError as exc:
-            raise InvalidRecordError(f"append to {self._log.path}: {exc}") from exc
+        if batches is not None:
+            headers = batches
+        else:
+            try:
+                headers = list(iter_batch_headers(data))
+            except DecodeError as exc:
+                raise InvalidRecordError(f"append to {self._log.path}: {exc}") from exc
         if not headers or headers[-1][0] + headers[-1][1].size_in_bytes != len(data):
             raise InvalidRecordError(f"append to {self._log.path}: the records are not whole v2 batches")
         self._ensure_offset_in_range(headers[0][1].base_offset)
@@ -383,18 +395,23 @@ class LogSegment:
         self._log.append(data)
         offset_index = self.offset_index
         time_index = self.time_index
-        max_so_far = self.read_max_timestamp_and_offset_so_far()
-        for _, header in headers:
-            if header.max_timestamp > max_so_far.timestamp:
-                max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
-                self._max_timestamp_and_offset = max_so_far
-            if self._bytes_since_last_index_entry > self._index_interval_bytes:
-                offset_index.append(header.last_offset, physical_position)
-                time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
-                self._bytes_since_last_index_entry = 0
-            size = header.size_in_bytes
+        max_ts, max_ts_offset = self.read_max_timestamp_and_offset_so_far()
+        since_last_entry = self._bytes_since_last_index_entry
+        interval = self._index_interval_bytes
+        for _, header in headers:  # locals only: this loop runs for every produced batch
+            last_offset = header.base_offset + header.last_offset_delta
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, last_offset
+                self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+            if since_last_entry > interval:
+                offset_index.append(last_offset, physical_position)
+                if max_ts > time_index.last_entry.timestamp:  # else maybe_append would not append
+                    time_index.maybe_append(max_ts, max_ts_offset)
+                since_last_entry = 0
+            size = header.batch_length + LOG_OVERHEAD
             physical_position += size
-            self._bytes_since_last_index_entry += size
+            since_last_entry += size
+        self._bytes_since_last_index_entry = since_last_entry
 
     def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
         """Record a completed transaction if it aborted (duck-typed: ``is_aborted``,
@@ -479,35 +496,48 @@ class LogSegment:
         self._txn_index.reset()
         valid_bytes = 0
         last_index_entry = 0
-        max_so_far = TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        self._max_timestamp_and_offset = max_so_far
-        previous_last_offset = self._base_offset - 1
+        base = self._base_offset
+        interval = self._index_interval_bytes
+        max_ts, max_ts_offset = NO_TIMESTAMP, base
+        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        previous_last_offset = base - 1
+        latest_epoch = leader_epoch_cache.latest_epoch if leader_epoch_cache is not None else None
+        time_index_ts = time_index.last_entry.timestamp
         try:
+            # locals only in this loop: it runs for every batch of every recovered segment
             for _, header, batch in self._log.iter_batches(with_bytes=True, chunk_size=RECOVERY_CHUNK):
-                ensure_valid(batch, 0, header)
-                if header.base_offset <= previous_last_offset or header.last_offset < header.base_offset:
+                # ensure_valid(batch, 0, header), inlined (the batch is whole: iter_batches)
+                if crc32c(batch[ATTRIBUTES_OFFSET:]) != header.crc:
+                    ensure_valid(batch, 0, header)  # raises CorruptRecordError with the details
+                if header.records_count < 0:
+                    raise InvalidRecordError(f"negative records count {header.records_count}")
+                first = header.base_offset
+                last = first + header.last_offset_delta
+                if first <= previous_last_offset or last < first:
                     raise InvalidRecordError(
-                        f"batch offsets {header.base_offset}..{header.last_offset} do not follow "
-                        f"{previous_last_offset}")
-                self._ensure_offset_in_range(header.last_offset)
-                if header.max_timestamp > max_so_far.timestamp:
-                    max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
-                    self._max_timestamp_and_offset = max_so_far
-                if valid_bytes - last_index_entry > self._index_interval_bytes:
-                    offset_index.append(header.last_offset, valid_bytes)
-                    time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
+                        f"batch offsets {first}..{last} do not follow {previous_last_offset}")
+                if last - base > INT32_MAX:  # last >= first >= base here
+                    self._ensure_offset_in_range(last)
+                if header.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = header.max_timestamp, last
+                    self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+                if valid_bytes - last_index_entry > interval:
+                    offset_index.append(last, valid_bytes)
+                    if max_ts > time_index_ts:  # else maybe_append would not append
+                        time_index.maybe_append(max_ts, max_ts_offset)
+                        time_index_ts = max_ts
                     last_index_entry = valid_bytes
-                valid_bytes += header.size_in_bytes
+                valid_bytes += header.batch_length + LOG_OVERHEAD
                 epoch = header.partition_leader_epoch
-                if leader_epoch_cache is not None and epoch >= 0:
-                    latest = leader_epoch_cache.latest_epoch
-                    if latest is None or epoch > latest:
-                        leader_epoch_cache.assign(epoch, header.base_offset)
+                if (leader_epoch_cache is not None and epoch >= 0
+                        and (latest_epoch is None or epoch > latest_epoch)):
+                    leader_epoch_cache.assign(epoch, first)
+                    latest_epoch = epoch
                 if on_batch is not None:
                     aborted = on_batch(header, batch)
                     if aborted is not None:
                         self._txn_index.append(aborted)
-                previous_last_offset = header.last_offset
+                previous_last_offset = last
         except (DecodeError, CorruptRecordError, InvalidRecordError) as exc:
             log.warning("Found invalid batches in log segment %s at byte offset %d: %s",
                         self._log.path, valid_bytes, exc)
@@ -518,7 +548,7 @@ class LogSegment:
         self._log.truncate_to(valid_bytes)
         offset_index.trim_to_valid_size()
         # as a cleanly closed segment, record the largest timestamp ever seen
-        time_index.maybe_append(max_so_far.timestamp, max_so_far.offset, skip_full_check=True)
+        time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
         time_index.trim_to_valid_size()
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         return truncated

@@ -56,7 +56,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.record import batch as rb
 from broker.record import errors as record_errors
@@ -138,9 +138,10 @@ class ValidatorConfig:
                    compacted=config.compact)
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     """What ``analyze`` found, or (after ``assign_offsets``) what will be appended.
+    (A NamedTuple: immutable like a frozen dataclass, and several times cheaper to build,
+    which matters on the produce path; copy with ``_replace``.)
 
     Before assignment the offsets are those written in the batches (0-based for a client);
     after it they are the log's. ``offset_of_max_timestamp`` is exact when records were

@@ -1,0 +1,788 @@
+"""The log of one partition as the broker sees it (Kafka's ``UnifiedLog``).
+
+Owns the semantics over ``LocalLog``'s bytes: leader appends (validation, offset
+assignment in place, producer-state dedup, leader-epoch lineage, rolling, the flush.messages
+policy), reads bounded by an isolation level, ListOffsets lookups, and the offset
+boundaries with their invariant::
+
+    log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+
+- log start offset: the first offset a reader may get; moved by retention (whole segments)
+  and by DeleteRecords (``maybe_increment_log_start_offset``, never past the high
+  watermark);
+- high watermark: on this single-node broker the leader is the only replica, so it is
+  advanced to the log end offset by every append (and on load);
+- last stable offset: min(first unstable offset, high watermark), the bound of
+  READ_COMMITTED reads (``producer_state.py`` knows the open transactions);
+- recovery point: every offset below it is fsynced (``LocalLog``); it moves only at an
+  actual flush: flush.messages (``unflushed >= flush.messages`` fsyncs before the append
+  returns, so flush.messages=1 means an acknowledged record is on disk), flush.ms
+  (``flush_if_due``, called by ``LogManager``'s scheduler) and the asynchronous flush of a
+  rolled segment.
+
+Append (``append_as_leader``), as Kafka's ``UnifiedLog.append``: validate every batch
+(CRC, sizes, lastOffsetDelta + 1 == count, no client control batch, max.message.bytes,
+timestamps; outside the lock, read-only), then under the partition lock: assign offsets in
+place from the log end offset (LogAppendTime when the topic says so; nothing is
+recompressed), record the leader epoch, roll if the active segment would pass
+segment.bytes, has waited segment.ms less its jitter, has a full index or cannot hold the
+offsets relative to its base (R16), check producer state (a retry of one of a producer's
+last 5 batches returns that batch's original offsets and appends nothing), write, apply
+producer state and the transaction index, advance the high watermark, flush if due.
+All-or-nothing: any rejection happens before a byte is written.
+
+Reads (``read``) are lock-free: they load the published segment set and offsets once and
+return a ``FileSlice`` of a segment file (the whole batch containing the start offset, at
+least one batch even if larger than ``max_length``), sent as is.
+
+On-disk format: the partition directory (``local_log.py``, ``segment.py``),
+``leader-epoch-checkpoint`` (``epoch_cache.py``), ``<offset>.snapshot``
+(``producer_state.py``), ``partition.metadata`` (``files.py``).
+
+I/O errors: every mutating path (and reads) runs inside the log directory's choke point
+(``local_log.maybe_handle_io_exception``): an ``OSError`` marks the directory offline and
+surfaces as ``KafkaStorageError``; every later call on a log of that directory raises
+``KafkaStorageError`` without touching a file.
+
+Thread-safety: one writer per partition. ``_lock`` (re-entrant) serialises append, roll,
+truncation, retention, log-start-offset and high-watermark moves, snapshots and close.
+Readers (``read``, ``fetch_offset_by_timestamp``, the offset properties) never take it:
+the boundaries are single attribute stores of immutable values, published after the data
+they cover; the segment set is copy-on-write. The only reader that may take the lock is a
+high-watermark read while the stored watermark lacks its file position (rare: after
+``update_high_watermark`` with a bare offset), as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+from ..record.batch import NO_TIMESTAMP
+from . import files
+from .clock import SYSTEM_TIME, Time
+from .epoch_cache import LeaderEpochFileCache
+from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from .loader import LoadStats, LogLoader, rebuild_producer_state
+from .local_log import LocalLog, LogDirFailureChannel, maybe_handle_io_exception
+from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from .scheduler import Scheduler
+from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams
+from .segments import LogSegments
+from .validator import (
+    AppendOrigin,
+    LogAppendInfo,
+    ValidatorConfig,
+    analyze_and_validate_records,
+    assign_offsets,
+)
+
+__all__ = ["UnifiedLog", "OffsetAndTimestamp", "LOG_END", "HIGH_WATERMARK", "TXN_COMMITTED",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP",
+           "LATEST_TIERED_TIMESTAMP"]
+
+log = logging.getLogger(__name__)
+
+# Fetch isolation levels (Kafka's FetchIsolation).
+LOG_END = "log_end"
+HIGH_WATERMARK = "high_watermark"
+TXN_COMMITTED = "txn_committed"
+
+# ListOffsets special timestamps (ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def _local_property(attribute: str, doc: str) -> property:
+    """A read-only property delegating to the ``LocalLog``'s attribute of that name."""
+    return property(lambda self: getattr(self._local, attribute), doc=doc)
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """A ListOffsets answer: the offset, the timestamp found there (-1 for earliest and
+    latest) and the leader epoch of that offset (None when unknown)."""
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+class UnifiedLog:
+    """One partition's log; build it with ``UnifiedLog.create`` (semantics, on-disk format
+    and invariants in the module docstring).
+
+    Thread-safety: a single writer at a time (``_lock``, re-entrant, taken by every
+    mutating method); readers (``read``, ``fetch_offset_by_timestamp``, the offset
+    properties) never take it and never block on a writer."""
+
+    def __init__(self, log_start_offset: int, local_log: LocalLog,
+                 leader_epoch_cache: LeaderEpochFileCache | None,
+                 producer_state_manager: ProducerStateManager, topic_id: uuid.UUID | None = None,
+                 load_stats: LoadStats | None = None) -> None:
+        self._lock = threading.RLock()
+        self._local = local_log
+        self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state_manager = producer_state_manager
+        self.topic_id = topic_id
+        self.load_stats = load_stats or LoadStats()
+        self._time = local_log.time
+        self._validator_config = ValidatorConfig.from_log_config(local_log.config)
+        self._log_start_offset = log_start_offset
+        self._high_watermark_metadata = LogOffsetMetadata(log_start_offset)
+        self._first_unstable_offset_metadata: LogOffsetMetadata | None = None
+        self._deleted = False
+        with self._lock:
+            if local_log.recovery_point < log_start_offset:
+                local_log.update_recovery_point(log_start_offset)
+            self._maybe_increment_first_unstable_offset()
+
+    @classmethod
+    def create(cls, directory: Path | str, config, *, log_start_offset: int = 0, recovery_point: int = 0,
+               scheduler: Scheduler | None = None, time: Time = SYSTEM_TIME,
+               last_shutdown_clean: bool = True, topic_id: uuid.UUID | None = None,
+               producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+               failure_channel: LogDirFailureChannel | None = None,
+               high_watermark: int | None = None) -> "UnifiedLog":
+        """Open (creating it if needed) and recover the partition directory ``directory``
+        (``<log.dir>/<topic>-<partition>``). ``log_start_offset`` and ``recovery_point``
+        come from the log directory's checkpoints; ``last_shutdown_clean`` from its
+        clean-shutdown marker. ``high_watermark`` defaults to the log end offset (a
+        single node is its own in-sync replica). Without a ``scheduler`` the log gets a
+        deterministic one nobody runs: delayed deletes and roll flushes then wait for
+        ``scheduler.run_pending()``."""
+        directory = Path(directory)
+        scheduler = scheduler if scheduler is not None else Scheduler(time)
+        failure_channel = failure_channel or LogDirFailureChannel()
+        with maybe_handle_io_exception(failure_channel, directory.parent, f"error while loading log {directory.name}"):
+            if not directory.is_dir():
+                directory.mkdir(parents=True)
+                files.fsync_dir(directory.parent)  # the new partition survives a crash
+            existing_id = files.read_partition_metadata(directory)
+            if topic_id is not None and existing_id is not None and existing_id != topic_id:
+                raise ValueError(f"{directory}: topic id {topic_id} differs from the stored {existing_id}")
+            if topic_id is not None and existing_id is None:
+                files.write_partition_metadata(directory, topic_id)
+            topic_id = topic_id or existing_id
+            segments = LogSegments(directory.name)
+            epoch_cache = _open_epoch_cache(directory)
+
+            def new_psm() -> ProducerStateManager:
+                return ProducerStateManager(directory, producer_id_expiration_ms=producer_id_expiration_ms,
+                                            time=time)
+
+            psm = new_psm()
+            stats = LoadStats()
+            offsets = LogLoader(directory, config, had_clean_shutdown=last_shutdown_clean, segments=segments,
+                                log_start_offset_checkpoint=log_start_offset,
+                                recovery_point_checkpoint=recovery_point, leader_epoch_cache=epoch_cache,
+                                producer_state_manager=psm, producer_state_factory=new_psm, time=time,
+                                stats=stats).load()
+            local = LocalLog(directory, config, segments, offsets.recovery_point, offsets.next_offset_metadata,
+                             scheduler, time, failure_channel)
+            ulog = cls(offsets.log_start_offset, local, epoch_cache, psm, topic_id, stats)
+            hw = local.log_end_offset if high_watermark is None else high_watermark
+            ulog.update_high_watermark(hw)
+            return ulog
+
+    # --- properties (lock-free) ---
+
+    dir = _local_property("dir", "The partition directory.")
+    parent_dir = _local_property("parent_dir", "The log directory (a log.dirs entry) holding it.")
+    name = _local_property("name", "<topic>-<partition>.")
+    topic_partition = _local_property("topic_partition", "(topic, partition).")
+    config = _local_property("config", "The topic's current LogConfig.")
+    scheduler = _local_property("scheduler", "The scheduler of delayed deletes and roll flushes.")
+    log_end_offset = _local_property("log_end_offset", "The offset the next record gets.")
+    log_end_offset_metadata = _local_property("log_end_offset_metadata", "LEO with its file position.")
+    recovery_point = _local_property("recovery_point", "Every offset below it is fsynced.")
+    unflushed_messages = _local_property("unflushed_messages", "LEO - recovery point.")
+    last_flush_time = _local_property("last_flush_time", "When the recovery point last moved (ms).")
+
+    @property
+    def local_log(self) -> LocalLog:
+        return self._local
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark_metadata.message_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        fu = self._first_unstable_offset_metadata
+        hw = self._high_watermark_metadata.message_offset
+        return fu.message_offset if fu is not None and fu.message_offset < hw else hw
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        fu = self._first_unstable_offset_metadata
+        return fu.message_offset if fu is not None else None
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return self._local.segments.values()
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._local.segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._local.segments.active_segment
+
+    @property
+    def size(self) -> int:
+        return self._local.segments.size_in_bytes()
+
+    @property
+    def is_offline(self) -> bool:
+        return self._local.failure_channel.is_offline(self.parent_dir)
+
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch if self.leader_epoch_cache is not None else None
+
+    def _io(self, message: str):
+        return self._local.io(f"{message} for {self.name} in dir {self.parent_dir}")
+
+    def _check_open(self) -> None:
+        if self._deleted:
+            raise KafkaStorageError(f"log {self.name} has been deleted")
+        self._local.check_if_memory_mapped_buffer_closed()
+
+    def update_config(self, config) -> None:
+        """A topic config change (segment.bytes, retention, flush policy, timestamp type...)."""
+        with self._lock:
+            self._local.update_config(config)
+            self._validator_config = ValidatorConfig.from_log_config(config)
+
+    # --- append ---
+
+    def append_as_leader(self, records, leader_epoch: int = 0, origin: AppendOrigin = AppendOrigin.CLIENT,
+                         required_acks: int = -1) -> LogAppendInfo:
+        """Validate ``records`` (whole v2 batches of one produce request for this
+        partition), assign offsets in place (``records`` is modified when writable, else
+        copied once) and append them. Returns the ``LogAppendInfo`` with the log's
+        offsets, or for a retried batch of an idempotent producer the original batch's
+        first and last offsets with nothing appended. ``required_acks`` is accepted for
+        Kafka's signature: with one replica, acks=1 and acks=all are the same.
+
+        Raises (nothing appended): CorruptRecordError, InvalidRecordError,
+        RecordBatchTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError,
+        OutOfOrderSequenceError, InvalidProducerEpochError, InvalidTxnStateError,
+        TransactionCoordinatorFencedError, KafkaStorageError."""
+        buf = records
+        if not isinstance(buf, bytearray):
+            mv = memoryview(buf)
+            buf = mv if not mv.readonly and mv.format == "B" else bytearray(mv)
+        local = self._local
+        now = self._time.milliseconds()
+        vconfig = self._validator_config
+        analyzed = analyze_and_validate_records(buf, vconfig, now_ms=now, origin=origin)
+        with self._lock:
+            channel = local.failure_channel
+            if channel.is_offline(local.parent_dir):
+                raise channel.storage_error(local.parent_dir, f"append to {self.name}")
+            self._check_open()
+            try:
+                return self._append_locked(buf, analyzed, leader_epoch, origin, now, vconfig)
+            except OSError as exc:
+                raise self._storage_error(f"error while appending records to {self.name}", exc) from exc
+
+    def _append_locked(self, buf, analyzed: LogAppendInfo, leader_epoch: int, origin: AppendOrigin,
+                       now: int, vconfig: ValidatorConfig) -> LogAppendInfo:
+        local = self._local
+        config = local.config
+        info = assign_offsets(buf, analyzed, first_offset=local.log_end_offset,
+                              partition_leader_epoch=leader_epoch, now_ms=now,
+                              log_append_time=vconfig.log_append_time)
+        if info.valid_bytes > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"message batch size is {info.valid_bytes} bytes in append to partition {self.name}, "
+                f"which exceeds the maximum configured segment size of {config.segment_bytes}")
+        cache = self.leader_epoch_cache
+        if cache is not None and leader_epoch >= 0:
+            latest = cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                cache.assign(leader_epoch, info.first_offset)
+        segment = self._maybe_roll(info, now)
+        psm = self.producer_state_manager
+        batches = info.batches
+        next_offset = info.last_offset + 1
+        if any(h.producer_id >= 0 for _, h in batches):
+            analysis = psm.analyze_append(buf, batches, origin)
+            duplicate = analysis.duplicate
+            if duplicate is not None:
+                return info._replace(
+                    first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                    log_append_time=duplicate.timestamp if vconfig.log_append_time else NO_TIMESTAMP)
+            local.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf, batches)
+            for completed, lso in psm.apply_append(analysis, next_offset):
+                segment.update_txn_index(completed, lso)
+        else:  # no producer id: nothing for the producer state but its end offset
+            local.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf, batches)
+            psm.update_map_end_offset(next_offset)
+        # single node: the leader is the whole ISR, the high watermark follows the LEO
+        self._update_high_watermark_metadata(local.log_end_offset_metadata)
+        if local.unflushed_messages >= config.flush_interval_messages:
+            self._flush(local.log_end_offset, False)
+        return info
+
+    def _maybe_roll(self, info: LogAppendInfo, now: int) -> LogSegment:
+        segment = self._local.segments.active_segment
+        config = self._local.config
+        if segment.should_roll(RollParams(config.segment_ms, config.segment_bytes, info.max_timestamp,
+                                          info.last_offset, info.valid_bytes, now)):
+            return self.roll(info.first_offset)
+        return segment
+
+    # --- roll and flush ---
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment; the producer state is snapshotted at its base offset
+        and the old segment (and snapshot) are fsynced asynchronously by the scheduler,
+        which then advances the recovery point."""
+        with self._lock, self._io("error while rolling log segment"):
+            self._check_open()
+            new_segment = self._local.roll(expected_next_offset)
+            psm = self.producer_state_manager
+            psm.update_map_end_offset(new_segment.base_offset)
+            snapshot = psm.take_snapshot(sync=False)
+            if self.high_watermark > self.log_end_offset:
+                self.update_high_watermark(self.log_end_offset)
+            base = new_segment.base_offset
+
+            def flush_rolled() -> None:
+                if self._deleted or self._local.is_closed:
+                    return
+                with self._io("error while flushing a rolled segment"):
+                    if snapshot is not None and snapshot.exists():
+                        _fsync_file(snapshot)
+                self._flush(base, False)
+
+            self._local.scheduler.schedule_once("flush-log", flush_rolled)
+            return new_segment
+
+    def flush(self, force_flush_active_segment: bool = False) -> None:
+        """fsync everything up to the log end offset and advance the recovery point."""
+        self._flush(self.log_end_offset, force_flush_active_segment)
+
+    def flush_up_to_offset_exclusive(self, offset: int) -> None:
+        self._flush(offset, False)
+
+    def _flush(self, offset: int, including_offset: bool) -> None:
+        """fsync below ``offset`` (outside the lock, as Kafka: appends go on meanwhile), then
+        advance the recovery point under the lock."""
+        flush_offset = offset + 1 if including_offset else offset
+        local = self._local
+        if self._deleted or local.is_closed or flush_offset <= local.recovery_point:
+            return
+        channel = local.failure_channel
+        if channel.is_offline(local.parent_dir):
+            raise channel.storage_error(local.parent_dir, f"flush of {self.name}")
+        try:
+            local.flush(flush_offset)
+        except OSError as exc:
+            if self._deleted or local.is_closed:
+                return  # raced with close or delete: nothing left to make durable
+            raise self._storage_error(f"error while flushing log {self.name} up to offset {offset}",
+                                      exc) from exc
+        with self._lock:
+            if not local.is_closed:
+                local.mark_flushed(offset)
+
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
+        """flush.ms: flush when the last flush is at least flush.ms old and something is
+        unflushed (LogManager's flusher task). True when it flushed."""
+        now_ms = self._time.milliseconds() if now_ms is None else now_ms
+        if self.unflushed_messages > 0 and now_ms - self._local.last_flush_time >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # --- reads (lock-free) ---
+
+    def read(self, start_offset: int, max_length: int, isolation: str = LOG_END,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Batches from the one holding ``start_offset``, at most ``max_length`` bytes (but
+        the first batch whole when ``min_one_message``), below the isolation bound:
+        ``log_end`` (LEO), ``high_watermark`` or ``txn_committed`` (last stable offset,
+        with the overlapping aborted transactions attached). OffsetOutOfRangeError below
+        the log start offset or past the log end offset."""
+        local = self._local
+        channel = local.failure_channel
+        if channel.is_offline(local.parent_dir):
+            raise channel.storage_error(local.parent_dir, f"read from {self.name}")
+        self._check_open()
+        self._check_log_start_offset(start_offset)
+        if isolation == LOG_END:
+            bound = local.log_end_offset_metadata
+        elif isolation == HIGH_WATERMARK:
+            bound = self._fetch_high_watermark_metadata()
+        elif isolation == TXN_COMMITTED:
+            bound = self._fetch_last_stable_offset_metadata()
+        else:
+            raise ValueError(f"unknown isolation {isolation!r}")
+        try:
+            return local.read(start_offset, max_length, min_one_message, bound, isolation == TXN_COMMITTED)
+        except OSError as exc:
+            # A segment deleted (and closed) under this lock-free read: retention or
+            # truncation moved the boundaries past the offset. Not a disk failure.
+            self._check_log_start_offset(start_offset)
+            if start_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} of {self.name} was truncated away during the read") from exc
+            raise self._storage_error(f"error while reading from {self.name}", exc) from exc
+
+    def _check_log_start_offset(self, offset: int) -> None:
+        if offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {offset} for partition {self.name}, but the "
+                f"log start offset is {self._log_start_offset}")
+
+    def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
+        metadata = self._high_watermark_metadata
+        if metadata.message_offset_only:
+            with self._lock:
+                metadata = self._convert_to_offset_metadata(self.high_watermark)
+                self._update_high_watermark_metadata(metadata)
+        return metadata
+
+    def _fetch_last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        hw = self._fetch_high_watermark_metadata()
+        fu = self._first_unstable_offset_metadata
+        if fu is not None and fu.message_offset < hw.message_offset:
+            return fu
+        return hw
+
+    def _convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        local = self._local
+        return local.read(offset, 1, False, local.log_end_offset_metadata, False).fetch_offset_metadata
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list:
+        return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets: -2 earliest, -4 earliest local (both the log start offset), -1
+        latest (the log end offset), -3 the record with the largest timestamp, -5 latest
+        tiered (-1: no tiered storage), else the first record with a timestamp >= the
+        target (None when there is none)."""
+        local = self._local
+        channel = local.failure_channel
+        if channel.is_offline(local.parent_dir):
+            raise channel.storage_error(local.parent_dir, f"offset lookup in {self.name}")
+        self._check_open()
+        if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self._log_start_offset
+            return OffsetAndTimestamp(start, NO_TIMESTAMP, self._epoch_for_offset(start))
+        if target_timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(self.log_end_offset, NO_TIMESTAMP, self.latest_epoch())
+        if target_timestamp == LATEST_TIERED_TIMESTAMP:
+            return OffsetAndTimestamp(-1, NO_TIMESTAMP, -1)
+        for attempt in range(2):
+            segments = local.segments.values()
+            try:
+                found = self._search_timestamp(target_timestamp, segments)
+                break
+            except OSError as exc:
+                if attempt == 0 and local.segments.values() != segments:
+                    continue  # retention deleted a segment under this lock-free lookup: retry
+                raise self._storage_error(f"error while fetching offset by timestamp for {self.name}",
+                                          exc) from exc
+        if found is None:
+            return None
+        return OffsetAndTimestamp(found.offset, found.timestamp, found.leader_epoch)
+
+    def _search_timestamp(self, target_timestamp: int, segments: list[LogSegment]):
+        start = self._log_start_offset
+        if target_timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp_so_far(), default=None)
+            if best is None or best.max_timestamp_so_far() < 0:
+                return None
+            max_ts = best.read_max_timestamp_and_offset_so_far()
+            position = best.offset_index.lookup(max_ts.offset).position
+            return best.log.search_for_timestamp(max_ts.timestamp, position, start)
+        for segment in segments:
+            if segment.largest_timestamp() >= target_timestamp:
+                found = segment.find_offset_by_timestamp(target_timestamp, start)
+                if found is not None:
+                    return found
+        return None
+
+    def _epoch_for_offset(self, offset: int) -> int | None:
+        return self.leader_epoch_cache.epoch_for_offset(offset) if self.leader_epoch_cache is not None else None
+
+    # --- boundaries ---
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark to ``hw`` clamped to [log start, LEO]; returns it."""
+        with self._lock:
+            hw = min(max(hw, self._log_start_offset), self.log_end_offset)
+            if hw == self.log_end_offset:
+                self._update_high_watermark_metadata(self._local.log_end_offset_metadata)
+            else:
+                self._update_high_watermark_metadata(LogOffsetMetadata(hw))
+            return hw
+
+    def maybe_increment_high_watermark(self, new_hw: LogOffsetMetadata) -> LogOffsetMetadata | None:
+        """Move the high watermark forward (never back, never past the LEO); returns the
+        old value when it moved."""
+        if new_hw.message_offset > self.log_end_offset:
+            raise ValueError(f"high watermark {new_hw} would exceed the log end offset {self.log_end_offset}")
+        with self._lock:
+            old = self._high_watermark_metadata
+            if (old.message_offset < new_hw.message_offset
+                    or (old.message_offset == new_hw.message_offset and old.message_offset_only
+                        and not new_hw.message_offset_only)):
+                self._update_high_watermark_metadata(new_hw)
+                return old
+            return None
+
+    def _update_high_watermark_metadata(self, metadata: LogOffsetMetadata) -> None:
+        if metadata.message_offset < 0:
+            raise ValueError("high watermark offset should be non-negative")
+        self._high_watermark_metadata = metadata
+        psm = self.producer_state_manager
+        psm.on_high_watermark_updated(metadata.message_offset)
+        self._maybe_increment_first_unstable_offset()
+
+    def _maybe_increment_first_unstable_offset(self) -> None:
+        fu = self.producer_state_manager.first_unstable_offset()
+        if fu is None:
+            self._first_unstable_offset_metadata = None
+            return
+        fu = max(fu, self._log_start_offset)
+        current = self._first_unstable_offset_metadata
+        if current is None or current.message_offset != fu:
+            self._first_unstable_offset_metadata = self._convert_to_offset_metadata(fu)
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "client delete records") -> bool:
+        """Advance the log start offset (DeleteRecords, retention); it may not pass the high
+        watermark (OffsetOutOfRangeError). Segments wholly below it are deleted by the
+        next ``delete_old_segments``. True when it moved."""
+        with self._lock, self._io(f"exception while increasing log start offset to {new_log_start_offset}"):
+            self._check_open()
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot increment the log start offset to {new_log_start_offset} of partition "
+                    f"{self.name} since it is larger than the high watermark {self.high_watermark}")
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            log.info("%s: incremented log start offset to %d due to %s", self.name, new_log_start_offset, reason)
+            self._log_start_offset = new_log_start_offset
+            if self._local.recovery_point < new_log_start_offset:
+                self._local.update_recovery_point(new_log_start_offset)
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
+            self._maybe_increment_first_unstable_offset()
+            return True
+
+    # --- retention ---
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Delete whole segments wholly below the log start offset and, for delete-policy
+        topics, those past retention.bytes (oldest first) or whose largest timestamp is
+        older than retention.ms. Never past the high watermark; the log always keeps a
+        segment (an active one is rolled first when every segment goes). Returns how many
+        segments were deleted."""
+        config = self.config
+        now_ms = self._time.milliseconds() if now_ms is None else now_ms
+        deleted = self._delete_old_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
+            "log start offset breach")
+        if config.delete:
+            if config.retention_bytes >= 0:
+                diff = self.size - config.retention_bytes
+                if diff > 0:
+                    def size_breached(seg, nxt) -> bool:
+                        nonlocal diff
+                        if diff - seg.size >= 0:
+                            diff -= seg.size
+                            return True
+                        return False
+                    deleted += self._delete_old_segments(size_breached, "retention size breach")
+            if config.retention_ms >= 0:
+                deleted += self._delete_old_segments(
+                    lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms,
+                    "retention time breach")
+        return deleted
+
+    def _delete_old_segments(self, predicate, reason: str) -> int:
+        with self._lock:
+            if self._deleted or self._local.is_closed:
+                return 0
+
+            def should_delete(segment: LogSegment, nxt: LogSegment | None) -> bool:
+                upper = nxt.base_offset if nxt is not None else self.log_end_offset
+                return self.high_watermark >= upper and predicate(segment, nxt)
+
+            deletable = self._local.deletable_segments(should_delete)
+            if not deletable:
+                return 0
+            with self._io(f"error while deleting segments ({reason})"):
+                to_delete = deletable
+                if len(self._local.segments) == len(deletable):
+                    new_segment = self.roll()
+                    if deletable[-1].base_offset == new_segment.base_offset:
+                        to_delete = deletable[:-1]
+                self._local.check_if_memory_mapped_buffer_closed()
+                self._local.remove_and_delete_segments(to_delete, async_delete=True, reason=reason)
+                first = self._local.segments.first_segment_base_offset()
+                self.producer_state_manager.delete_snapshots_before(first)
+                self.maybe_increment_log_start_offset(first, reason)
+            return len(deletable)
+
+    # --- truncation ---
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset >= ``target_offset`` (a no-op at or past the LEO). True when
+        something was removed."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate partition {self.name} to a negative offset ({target_offset})")
+        with self._lock, self._io(f"error while truncating log to offset {target_offset}"):
+            self._check_open()
+            if target_offset >= self.log_end_offset:
+                return False
+            if target_offset < self._local.segments.first_segment_base_offset():
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            self._local.truncate_to(target_offset)
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.truncate_from_end(target_offset)
+            self._rebuild_producer_state(target_offset)
+            if self.high_watermark >= self.log_end_offset:
+                self._update_high_watermark_metadata(self._local.log_end_offset_metadata)
+            else:
+                self._maybe_increment_first_unstable_offset()
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
+        """Delete everything and start an empty log at ``new_offset``."""
+        with self._lock, self._io(f"error while truncating the entire log to {new_offset}"):
+            self._check_open()
+            self._local.truncate_fully_and_start_at(new_offset)
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.clear_and_flush()
+            self.producer_state_manager.truncate_fully_and_start_at(new_offset)
+            self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
+            self._rebuild_producer_state(new_offset)
+            self._update_high_watermark_metadata(self._local.log_end_offset_metadata)
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        rebuild_producer_state(self.producer_state_manager, self._local.segments, self._log_start_offset,
+                               last_offset, now_ms=self._time.milliseconds())
+
+    # --- producer state ---
+
+    def take_producer_snapshot(self) -> Path | None:
+        with self._lock, self._io("error while taking a producer snapshot"):
+            self._check_open()
+            return self.producer_state_manager.take_snapshot()
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
+        with self._lock:
+            return self.producer_state_manager.remove_expired_producers(now_ms)
+
+    def min_snapshots_offset_to_retain(self) -> int:
+        """Keep snapshots from the segment before the recovery point and the last two
+        segments (Kafka's ``minSnapshotsOffsetToRetain``)."""
+        with self._lock:
+            segments = self._local.segments
+            active = segments.active_segment
+            lower = segments.lower_segment(active.base_offset)
+            two_segments_min = (lower or active).base_offset
+            rp = self.recovery_point
+            rp_lower = segments.lower_segment(rp)
+            return min(rp_lower.base_offset if rp_lower is not None else rp, two_segments_min)
+
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
+        offset = self.min_snapshots_offset_to_retain()
+        with self._lock:
+            self.producer_state_manager.delete_snapshots_before(offset)
+        return offset
+
+    # --- lifecycle ---
+
+    def close(self) -> None:
+        """Take a producer snapshot at the log end offset and close every segment
+        (fsync, final time-index entries, indexes trimmed)."""
+        with self._lock:
+            if self._deleted or self._local.is_closed:
+                return
+            with self._io(f"error while closing log {self.name}"):
+                self.producer_state_manager.take_snapshot()
+            self._local.close()
+
+    def close_handlers(self) -> None:
+        """Release descriptors and mappings without writing anything (offline dir, crash
+        simulation in tests)."""
+        with self._lock:
+            self._local.close_handlers()
+
+    def rename_dir(self, name: str) -> Path:
+        with self._lock:
+            new_dir = self._local.rename_dir(name)
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache = self.leader_epoch_cache.with_checkpoint(
+                    new_dir / files.LEADER_EPOCH_CHECKPOINT_FILE)
+            self.producer_state_manager.log_dir = new_dir
+            return new_dir
+
+    def mark_deleted(self) -> None:
+        """Refuse every further operation (the directory is being deleted)."""
+        with self._lock:
+            self._deleted = True
+
+    def delete(self) -> None:
+        """Delete every file of the log and its directory."""
+        with self._lock:
+            self._deleted = True
+            with self._io(f"error while deleting log {self.name}"):
+                if not self._local.is_closed:
+                    self._local.delete_all_segments()
+                else:
+                    self._local.close_handlers()
+                directory = self._local.dir
+                if directory.is_dir():
+                    for path in directory.iterdir():
+                        if path.is_file():
+                            path.unlink(missing_ok=True)
+                    directory.rmdir()
+
+    def _storage_error(self, message: str, exc: OSError) -> KafkaStorageError:
+        self._local.failure_channel.maybe_add_offline_log_dir(self.parent_dir, f"{message}: {exc}", exc)
+        return KafkaStorageError(f"{message}: {exc}")
+
+    def __repr__(self) -> str:
+        return (f"UnifiedLog({self.name}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self.log_end_offset}, high_watermark={self.high_watermark}, "
+                f"recovery_point={self.recovery_point})")
+
+
+# --- helpers ---
+
+def _open_epoch_cache(directory: Path) -> LeaderEpochFileCache:
+    path = directory / files.LEADER_EPOCH_CHECKPOINT_FILE
+    try:
+        return LeaderEpochFileCache(path)
+    except ValueError as exc:
+        log.warning("unreadable %s (%s); starting with an empty leader epoch cache", path, exc)
+        path.unlink(missing_ok=True)
+        return LeaderEpochFileCache(path)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
