@@ -1,0 +1,93 @@
+"""broker.protocol.versions: the advertised table (PROTOCOL.md section 2) and lookups."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.protocol.api_keys import ApiKey
+from broker.protocol.errors import UnknownApiKeyError, UnsupportedVersionError
+from broker.protocol.versions import (
+    ADVERTISED,
+    SASL_ADVERTISED,
+    advertised_apis,
+    is_advertised,
+    request_header_version,
+    request_schema,
+    response_schema,
+)
+
+# PROTOCOL.md section 2, "Advertise" column (phase 1).
+EXPECTED = {
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.METADATA: (0, 8),
+    ApiKey.PRODUCE: (0, 8),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 3),
+    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.CREATE_TOPICS: (2, 4),
+    ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.DESCRIBE_CONFIGS: (1, 3),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_RECORDS: (0, 1),
+}
+
+
+def test_advertised_table_is_protocol_md_section_2() -> None:
+    assert {a.api_key: (a.min_version, a.max_version) for a in ADVERTISED} == EXPECTED
+    assert {a.api_key: (a.min_version, a.max_version) for a in SASL_ADVERTISED} == {
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 1),
+    }
+    keys = [a.api_key for a in advertised_apis(sasl=True)]
+    assert keys == sorted(keys) and len(keys) == len(set(keys))
+
+
+def test_phase_1_advertises_no_flexible_version_but_api_versions_3() -> None:
+    for api in advertised_apis(sasl=True):
+        for version in range(api.min_version, api.max_version + 1):
+            flexible = request_header_version(api.api_key, version) == 2
+            assert flexible == (api.api_key == ApiKey.API_VERSIONS and version == 3), api
+
+
+def test_every_advertised_version_has_schemas() -> None:
+    for api in advertised_apis(sasl=True):
+        for version in range(api.min_version, api.max_version + 1):
+            assert request_schema(api.api_key, version).api_key == api.api_key
+            assert response_schema(api.api_key, version).api_key == api.api_key
+
+
+def test_flexible_versions_are_ready_for_phase_2() -> None:
+    for key, version in [(ApiKey.METADATA, 12), (ApiKey.PRODUCE, 11), (ApiKey.FETCH, 12),
+                         (ApiKey.LIST_OFFSETS, 8), (ApiKey.INIT_PRODUCER_ID, 5),
+                         (ApiKey.CREATE_TOPICS, 7), (ApiKey.SASL_AUTHENTICATE, 2)]:
+        assert request_schema(key, version).is_flexible(version)
+        assert response_schema(key, version).is_flexible(version)
+
+
+def test_lookup_errors() -> None:
+    with pytest.raises(UnknownApiKeyError):
+        request_schema(999, 0)
+    with pytest.raises(UnknownApiKeyError):
+        request_schema(ApiKey.LEADER_AND_ISR, 0)  # a Kafka API without a table here
+    with pytest.raises(UnsupportedVersionError):
+        response_schema(ApiKey.PRODUCE, 99)
+    assert is_advertised(ApiKey.PRODUCE, 8) and not is_advertised(ApiKey.PRODUCE, 9)
+    assert not is_advertised(ApiKey.SASL_HANDSHAKE, 1)
+    assert is_advertised(ApiKey.SASL_HANDSHAKE, 1, sasl=True)
+
+
+def test_kafka_python_infers_broker_2_4() -> None:
+    data = pytest.importorskip("kafka.protocol.broker_version_data")
+    table = {a.api_key: (a.min_version, a.max_version) for a in advertised_apis()}
+    assert data.infer_broker_version_from_api_versions(table) == (2, 4)
