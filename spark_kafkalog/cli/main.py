@@ -1,0 +1,197 @@
+"""The ``kafkalog`` command: an argparse dispatcher over one module per subcommand.
+
+Owns: the top-level parser, the registry of subcommands (``SUBCOMMANDS``), and the
+behaviour every subcommand shares:
+
+- ``kafkalog --help`` lists the subcommands; ``kafkalog <command> --help`` shows one;
+  both exit 0. ``kafkalog --version`` prints the installed version.
+- Bad usage (unknown subcommand, missing or unknown option, bad value) prints ONE line,
+  ``kafkalog <command>: error: <message> (see 'kafkalog <command> --help')``, on stderr
+  and exits 1, instead of argparse's usage block and exit 2.
+- A subcommand's ``run()`` returns the exit code. ``CliError``, ``ValueError`` (thus
+  ``ConfigError``) and ``OSError`` escaping it print ``kafkalog <command>: error: ...`` (one
+  line) and exit 1. A closed stdout (``kafkalog dump-log ... | head``) ends the command
+  quietly with 141, as a process killed by SIGPIPE; Ctrl-C exits 130 without a traceback.
+
+Adding a subcommand: write ``spark_kafkalog/cli/<name>.py`` defining
+
+    NAME = "topics"                      # the word after ``kafkalog``
+    SUMMARY = "create, list, describe, alter and delete topics"   # one line for --help
+    def add_arguments(parser): ...       # argparse options (parser.description defaults
+                                         # to the module docstring's first paragraph)
+    def run(args) -> int: ...            # heavy imports inside run(), not at module level
+
+and append its module path to ``SUBCOMMANDS``. A module that hands its whole argument list
+to another program defines ``PASSTHROUGH = True`` and ``run_argv(argv) -> int`` instead of
+``add_arguments``/``run`` (``broker_cmd.py``: the broker parses its own options and help).
+Shared helpers (``CliError``, ``parse_key_value``, ``warn``, ``progress``) are in
+``common.py``.
+
+Thread-safety: a command runs on the main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from types import ModuleType
+
+from .common import CliError
+
+PROG = "kafkalog"
+
+# One module per subcommand, in the order --help lists them.
+SUBCOMMANDS: tuple[str, ...] = (
+    "spark_kafkalog.cli.broker_cmd",
+    "spark_kafkalog.cli.dump_log",
+)
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_SIGPIPE = 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
+
+class UsageError(Exception):
+    """argparse rejected the command line; ``prog`` names the (sub)command."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises ``UsageError`` instead of printing usage and exiting 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        raise UsageError(self.prog, message)
+
+
+def _load_subcommands() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in SUBCOMMANDS]
+
+
+def _description(module: ModuleType) -> str:
+    doc = (module.__doc__ or "").strip()
+    return doc.split("\n\n", 1)[0]
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("spark-kafkalog")
+    except Exception:  # noqa: BLE001 - not installed (running from a checkout)
+        return "unknown"
+
+
+def build_parser(modules: list[ModuleType]) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG, allow_abbrev=False,
+        description="Tools for the kafkalog broker and its log files, named after Kafka's.",
+        epilog=f"Run '{PROG} <command> --help' for the options of a command.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+    for module in modules:
+        passthrough = getattr(module, "PASSTHROUGH", False)
+        child = sub.add_parser(
+            module.NAME, help=module.SUMMARY, description=_description(module),
+            add_help=not passthrough, allow_abbrev=False,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        if not passthrough:
+            module.add_arguments(child)
+        child.set_defaults(_module=module)
+    return parser
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())  # always one line
+
+
+def _run(name: str, call) -> int:
+    try:
+        code = call()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_SIGPIPE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except (CliError, ValueError, OSError) as exc:  # ConfigError is a ValueError
+        print(f"{PROG} {name}: error: {_error_text(exc)}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    except SystemExit as exc:  # a passthrough program's own argparse
+        return _exit_code(exc.code)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_SIGPIPE
+    return EXIT_OK if code is None else int(code)
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return EXIT_OK
+    if isinstance(code, int):
+        return EXIT_ERROR if code == 2 else code  # argparse's usage errors: 1, as ours
+    print(code, file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``kafkalog`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    modules = _load_subcommands()
+    # A passthrough command gets everything after its name untouched (its own --help too).
+    if argv:
+        for module in modules:
+            if getattr(module, "PASSTHROUGH", False) and argv[0] == module.NAME:
+                return _run(module.NAME, lambda: module.run_argv(argv[1:]))
+    parser = build_parser(modules)
+    try:
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # name the subcommand, not the top level, as argparse would
+            module = getattr(args, "_module", None)
+            prog = f"{PROG} {module.NAME}" if module is not None else PROG
+            raise UsageError(prog, f"unrecognized arguments: {' '.join(extras)}")
+    except UsageError as exc:
+        return _usage_error(exc)
+    except SystemExit as exc:  # --help, --version
+        return _exit_code(exc.code)
+    module = getattr(args, "_module", None)
+    if module is None:
+        print(f"{PROG}: error: a command is required (see '{PROG} --help')", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    return _run(module.NAME, lambda: module.run(args))
+
+
+def _usage_error(exc: UsageError) -> int:
+    command = exc.prog[len(PROG):].strip()
+    label = f"{PROG} {command}" if command else PROG
+    print(f"{label}: error: {exc.message} (see '{label} --help')", file=sys.stderr, flush=True)
+    return EXIT_ERROR
+
+
+def entry() -> None:
+    """The ``kafkalog`` console script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
