@@ -8,6 +8,9 @@ rename, close) and the record containers a read returns: ``FileSlice`` (a range 
 
 On-disk format: back-to-back RecordBatch v2, layout in ``broker/record/batch.py``; this
 module never decodes records except in ``search_for_timestamp``, one batch at a time.
+``search_for_offset_with_size`` (the scan after every offset-index lookup) reads the four
+header fields it needs in place rather than walking ``iter_batches``, with the same
+results and errors.
 
 Invariants: the file size seen by readers (``size_in_bytes``) is published only after the
 bytes are written and is lowered before the file is truncated; walks read
@@ -24,10 +27,12 @@ log deletes segments after a delay (file.delete.delay.ms), as Kafka does.
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from ..record.batch import (
+    CURRENT_MAGIC,
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     RECORD_BATCH_OVERHEAD,
@@ -46,6 +51,10 @@ __all__ = [
 ]
 
 INT32_MAX = 0x7FFFFFFF
+# baseOffset int64 @0, batchLength int32 @8, (partitionLeaderEpoch @12), magic int8 @16,
+# (crc @17, attributes @21), lastOffsetDelta int32 @23: what an offset scan reads per batch.
+_SCAN_HEADER = struct.Struct(">qi4xb6xi")
+_MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 # Bytes read per step by header walks (translate_offset, timestamp scans): a forward scan
 # after an index lookup covers about index.interval.bytes plus one batch.
 READ_CHUNK = 16 * 1024
@@ -192,15 +201,20 @@ class FileRecords:
         return self._fd
 
     def append(self, data) -> int:
-        mv = memoryview(data).cast("B")
-        n = len(mv)
-        if n > INT32_MAX - self._size:
-            raise ValueError(f"appending {n} bytes to {self._path} of {self._size} bytes "
-                             f"would exceed {INT32_MAX} bytes")
+        """Write ``data`` at the published end (one ``pwrite`` unless the kernel writes
+        short), then publish the new size; returns the bytes written."""
+        if type(data) is not bytearray and type(data) is not bytes:
+            data = memoryview(data).cast("B")
+        n = len(data)
         position = self._size
-        written = 0
-        while written < n:
-            written += os.pwrite(self._fd, mv[written:], position + written)
+        if n > INT32_MAX - position:
+            raise ValueError(f"appending {n} bytes to {self._path} of {position} bytes "
+                             f"would exceed {INT32_MAX} bytes")
+        written = os.pwrite(self._fd, data, position) if n else 0
+        if written < n:
+            mv = memoryview(data)
+            while written < n:
+                written += os.pwrite(self._fd, mv[written:], position + written)
         self._size = position + n  # publish after the bytes are in the file
         return n
 
@@ -272,7 +286,44 @@ class FileRecords:
             pos += size
 
     def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
-        """The first batch from ``starting_position`` whose last offset >= target."""
+        """The first batch from ``starting_position`` whose last offset >= target.
+
+        The forward scan after every index lookup (each fetch and ListOffsets): the walk of
+        ``iter_batches`` with the header fields it needs unpacked in place, no generator and
+        no ``BatchHeader`` per batch. A header ``iter_batches`` would reject sends the scan
+        to it from the start of that chunk, so that it raises its own error."""
+        end = self._size
+        pos = starting_position
+        unpack = _SCAN_HEADER.unpack_from
+        while end - pos >= RECORD_BATCH_OVERHEAD:
+            buf = self.pread(pos, min(READ_CHUNK, end - pos))
+            available = len(buf)
+            if available < RECORD_BATCH_OVERHEAD:
+                return None  # the file shrank under a reader
+            rel = 0
+            while available - rel >= RECORD_BATCH_OVERHEAD:
+                base_offset, batch_length, magic, last_offset_delta = unpack(buf, rel)
+                if magic != CURRENT_MAGIC or batch_length < _MIN_BATCH_LENGTH:
+                    return self._search_for_offset_with_headers(target_offset, pos)  # raises
+                size = batch_length + LOG_OVERHEAD
+                if size > available - rel:
+                    if rel == 0 and size > end - pos:
+                        return None  # a trailing partial batch
+                    if rel == 0:  # one batch larger than the chunk
+                        last_offset = base_offset + last_offset_delta
+                        if last_offset >= target_offset:
+                            return LogOffsetPosition(last_offset, pos, size)
+                        rel = size
+                    break
+                last_offset = base_offset + last_offset_delta
+                if last_offset >= target_offset:
+                    return LogOffsetPosition(last_offset, pos + rel, size)
+                rel += size
+            pos += rel
+        return None
+
+    def _search_for_offset_with_headers(self, target_offset: int,
+                                        starting_position: int) -> LogOffsetPosition | None:
         for pos, header, _ in self.iter_batches(starting_position):
             if header.last_offset >= target_offset:
                 return LogOffsetPosition(header.last_offset, pos, header.size_in_bytes)

@@ -2,7 +2,8 @@
 (.timeindex), with their shared base ``AbstractIndex`` and ``LazyIndex``.
 
 Owns: the byte layout of Kafka's index files, the lookup algorithm (binary search with
-Kafka's "warm section", ``AbstractIndex.indexSlotRangeFor``), appends, truncation, and the
+Kafka's "warm section", ``AbstractIndex.indexSlotRangeFor``; a probe is one
+``unpack_from`` of the searched field), appends, truncation, and the
 file lifecycle (preallocate while active, trim when the segment rolls or closes, rename,
 delete). The segment (``segment.py``) decides *when* to add an entry.
 
@@ -117,9 +118,13 @@ def _round_down(number: int, factor: int) -> int:
 
 class AbstractIndex:
     """The entry-format agnostic part: file, mmap, search, resize. Subclasses define the
-    entry layout (``entry_size``, ``_key_at``, ``_value_at``, ``_parse``)."""
+    entry layout (``entry_size``, ``_key_at``, ``_value_at``, ``_parse``, and for the
+    search ``_key_field`` / ``_value_field``: (unpack_from, offset in the entry, value
+    added))."""
 
     entry_size: int = 0
+    _key_field: tuple[Callable, int, int]
+    _value_field: tuple[Callable, int, int]
 
     def __init__(self, file: Path | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
@@ -267,23 +272,26 @@ class AbstractIndex:
 
     def _slot_for(self, mm, n: int, target: int, by_value: bool, smallest_upper: bool) -> int:
         """Largest slot whose key (or value) is <= target, or with ``smallest_upper`` the
-        smallest slot whose key/value is >= target; -1 when there is none."""
+        smallest slot whose key/value is >= target; -1 when there is none.
+
+        Searches the raw field (``_key_field`` / ``_value_field``: a struct, its offset in
+        the entry, the base added to it) against ``target`` less that base, so that a probe
+        is one ``unpack_from``, not a method call."""
         if n == 0 or mm is None:
             return -1
-        get = self._value_at if by_value else self._key_at
-        first_hot = max(0, n - 1 - WARM_SECTION_BYTES // self.entry_size)
-        if get(mm, first_hot) < target:
-            return self._binary_search(mm, n, get, target, smallest_upper, first_hot, n - 1)
-        if get(mm, 0) > target:
+        unpack, field_offset, adjust = self._value_field if by_value else self._key_field
+        target -= adjust
+        stride = self.entry_size
+        first_hot = max(0, n - 1 - WARM_SECTION_BYTES // stride)
+        if unpack(mm, first_hot * stride + field_offset)[0] < target:
+            lo, hi = first_hot, n - 1
+        elif unpack(mm, field_offset)[0] > target:
             return 0 if smallest_upper else -1
-        return self._binary_search(mm, n, get, target, smallest_upper, 0, first_hot)
-
-    @staticmethod
-    def _binary_search(mm, n: int, get: Callable, target: int, smallest_upper: bool,
-                       lo: int, hi: int) -> int:
-        while lo < hi:
+        else:
+            lo, hi = 0, first_hot
+        while lo < hi:  # AbstractIndex.binarySearch
             mid = (lo + hi + 1) >> 1
-            found = get(mm, mid)
+            found = unpack(mm, mid * stride + field_offset)[0]
             if found > target:
                 hi = mid - 1
             elif found < target:
@@ -433,6 +441,8 @@ class OffsetIndex(AbstractIndex):
 
     def __init__(self, file: Path | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
+        self._key_field = (_INT32.unpack_from, 0, base_offset)  # offset = base + relativeOffset
+        self._value_field = (_INT32.unpack_from, 4, 0)  # physicalPosition
         super().__init__(file, base_offset, max_index_size, writable)
         self._last_offset = self._last_entry().offset
 
@@ -540,6 +550,8 @@ class TimeIndex(AbstractIndex):
 
     def __init__(self, file: Path | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
+        self._key_field = (_INT64.unpack_from, 0, 0)  # timestamp
+        self._value_field = (_INT32.unpack_from, 8, base_offset)  # offset = base + relativeOffset
         super().__init__(file, base_offset, max_index_size, writable)
         self._last = self._last_entry_from_file()
 

@@ -4,7 +4,8 @@ plus the one choke point that turns I/O errors into "log dir offline" (``LogDirF
 Owns:
 - ``LocalLog``: the ``LogSegments`` of a partition directory, the log end offset (LEO, as
   ``next_offset_metadata``: offset, active segment base, byte position), the recovery point
-  (first offset not known to be fsynced), append to the active segment, multi-segment reads
+  (first offset not known to be fsynced), append to the active segment (``append_batch``
+  for the one validated batch of a produce request), multi-segment reads
   bounded by an offset's position, roll, truncation, segment deletion (rename to
   ``.deleted``, delete after file.delete.delay.ms on the scheduler, so that a fetch slice
   already handed out stays readable), and flush (fsync of the segments below an offset).
@@ -14,7 +15,8 @@ Owns:
   engine runs inside it. An ``OSError`` marks the log directory (the ``log.dirs`` entry)
   offline and is re-raised as ``KafkaStorageError``; once a directory is offline every
   further guarded operation on it raises ``KafkaStorageError`` before touching a file.
-  Nothing is swallowed, and nothing more is written to an offline directory.
+  Nothing is swallowed, and nothing more is written to an offline directory. Its
+  ``any_offline`` flag lets a hot path skip the lookup while every directory is online.
 
 On-disk format: the partition directory ``<log.dir>/<topic>-<partition>/`` holding the
 segment files named in ``files.py`` (``<20-digit base>.log/.index/.timeindex/.txnindex``),
@@ -76,6 +78,9 @@ class LogDirFailureChannel:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._offline: dict[str, str] = {}
+        # True once any directory is offline (never reset): lets a hot path skip
+        # ``is_offline`` with one attribute load while every directory is healthy
+        self.any_offline = False
         self._listeners: list[Callable[[str], None]] = []
 
     @staticmethod
@@ -93,6 +98,7 @@ class LogDirFailureChannel:
             if key in self._offline:
                 return False
             self._offline[key] = message
+            self.any_offline = True
             listeners = list(self._listeners)
         log.error("log dir %s is offline: %s (%s)", key, message, exc)
         for listener in listeners:
@@ -237,6 +243,15 @@ class LocalLog:
         active = self.segments.active_segment
         active.append(last_offset, largest_timestamp, offset_of_max_timestamp, records, batches)
         self._next_offset_metadata = LogOffsetMetadata(last_offset + 1, active.base_offset, active.size)
+
+    def append_batch(self, segment: LogSegment, buf, first_offset: int, last_offset: int,
+                     batch_max_timestamp: int, largest_timestamp: int) -> LogOffsetMetadata:
+        """``append`` of one validated batch to ``segment`` (the active segment) through
+        ``LogSegment.append_batch``; returns the new LEO metadata, published as ``append``
+        publishes it."""
+        metadata = self._next_offset_metadata = segment.append_batch(
+            buf, first_offset, last_offset, batch_max_timestamp, largest_timestamp)
+        return metadata
 
     def flush(self, offset: int) -> bool:
         """fsync every segment holding offsets in [recovery point, ``offset``) and the

@@ -104,6 +104,8 @@ __all__ = ["AppendOrigin", "BatchMetadata", "ProducerStateEntry", "TxnMetadata",
            "decode_snapshot", "read_snapshot", "increment_sequence", "decrement_sequence"]
 
 log = logging.getLogger(__name__)
+_CLIENT = AppendOrigin.CLIENT  # enum lookups on the class are slow (see validator.py)
+_REPLICATION = AppendOrigin.REPLICATION
 
 NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
@@ -138,9 +140,9 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """One retained batch of a producer (Kafka's ``BatchMetadata``)."""
+class BatchMetadata(NamedTuple):
+    """One retained batch of a producer (Kafka's ``BatchMetadata``); a NamedTuple, several
+    times cheaper to build than a frozen dataclass (one per idempotent batch appended)."""
 
     last_seq: int
     last_offset: int
@@ -241,8 +243,8 @@ class ProducerStateEntry:
     def find_duplicate_batch(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if producer_epoch != self.producer_epoch:
             return None
-        for meta in self._batches:
-            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+        for meta in self._batches:  # last_seq first: first_seq is computed
+            if meta.last_seq == last_seq and meta.first_seq == first_seq:
                 return meta
         return None
 
@@ -305,7 +307,7 @@ class ProducerAppendInfo:
             return  # a retried TV2 marker for a transaction that already ended (KAFKA-19999)
         message = (f"epoch {producer_epoch} of producer {self.producer_id} at offset {offset} is "
                    f"older than the last seen epoch {current}")
-        if self.origin is AppendOrigin.REPLICATION:
+        if self.origin is _REPLICATION:
             log.warning(message)
         else:
             raise InvalidProducerEpochError(message)
@@ -334,7 +336,8 @@ class ProducerAppendInfo:
     def append(self, header: BatchHeader, buf=None, pos: int = 0) -> CompletedTxn | None:
         """Validate and collect one batch (``header`` with its assigned offsets). A control
         batch needs ``buf``/``pos`` to read its marker."""
-        if header.is_control:
+        attributes = header.attributes
+        if attributes & rb.CONTROL_FLAG_MASK:
             if header.records_count == 0:
                 return None  # the cleaner emptied it: the transaction is gone from the log
             marker = self._read_marker(header, buf, pos)
@@ -345,7 +348,7 @@ class ProducerAppendInfo:
                                               header.base_offset, timestamp)
         self.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
                                header.max_timestamp, header.base_offset, header.last_offset,
-                               header.is_transactional)
+                               bool(attributes & rb.TRANSACTIONAL_FLAG_MASK))
         return None
 
     def _read_marker(self, header: BatchHeader, buf, pos: int) -> tuple[ControlRecordType, int, int] | None:
@@ -356,7 +359,7 @@ class ProducerAppendInfo:
             record = rb.decode_records(payload, header)[0]
             marker: EndTransactionMarker = parse_end_txn_marker(record.key, record.value)
         except record_errors.DecodeError as exc:
-            if self.origin is AppendOrigin.REPLICATION:
+            if self.origin is _REPLICATION:
                 log.warning("producer %d: unreadable control batch at offset %d: %s",
                             self.producer_id, header.base_offset, exc)
                 return None
@@ -366,14 +369,14 @@ class ProducerAppendInfo:
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, last_timestamp: int,
                           first_offset: int, last_offset: int, is_transactional: bool) -> None:
         self._check_producer_epoch(epoch, first_offset)
-        if self.origin is AppendOrigin.CLIENT:
+        if self.origin is _CLIENT:
             self._check_sequence(epoch, first_seq, first_offset)
         updated = self._updated
         updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
         if updated.current_txn_first_offset is not None and not is_transactional:
             message = (f"expected a transactional write from producer {self.producer_id} at "
                        f"offset {first_offset}")
-            if self.origin is not AppendOrigin.REPLICATION:
+            if self.origin is not _REPLICATION:
                 raise InvalidTxnStateError(message)
             log.warning(message)
         elif updated.current_txn_first_offset is None and is_transactional:
@@ -388,7 +391,7 @@ class ProducerAppendInfo:
         if updated.coordinator_epoch > coordinator_epoch:
             message = (f"coordinator epoch {coordinator_epoch} for producer {self.producer_id} at "
                        f"offset {offset} is older than {updated.coordinator_epoch}")
-            if self.origin is not AppendOrigin.REPLICATION:
+            if self.origin is not _REPLICATION:
                 raise TransactionCoordinatorFencedError(message)
             log.info(message)
         completed = None
@@ -676,8 +679,13 @@ class ProducerStateManager:
         txn.last_offset = completed.last_offset
         self._unreplicated_txns[completed.first_offset] = txn
 
-    def on_high_watermark_updated(self, high_watermark: int) -> None:
-        self._remove_unreplicated_txns(high_watermark)
+    def on_high_watermark_updated(self, high_watermark: int) -> int | None:
+        """Forget transactions whose marker is below it; returns ``first_unstable_offset()``."""
+        if self._unreplicated_txns:
+            self._remove_unreplicated_txns(high_watermark)
+        elif not self._ongoing_txns:
+            return None
+        return self.first_unstable_offset()
 
     def _remove_unreplicated_txns(self, offset: int) -> None:
         for key in [k for k, t in self._unreplicated_txns.items()
@@ -705,17 +713,17 @@ class ProducerStateManager:
         TransactionCoordinatorFencedError or InvalidRecordError (bad marker)."""
         analysis = ProducerStateAnalysis()
         for pos, header in batches:
-            if not header.has_producer_id:
+            producer_id = header.producer_id
+            if producer_id < 0:  # no producer id
                 continue
-            if origin is AppendOrigin.CLIENT:
+            if origin is _CLIENT:
                 duplicate = self.find_duplicate(header)
                 if duplicate is not None:
                     analysis.duplicate = duplicate
                     return analysis
-            info = analysis.updated_producers.get(header.producer_id)
+            info = analysis.updated_producers.get(producer_id)
             if info is None:
-                info = analysis.updated_producers[header.producer_id] = self.prepare_update(
-                    header.producer_id, origin)
+                info = analysis.updated_producers[producer_id] = self.prepare_update(producer_id, origin)
             completed = info.append(header, buf, pos)
             if completed is not None:
                 analysis.completed_txns.append(completed)
@@ -747,7 +755,7 @@ class ProducerStateManager:
         its last stable offset, for the txn index, or None."""
         result = None
         if header.has_producer_id:
-            info = self.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
+            info = self.prepare_update(header.producer_id, _REPLICATION)
             completed = info.append(header, buf, pos)
             self.update(info)
             if completed is not None:

@@ -12,6 +12,10 @@ Kafka segment, readable by any Kafka tool. ``<base>.index`` / ``<base>.timeindex
 described in ``index.py``, ``<base>.txnindex`` in ``txn_index.py``. File names come from
 ``files.py``; ``file_suffix`` ("", ".cleaned", ".swap", ".deleted") is appended to each.
 
+``append_batch`` and ``should_roll_for`` are the leader's per-produce forms of ``append``
+and ``should_roll`` for one batch whose header values the caller already holds: the same
+checks, bytes, entries and decisions, without walking the batch or building tuples.
+
 Sparse indexing (Kafka 4.x, per batch): while appending, a batch whose start is more than
 ``index_interval_bytes`` after the last indexed batch gets an offset-index entry
 (batch last offset -> batch position) and a time-index entry (largest timestamp so far ->
@@ -104,6 +108,8 @@ UNKNOWN_FILE_POSITION = -1
 # Bytes read per step by recovery, which needs every byte for the CRC.
 RECOVERY_CHUNK = 1024 * 1024
 
+_new_tuple = tuple.__new__  # builds a NamedTuple from its values without the generated __new__
+
 RecoveryHook = Callable[[BatchHeader, memoryview], "AbortedTxn | None"]
 
 
@@ -170,6 +176,9 @@ class LogSegment:
         self._log = log_records
         self._lazy_offset_index = lazy_offset_index
         self._lazy_time_index = lazy_time_index
+        # (offset index, time index) once the append path has loaded both: a LazyIndex
+        # keeps the index it made for good, so this saves two calls per append
+        self._loaded_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._txn_index = txn_index
         self._base_offset = base_offset
         self._index_interval_bytes = index_interval_bytes
@@ -330,13 +339,30 @@ class LogSegment:
         """Roll before an append when it would pass segment.bytes, when a non-empty segment
         has waited segment.ms (less jitter), when an index is full, or when the append's
         last offset cannot be relative to this base (R16)."""
-        reached_roll_ms = (self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
-                           > params.max_segment_ms - self._roll_jitter_ms)
-        size = self.size
-        return (size > params.max_segment_bytes - params.messages_size
-                or (size > 0 and reached_roll_ms)
-                or self.offset_index.is_full() or self.time_index.is_full()
-                or not self.can_convert_to_relative_offset(params.max_offset_in_messages))
+        return self.should_roll_for(*params)
+
+    def should_roll_for(self, max_segment_ms: int, max_segment_bytes: int, max_timestamp_in_messages: int,
+                        max_offset_in_messages: int, messages_size: int, now: int) -> bool:
+        """``should_roll`` with the ``RollParams`` fields as arguments (the append path's
+        form: no tuple built per append). The common case is a few integer comparisons."""
+        if self._rolling_based_timestamp is None:
+            self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            waited = max_timestamp_in_messages - ts
+        else:
+            waited = now - self.created
+        size = self._log.size_in_bytes
+        if (size > max_segment_bytes - messages_size
+                or (size > 0 and waited > max_segment_ms - self._roll_jitter_ms)):
+            return True
+        indexes = self._loaded_indexes or self._load_indexes()
+        return (indexes[0].is_full() or indexes[1].is_full()
+                or not 0 <= max_offset_in_messages - self._base_offset <= INT32_MAX)
+
+    def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        indexes = self._loaded_indexes = (self._lazy_offset_index.get(), self._lazy_time_index.get())
+        return indexes
 
     def has_overflow(self) -> bool:
         next_offset = self.read_next_offset()
@@ -412,6 +438,39 @@ class LogSegment:
             physical_position += size
             since_last_entry += size
         self._bytes_since_last_index_entry = since_last_entry
+
+    def append_batch(self, buf, first_offset: int, last_offset: int, batch_max_timestamp: int,
+                     largest_timestamp: int) -> LogOffsetMetadata:
+        """``append`` of exactly one validated v2 batch (``buf``, a bytearray or a byte
+        memoryview, offsets assigned) whose header values the caller already has: the same
+        checks, bytes, index entries and timestamp tracking, without walking the batch.
+        ``batch_max_timestamp`` is the header's maxTimestamp, ``largest_timestamp`` the
+        append's (``LogAppendInfo.max_timestamp``). Returns the offset metadata of the new
+        end (the next offset, this segment, the .log's new size), for the log to publish."""
+        base = self._base_offset
+        if first_offset < base or last_offset - base > INT32_MAX:
+            self._ensure_offset_in_range(first_offset)
+            self._ensure_offset_in_range(last_offset)
+        records = self._log
+        position = records.size_in_bytes
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        size = records.append(buf)
+        offset_index, time_index = self._loaded_indexes or self._load_indexes()
+        max_ts_and_offset = self._max_timestamp_and_offset
+        if max_ts_and_offset is None:
+            max_ts_and_offset = self.read_max_timestamp_and_offset_so_far()
+        if batch_max_timestamp > max_ts_and_offset[0]:
+            max_ts_and_offset = self._max_timestamp_and_offset = _new_tuple(
+                TimestampOffset, (batch_max_timestamp, last_offset))
+        since_last_entry = self._bytes_since_last_index_entry
+        if since_last_entry > self._index_interval_bytes:
+            offset_index.append(last_offset, position)
+            if max_ts_and_offset[0] > time_index.last_entry[0]:  # else maybe_append would not append
+                time_index.maybe_append(max_ts_and_offset[0], max_ts_and_offset[1])
+            since_last_entry = 0
+        self._bytes_since_last_index_entry = since_last_entry + size
+        return _new_tuple(LogOffsetMetadata, (last_offset + 1, base, position + size))
 
     def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
         """Record a completed transaction if it aborted (duck-typed: ``is_aborted``,

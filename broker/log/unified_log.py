@@ -2,8 +2,8 @@
 
 Owns the semantics over ``LocalLog``'s bytes: leader appends (validation, offset
 assignment in place, producer-state dedup, leader-epoch lineage, rolling, the flush.messages
-policy), reads bounded by an isolation level, ListOffsets lookups, and the offset
-boundaries with their invariant::
+policy), reads bounded by an isolation level, ListOffsets lookups (the search by timestamp
+is ``list_offsets.py``), and the offset boundaries with their invariant::
 
     log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
 
@@ -29,7 +29,11 @@ segment.bytes, has waited segment.ms less its jitter, has a full index or cannot
 offsets relative to its base (R16), check producer state (a retry of one of a producer's
 last 5 batches returns that batch's original offsets and appends nothing), write, apply
 producer state and the transaction index, advance the high watermark, flush if due.
-All-or-nothing: any rejection happens before a byte is written.
+All-or-nothing: any rejection happens before a byte is written. A request of exactly one
+batch (every produce since v3) takes a fused path with the same checks and results:
+``validator.analyze_single_batch`` (one header unpack, one CRC) and ``assign_offsets_single``,
+then ``LocalLog.append_batch`` (one ``pwrite``, index entries when due); config values
+and the last leader epoch checked are cached between appends.
 
 Reads (``read``) are lock-free: they load the published segment set and offsets once and
 return a ``FileSlice`` of a segment file (the whole batch containing the start offset, at
@@ -60,7 +64,6 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import NamedTuple
 
 from ..record.batch import NO_TIMESTAMP
 from . import files
@@ -68,17 +71,28 @@ from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
 from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from .loader import LoadStats, LogLoader, rebuild_producer_state
+from .list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    OffsetAndTimestamp,
+    search_by_timestamp,
+)
 from .local_log import LocalLog, LogDirFailureChannel, maybe_handle_io_exception
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from .scheduler import Scheduler
-from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams
+from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from .segments import LogSegments
 from .validator import (
     AppendOrigin,
     LogAppendInfo,
     ValidatorConfig,
     analyze_and_validate_records,
+    analyze_single_batch,
     assign_offsets,
+    assign_offsets_single,
 )
 
 __all__ = ["UnifiedLog", "OffsetAndTimestamp", "LOG_END", "HIGH_WATERMARK", "TXN_COMMITTED",
@@ -92,25 +106,10 @@ LOG_END = "log_end"
 HIGH_WATERMARK = "high_watermark"
 TXN_COMMITTED = "txn_committed"
 
-# ListOffsets special timestamps (ListOffsetsRequest).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-
 
 def _local_property(attribute: str, doc: str) -> property:
     """A read-only property delegating to the ``LocalLog``'s attribute of that name."""
     return property(lambda self: getattr(self._local, attribute), doc=doc)
-
-
-class OffsetAndTimestamp(NamedTuple):
-    """A ListOffsets answer: the offset, the timestamp found there (-1 for earliest and
-    latest) and the leader epoch of that offset (None when unknown)."""
-    offset: int
-    timestamp: int
-    leader_epoch: int | None
 
 
 class UnifiedLog:
@@ -133,6 +132,11 @@ class UnifiedLog:
         self.load_stats = load_stats or LoadStats()
         self._time = local_log.time
         self._validator_config = ValidatorConfig.from_log_config(local_log.config)
+        self._refresh_append_config(local_log.config)
+        # The epoch (and cache) the last append checked: the cache's latest epoch is at least
+        # that until the cache is truncated or replaced, which resets it to None.
+        self._checked_epoch: int | None = None
+        self._checked_epoch_cache: LeaderEpochFileCache | None = None
         self._log_start_offset = log_start_offset
         self._high_watermark_metadata = LogOffsetMetadata(log_start_offset)
         self._first_unstable_offset_metadata: LogOffsetMetadata | None = None
@@ -263,6 +267,15 @@ class UnifiedLog:
         with self._lock:
             self._local.update_config(config)
             self._validator_config = ValidatorConfig.from_log_config(config)
+            self._refresh_append_config(config)
+
+    def _refresh_append_config(self, config) -> None:
+        """Cache the config values every append reads (each property is a dict lookup
+        behind a call); redone by an append that finds another config object."""
+        self._append_config = config
+        self._segment_bytes = config.segment_bytes
+        self._segment_ms = config.segment_ms
+        self._flush_interval_messages = config.flush_interval_messages
 
     # --- append ---
 
@@ -286,63 +299,88 @@ class UnifiedLog:
         local = self._local
         now = self._time.milliseconds()
         vconfig = self._validator_config
-        analyzed = analyze_and_validate_records(buf, vconfig, now_ms=now, origin=origin)
+        # One batch (every produce request since v3) takes the fused path; anything else,
+        # and any batch failing a check, the general one (which raises the precise error).
+        header = analyze_single_batch(buf, vconfig, now, origin)
+        analyzed = None if header is not None else analyze_and_validate_records(
+            buf, vconfig, now_ms=now, origin=origin)
         with self._lock:
             channel = local.failure_channel
-            if channel.is_offline(local.parent_dir):
+            if channel.any_offline and channel.is_offline(local.parent_dir):
                 raise channel.storage_error(local.parent_dir, f"append to {self.name}")
-            self._check_open()
+            if self._deleted or local.is_closed:
+                self._check_open()  # raises
             try:
-                return self._append_locked(buf, analyzed, leader_epoch, origin, now, vconfig)
+                return self._append_locked(buf, header, analyzed, leader_epoch, origin, now, vconfig)
             except OSError as exc:
                 raise self._storage_error(f"error while appending records to {self.name}", exc) from exc
 
-    def _append_locked(self, buf, analyzed: LogAppendInfo, leader_epoch: int, origin: AppendOrigin,
-                       now: int, vconfig: ValidatorConfig) -> LogAppendInfo:
+    def _append_locked(self, buf, header: tuple | None, analyzed: LogAppendInfo | None, leader_epoch: int,
+                       origin: AppendOrigin, now: int, vconfig: ValidatorConfig) -> LogAppendInfo:
+        """The append after validation, under the lock. ``header``: the fields of the one
+        batch ``analyze_single_batch`` accepted (the fused path: nothing re-read, one write
+        through ``LocalLog.append_batch``), else None and ``analyzed`` describes the batches."""
         local = self._local
-        config = local.config
-        info = assign_offsets(buf, analyzed, first_offset=local.log_end_offset,
-                              partition_leader_epoch=leader_epoch, now_ms=now,
-                              log_append_time=vconfig.log_append_time)
-        if info.valid_bytes > config.segment_bytes:
+        if local.config is not self._append_config:
+            self._refresh_append_config(local.config)
+        first_offset = local.log_end_offset
+        log_append_time = vconfig.log_append_time
+        if header is not None:
+            info = assign_offsets_single(buf, header, first_offset, leader_epoch, now, log_append_time)
+        else:
+            info = assign_offsets(buf, analyzed, first_offset=first_offset, partition_leader_epoch=leader_epoch,
+                                  now_ms=now, log_append_time=log_append_time)
+        size = info.valid_bytes
+        if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
-                f"message batch size is {info.valid_bytes} bytes in append to partition {self.name}, "
-                f"which exceeds the maximum configured segment size of {config.segment_bytes}")
+                f"message batch size is {size} bytes in append to partition {self.name}, "
+                f"which exceeds the maximum configured segment size of {self._segment_bytes}")
         cache = self.leader_epoch_cache
-        if cache is not None and leader_epoch >= 0:
-            latest = cache.latest_epoch
-            if latest is None or leader_epoch > latest:
-                cache.assign(leader_epoch, info.first_offset)
-        segment = self._maybe_roll(info, now)
-        psm = self.producer_state_manager
+        if leader_epoch != self._checked_epoch or cache is not self._checked_epoch_cache:
+            if cache is not None and leader_epoch >= 0:
+                latest = cache.latest_epoch
+                if latest is None or leader_epoch > latest:
+                    cache.assign(leader_epoch, first_offset)
+            # the cache's latest epoch is now >= leader_epoch until a truncation
+            self._checked_epoch, self._checked_epoch_cache = leader_epoch, cache
+        last_offset, max_timestamp = info.last_offset, info.max_timestamp
+        segment = local.segments.last_segment()  # the active segment
+        if segment.should_roll_for(self._segment_ms, self._segment_bytes, max_timestamp, last_offset, size, now):
+            segment = self.roll(first_offset)
         batches = info.batches
-        next_offset = info.last_offset + 1
-        if any(h.producer_id >= 0 for _, h in batches):
+        next_offset = last_offset + 1
+        psm = self.producer_state_manager
+        analysis = None
+        if header[9] >= 0 if header is not None else any(h.producer_id >= 0 for _, h in batches):
+            # a producer id: dedup, sequence and transaction checks
             analysis = psm.analyze_append(buf, batches, origin)
             duplicate = analysis.duplicate
             if duplicate is not None:
                 return info._replace(
                     first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
-                    log_append_time=duplicate.timestamp if vconfig.log_append_time else NO_TIMESTAMP)
-            local.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf, batches)
+                    log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
+        if header is not None:
+            batch_max_timestamp = now if log_append_time else header[8]  # the batch's maxTimestamp
+            metadata = local.append_batch(segment, buf, first_offset, last_offset, batch_max_timestamp,
+                                          max_timestamp)
+        else:
+            local.append(last_offset, max_timestamp, info.offset_of_max_timestamp, buf, batches)
+            metadata = local.log_end_offset_metadata
+        if analysis is not None:
             for completed, lso in psm.apply_append(analysis, next_offset):
                 segment.update_txn_index(completed, lso)
         else:  # no producer id: nothing for the producer state but its end offset
-            local.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf, batches)
             psm.update_map_end_offset(next_offset)
         # single node: the leader is the whole ISR, the high watermark follows the LEO
-        self._update_high_watermark_metadata(local.log_end_offset_metadata)
-        if local.unflushed_messages >= config.flush_interval_messages:
-            self._flush(local.log_end_offset, False)
+        self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
+        first_unstable = psm.on_high_watermark_updated(next_offset)
+        if first_unstable is None:
+            self._first_unstable_offset_metadata = None
+        else:
+            self._set_first_unstable_offset(first_unstable)
+        if next_offset - local.recovery_point >= self._flush_interval_messages:
+            self._flush(next_offset, False)
         return info
-
-    def _maybe_roll(self, info: LogAppendInfo, now: int) -> LogSegment:
-        segment = self._local.segments.active_segment
-        config = self._local.config
-        if segment.should_roll(RollParams(config.segment_ms, config.segment_bytes, info.max_timestamp,
-                                          info.last_offset, info.valid_bytes, now)):
-            return self.roll(info.first_offset)
-        return segment
 
     # --- roll and flush ---
 
@@ -419,10 +457,12 @@ class UnifiedLog:
         the log start offset or past the log end offset."""
         local = self._local
         channel = local.failure_channel
-        if channel.is_offline(local.parent_dir):
+        if channel.any_offline and channel.is_offline(local.parent_dir):
             raise channel.storage_error(local.parent_dir, f"read from {self.name}")
-        self._check_open()
-        self._check_log_start_offset(start_offset)
+        if self._deleted or local.is_closed:
+            self._check_open()  # raises
+        if start_offset < self._log_start_offset:
+            self._check_log_start_offset(start_offset)  # raises
         if isolation == LOG_END:
             bound = local.log_end_offset_metadata
         elif isolation == HIGH_WATERMARK:
@@ -477,7 +517,7 @@ class UnifiedLog:
         target (None when there is none)."""
         local = self._local
         channel = local.failure_channel
-        if channel.is_offline(local.parent_dir):
+        if channel.any_offline and channel.is_offline(local.parent_dir):
             raise channel.storage_error(local.parent_dir, f"offset lookup in {self.name}")
         self._check_open()
         if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -490,7 +530,7 @@ class UnifiedLog:
         for attempt in range(2):
             segments = local.segments.values()
             try:
-                found = self._search_timestamp(target_timestamp, segments)
+                found = search_by_timestamp(segments, target_timestamp, self._log_start_offset)
                 break
             except OSError as exc:
                 if attempt == 0 and local.segments.values() != segments:
@@ -500,22 +540,6 @@ class UnifiedLog:
         if found is None:
             return None
         return OffsetAndTimestamp(found.offset, found.timestamp, found.leader_epoch)
-
-    def _search_timestamp(self, target_timestamp: int, segments: list[LogSegment]):
-        start = self._log_start_offset
-        if target_timestamp == MAX_TIMESTAMP:
-            best = max(segments, key=lambda s: s.max_timestamp_so_far(), default=None)
-            if best is None or best.max_timestamp_so_far() < 0:
-                return None
-            max_ts = best.read_max_timestamp_and_offset_so_far()
-            position = best.offset_index.lookup(max_ts.offset).position
-            return best.log.search_for_timestamp(max_ts.timestamp, position, start)
-        for segment in segments:
-            if segment.largest_timestamp() >= target_timestamp:
-                found = segment.find_offset_by_timestamp(target_timestamp, start)
-                if found is not None:
-                    return found
-        return None
 
     def _epoch_for_offset(self, offset: int) -> int | None:
         return self.leader_epoch_cache.epoch_for_offset(offset) if self.leader_epoch_cache is not None else None
@@ -550,12 +574,13 @@ class UnifiedLog:
         if metadata.message_offset < 0:
             raise ValueError("high watermark offset should be non-negative")
         self._high_watermark_metadata = metadata
-        psm = self.producer_state_manager
-        psm.on_high_watermark_updated(metadata.message_offset)
-        self._maybe_increment_first_unstable_offset()
+        self._set_first_unstable_offset(
+            self.producer_state_manager.on_high_watermark_updated(metadata.message_offset))
 
     def _maybe_increment_first_unstable_offset(self) -> None:
-        fu = self.producer_state_manager.first_unstable_offset()
+        self._set_first_unstable_offset(self.producer_state_manager.first_unstable_offset())
+
+    def _set_first_unstable_offset(self, fu: int | None) -> None:
         if fu is None:
             self._first_unstable_offset_metadata = None
             return
@@ -581,6 +606,7 @@ class UnifiedLog:
             if self._local.recovery_point < new_log_start_offset:
                 self._local.update_recovery_point(new_log_start_offset)
             if self.leader_epoch_cache is not None:
+                self._checked_epoch = None
                 self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
             self._maybe_increment_first_unstable_offset()
@@ -657,6 +683,7 @@ class UnifiedLog:
                 return True
             self._local.truncate_to(target_offset)
             if self.leader_epoch_cache is not None:
+                self._checked_epoch = None
                 self.leader_epoch_cache.truncate_from_end(target_offset)
             self._rebuild_producer_state(target_offset)
             if self.high_watermark >= self.log_end_offset:
@@ -671,6 +698,7 @@ class UnifiedLog:
             self._check_open()
             self._local.truncate_fully_and_start_at(new_offset)
             if self.leader_epoch_cache is not None:
+                self._checked_epoch = None
                 self.leader_epoch_cache.clear_and_flush()
             self.producer_state_manager.truncate_fully_and_start_at(new_offset)
             self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
@@ -732,6 +760,7 @@ class UnifiedLog:
         with self._lock:
             new_dir = self._local.rename_dir(name)
             if self.leader_epoch_cache is not None:
+                self._checked_epoch = None
                 self.leader_epoch_cache = self.leader_epoch_cache.with_checkpoint(
                     new_dir / files.LEADER_EPOCH_CHECKPOINT_FILE)
             self.producer_state_manager.log_dir = new_dir
