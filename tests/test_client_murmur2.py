@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 from broker.client.producer.murmur2 import murmur2, partition_for_key
 
-GOLDEN_1000 = {b"": 681, b"a": 524, b"ab": 434, b"abc": 107, b"123456789": 566}
+GOLDEN_1000 = {b"": 681, b"a": 524, b"ab": 434, b"abc": 107, b"123456789": 566, b"\x00 ": 742}  # F9
 
 
 def test_golden_partitions_with_1000_partitions():

@@ -1,0 +1,170 @@
+"""Request dispatch (Kafka's ``KafkaApis``): one frame in, one response frame (or none) out.
+
+Owns the table ``HANDLERS`` (api_key -> handler, error-response builder and the versions
+SERVED) and the rules that apply before any handler runs:
+
+* The header is parsed first; an unreadable header closes the connection.
+* ApiVersions above the served maximum (kafka-python starts with v4, clients of the
+  future with more) is answered, without parsing its body, with a v0 body carrying
+  UNSUPPORTED_VERSION and the ApiVersions range (KIP-511; PROTOCOL.md 3.2), response
+  header v0.
+* Any other unknown API key, or a version outside the served range, closes the
+  connection, as Apache Kafka's SocketServer does (the client could not parse an
+  answer in a version it did not ask for). Produce v0-v2 are advertised (old librdkafka
+  only compresses when the Produce range reaches 0, KAFKA-18659) but never served:
+  their message formats are gone (KIP-896/KIP-724), so they close the connection too.
+* A body that fails to decode (``ProtocolDecodeError``: truncated, absurd counts, bad
+  UTF-8...) closes the connection; nothing reaches a handler, so nothing reaches a log.
+* A handler exception becomes the API's error response with UNKNOWN_SERVER_ERROR (or the
+  code ``broker.server.errors`` finds); if even that fails, the connection is closed.
+  A response that fails to encode is logged and closes the connection.
+
+What is advertised is derived from this table: the ``broker.protocol.versions``
+ADVERTISED rows of the APIs implemented here (so group and SASL APIs stay hidden until
+their handlers exist); ``advertised_versions()`` returns it.
+
+Request log: the first use of each (API, version) on a connection is logged at DEBUG on
+the ``kafka.request.logger`` logger (Kafka's name), with the client id and, for
+ApiVersions v3+, the client software name and version; ``request_counts`` counts every
+request by (api_key, api_version) for tests and debugging.
+
+Thread-safety: ``handle`` runs concurrently on connection threads; the table is
+immutable; ``request_counts`` is a debug statistic (a ``Counter`` whose increments may,
+rarely, be lost under contention); the per-connection ``seen_apis`` set belongs to that
+connection's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Callable, NamedTuple
+
+from broker.protocol import ApiKey, ProtocolDecodeError, Reader, encode_response, parse_request_header
+from broker.protocol.schema import decode
+from broker.protocol.versions import advertised_apis, request_schema
+from broker.server.errors import error_code_for, is_expected
+from broker.server.handlers import (
+    CLOSE_CONNECTION,
+    NO_RESPONSE,
+    RequestContext,
+    ServerState,
+    api_versions,
+    fetch,
+    leader_epoch,
+    list_offsets,
+    metadata,
+    produce,
+    producer_id,
+    topics,
+)
+
+log = logging.getLogger(__name__)
+request_log = logging.getLogger("kafka.request.logger")
+
+
+class ApiHandler(NamedTuple):
+    handle: Callable[[ServerState, RequestContext, Any], Any]
+    error_response: Callable[[ServerState, RequestContext, Any, int], Any]
+    min_version: int  # served range (inclusive)
+    max_version: int
+
+
+HANDLERS: dict[int, ApiHandler] = {
+    ApiKey.PRODUCE: ApiHandler(produce.handle, produce.error_response, 3, 8),
+    ApiKey.FETCH: ApiHandler(fetch.handle, fetch.error_response, 4, 11),
+    ApiKey.LIST_OFFSETS: ApiHandler(list_offsets.handle, list_offsets.error_response, 1, 5),
+    ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 8),
+    ApiKey.API_VERSIONS: ApiHandler(api_versions.handle, api_versions.error_response, 0, 3),
+    ApiKey.CREATE_TOPICS: ApiHandler(topics.handle_create_topics, topics.create_topics_error_response, 2, 4),
+    ApiKey.DELETE_TOPICS: ApiHandler(topics.handle_delete_topics, topics.delete_topics_error_response, 1, 3),
+    ApiKey.DELETE_RECORDS: ApiHandler(list_offsets.handle_delete_records,
+                                      list_offsets.delete_records_error_response, 0, 1),
+    ApiKey.INIT_PRODUCER_ID: ApiHandler(producer_id.handle, producer_id.error_response, 0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(leader_epoch.handle, leader_epoch.error_response, 2, 3),
+    ApiKey.DESCRIBE_CONFIGS: ApiHandler(topics.handle_describe_configs,
+                                        topics.describe_configs_error_response, 1, 3),
+    ApiKey.CREATE_PARTITIONS: ApiHandler(topics.handle_create_partitions,
+                                         topics.create_partitions_error_response, 0, 1),
+}
+
+
+def advertised_versions(sasl: bool = False) -> tuple[tuple[int, int, int], ...]:
+    """(api_key, min, max) for ApiVersions: the ADVERTISED rows we have handlers for."""
+    return tuple((int(a.api_key), a.min_version, a.max_version)
+                 for a in advertised_apis(sasl) if a.api_key in HANDLERS)
+
+
+class KafkaApis:
+    """Turns request frames into response buffers (rules in the module docstring)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        if not state.api_versions:
+            state.api_versions = advertised_versions()
+        self._api_versions_max = HANDLERS[ApiKey.API_VERSIONS].max_version
+        self.request_counts: Counter[tuple[int, int]] = Counter()
+
+    def handle(self, conn: Any, frame: memoryview) -> Any:
+        """Serve one request frame from ``conn`` (a ``socket_server.Connection`` or any
+        object with ``listener``, ``local_address``, ``peer_address``, ``id`` and a
+        ``seen_apis`` set). Returns a list of buffers (a whole response frame, possibly
+        holding file slices), ``NO_RESPONSE`` or ``CLOSE_CONNECTION``."""
+        try:
+            header, offset = parse_request_header(frame)
+        except ProtocolDecodeError as exc:
+            log.info("closing connection %s: unreadable request header (%s)", conn.id, exc)
+            return CLOSE_CONNECTION
+        key, version = header.api_key, header.api_version
+        self.request_counts[(key, version)] += 1
+        if (key, version) not in conn.seen_apis:
+            conn.seen_apis.add((key, version))
+            if request_log.isEnabledFor(logging.DEBUG):
+                request_log.debug("connection %s client_id=%r: api_key=%d (%s) version=%d", conn.id,
+                                  header.client_id, key, _api_name(key), version)
+        if key == ApiKey.API_VERSIONS and version > self._api_versions_max:
+            body = api_versions.unsupported_version_body(self.state)
+            return encode_response(header, body, version=0)
+        api = HANDLERS.get(key)
+        if api is None or not api.min_version <= version <= api.max_version:
+            log.info("closing connection %s: unsupported api_key %d (%s) version %d from client_id %r",
+                     conn.id, key, _api_name(key), version, header.client_id)
+            return CLOSE_CONNECTION
+        try:
+            body = decode(request_schema(key, version), version, Reader(frame, offset))
+        except ProtocolDecodeError as exc:
+            log.info("closing connection %s: malformed %s v%d request: %s", conn.id, _api_name(key), version, exc)
+            return CLOSE_CONNECTION
+        ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id)
+        try:
+            response = api.handle(self.state, ctx, body)
+        except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread
+            code = error_code_for(exc)
+            if is_expected(exc):
+                log.info("%s v%d from %s failed: %s", _api_name(key), version, conn.id, exc)
+            else:
+                log.exception("%s v%d from %s failed", _api_name(key), version, conn.id)
+            try:
+                response = api.error_response(self.state, ctx, body, code)
+            except Exception:  # noqa: BLE001
+                log.exception("building the error response of %s v%d failed", _api_name(key), version)
+                return CLOSE_CONNECTION
+        if response is NO_RESPONSE or response is CLOSE_CONNECTION:
+            return response
+        if key == ApiKey.API_VERSIONS and "client_software" in ctx.extra:
+            conn.client_software = ctx.extra["client_software"]
+            if request_log.isEnabledFor(logging.DEBUG):
+                request_log.debug("connection %s client software %s %s", conn.id, *ctx.extra["client_software"])
+        try:
+            return encode_response(header, response)
+        except Exception:  # noqa: BLE001
+            log.exception("encoding the %s v%d response for %s failed; closing the connection",
+                          _api_name(key), version, conn.id)
+            return CLOSE_CONNECTION
+
+
+def _api_name(key: int) -> str:
+    try:
+        return ApiKey(key).name
+    except ValueError:
+        return "UNKNOWN"

@@ -1,0 +1,218 @@
+"""``KafkaBroker``: the broker process's parts, wired and started in order (Kafka's
+``KafkaServer`` / ``BrokerServer``).
+
+Owns the lifecycle:
+
+* ``KafkaBroker(props)`` parses the configuration (``broker.config.server_config`` for
+  the broker's keys, ``LogConfig`` for the topic defaults such as log.segment.bytes) and
+  raises ``ConfigError`` naming the server.properties key for anything invalid, before
+  touching a file or a socket.
+* ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
+  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the
+  registry's reconciliation with the partition directories, then the listeners
+  (``SocketServer``): the broker accepts connections only once every log is loaded. On
+  failure everything started so far is stopped again and the exception propagates.
+* ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
+  wait for their threads (no request is mid-append afterwards), then
+  ``LogManager.shutdown`` (flush, checkpoints, clean-shutdown marker). Idempotent.
+
+Advertised endpoints (Metadata): ``advertised.listeners`` when set, else the listener
+itself; a port 0 means the listener's real bound port; an empty or wildcard host means
+the address the client connected to (what it can evidently reach).
+
+Thread-safety: ``start``/``shutdown`` are called from one thread (the CLI's main thread
+or a test); everything they start is thread-safe as documented in each module.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+from broker.config import ConfigError, server_config
+from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS, LogConfig, topic_defaults_from_server
+from broker.log.manager import LogManager
+from broker.server.apis import KafkaApis
+from broker.server.handlers import ServerState
+from broker.server.handlers.fetch import PartitionWatchers
+from broker.server.handlers.producer_id import ProducerIdManager
+from broker.server.metadata import TopicManager
+from broker.server.socket_server import SocketServer, parse_listeners
+
+log = logging.getLogger(__name__)
+
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def _topic_key_to_server_keys(topic_key: str) -> list[str]:
+    return [k for k, v in SERVER_DEFAULT_KEYS.items() if v == topic_key]
+
+
+def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The broker's typed config; ConfigError names the server.properties key at fault."""
+    config = server_config(props)
+    try:
+        parse_listeners(config["listeners"])
+    except ValueError as exc:
+        raise ConfigError("listeners", ",".join(config["listeners"]), str(exc)) from None
+    if config.get("advertised.listeners"):
+        names = {listener.name for listener in parse_listeners(config["listeners"])}
+        for adv in parse_listeners(config["advertised.listeners"]):
+            if adv.name not in names:
+                raise ConfigError("advertised.listeners", ",".join(config["advertised.listeners"]),
+                                  f"listener {adv.name} is not in listeners")
+    try:
+        LogConfig.from_props(defaults=topic_defaults_from_server(config))
+    except ConfigError as exc:
+        server_keys = [k for k in _topic_key_to_server_keys(exc.key) if k in props]
+        if exc.key in ("retention.ms", "segment.ms"):
+            server_keys += [k for k in ("log.retention.minutes", "log.retention.hours", "log.roll.hours")
+                            if k in props]
+        key = server_keys[0] if server_keys else exc.key
+        raise ConfigError(key, props.get(key, exc.value), str(exc).split(": ", 1)[-1]) from None
+    except (ValueError, TypeError):  # log.retention.hours=abc
+        for key in ("log.retention.minutes", "log.retention.hours", "log.roll.hours"):
+            if key in props:
+                try:
+                    int(props[key])
+                except (TypeError, ValueError):
+                    raise ConfigError(key, props[key], "Expected value to be a long") from None
+        raise
+    for key in props:
+        if key in LOG_CONFIG_DEF.keys and key not in SERVER_DEFAULT_KEYS and key not in config:
+            log.warning("%s is a topic-level key; in server.properties use its log.* form", key)
+    return config
+
+
+class KafkaBroker:
+    """A single-node Kafka-compatible broker (lifecycle in the module docstring)."""
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        self.props = dict(props)
+        self.config = validate_config(self.props)
+        self.node_id = int(self.config["node.id"])
+        self.listeners = parse_listeners(self.config["listeners"])
+        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [])}
+        self.log_manager: LogManager | None = None
+        self.topics: TopicManager | None = None
+        self.socket_server: SocketServer | None = None
+        self.apis: KafkaApis | None = None
+        self.watchers = PartitionWatchers()
+        self._started = False
+        self._logs_started = False
+        self._stopped = threading.Event()
+        self._shutdown_lock = threading.Lock()
+
+    @classmethod
+    def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> "KafkaBroker":
+        from broker.config import load_properties
+
+        props = load_properties(path) if path is not None else {}
+        props.update(overrides or {})
+        return cls(props)
+
+    # --- lifecycle ---
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        config = self.config
+        try:
+            self.log_manager = LogManager.from_server_config(config, topic_configs=self._topic_config)
+            self.topics = TopicManager(self.log_manager, config)
+            self.topics.load()
+            producer_ids = ProducerIdManager(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
+            producer_ids.load()
+            self.log_manager.startup()
+            self._logs_started = True
+            self.topics.startup()
+            state = ServerState(
+                node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
+                producer_ids=producer_ids, watchers=self.watchers,
+                advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
+                static_keys=frozenset(self.props))
+            self.apis = KafkaApis(state)
+            self.socket_server = SocketServer(
+                self.listeners, self.apis.handle,
+                max_request_bytes=config["socket.request.max.bytes"],
+                queued_max_requests=config["queued.max.requests"],
+                send_buffer_bytes=config["socket.send.buffer.bytes"],
+                receive_buffer_bytes=config["socket.receive.buffer.bytes"],
+                connections_max_idle_ms=config["connections.max.idle.ms"])
+            self.socket_server.startup()
+        except BaseException:
+            self.shutdown()
+            raise
+        log.info("[KafkaServer id=%d] started, listening on %s", self.node_id, self.listener_urls())
+
+    def _topic_config(self, topic: str) -> LogConfig | None:
+        return self.topics.log_config(topic) if self.topics is not None else None
+
+    def shutdown(self) -> None:
+        with self._shutdown_lock:
+            if self._stopped.is_set():
+                return
+            log.info("[KafkaServer id=%d] shutting down", self.node_id)
+            if self.socket_server is not None:
+                self.socket_server.stop_accepting()
+            self.watchers.close()
+            if self.socket_server is not None:
+                self.socket_server.shutdown()
+            if self._logs_started:  # a failed startup must not write clean-shutdown markers
+                self.log_manager.shutdown()
+            self._stopped.set()
+            log.info("[KafkaServer id=%d] shut down completed", self.node_id)
+
+    def wait_for_shutdown(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+    def __enter__(self) -> "KafkaBroker":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # --- addresses ---
+
+    def bound_address(self, listener: str | None = None) -> tuple[str, int]:
+        """(host, port) the listener (default: the first) is bound to."""
+        name = listener or self.listeners[0].name
+        return self.socket_server.bound_address(name)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """host:port of the first listener, for clients (a wildcard host becomes localhost)."""
+        host, port = self.bound_address()
+        if host in _WILDCARD_HOSTS:
+            host = "localhost"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{host}:{port}"
+
+    def listener_urls(self) -> str:
+        out = []
+        for listener in self.listeners:
+            host, port = self.socket_server.bound_address(listener.name)
+            shown = listener.host or host
+            if ":" in shown:
+                shown = f"[{shown}]"
+            out.append(f"{listener.name}://{shown}:{port}")
+        return ",".join(out)
+
+    def advertised_endpoint(self, listener: str, local_address: tuple) -> tuple[str, int]:
+        """The (host, port) Metadata gives clients that came in on ``listener``."""
+        bound_host, bound_port = self.socket_server.bound_address(listener)
+        adv = self.advertised.get(listener)
+        if adv is not None:
+            host = adv.host
+            port = adv.port or bound_port
+        else:
+            own = next(li for li in self.listeners if li.name == listener)
+            host, port = own.host, bound_port
+        if host in _WILDCARD_HOSTS:
+            host = local_address[0] if local_address else bound_host
+        return host, port

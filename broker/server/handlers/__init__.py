@@ -1,0 +1,100 @@
+"""Request handlers, one module per API family, and what they share.
+
+Owns the handler contract used by ``broker.server.apis``:
+
+* a handler is ``handle(state, ctx, body) -> response body`` where ``body`` is the decoded
+  request struct (``broker.protocol`` generated classes) and the result a response
+  struct of the same API (encoded at the request's version by the caller), or
+  ``NO_RESPONSE`` (Produce with acks=0), or ``CLOSE_CONNECTION`` (acks=0 with an error:
+  Kafka closes the connection so that the producer notices);
+* ``error_response(state, ctx, body, code) -> response body``: the same API's response
+  with ``code`` everywhere it can go (Kafka's ``AbstractRequest.getErrorResponse``), used
+  when ``handle`` raised something unexpected.
+
+``ServerState`` is the broker-wide state handlers read (topics, logs, producer ids, the
+fetch waiters, the advertised endpoints); ``RequestContext`` describes one request
+(header, listener, addresses). Modules:
+
+    api_versions.py     ApiVersions (18)
+    metadata.py         Metadata (3)
+    produce.py          Produce (0)
+    fetch.py            Fetch (1) and the waiters long polls sleep on
+    list_offsets.py     ListOffsets (2), DeleteRecords (21)
+    topics.py           CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
+                        DescribeConfigs (32)
+    producer_id.py      InitProducerId (22) and the persistent producer-id allocator
+    leader_epoch.py     OffsetForLeaderEpoch (23)
+
+Thread-safety: handlers run on connection threads concurrently; ``ServerState`` members
+are thread-safe (each documents how); ``RequestContext`` belongs to one request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from broker.protocol import RequestHeader
+
+if TYPE_CHECKING:  # pragma: no cover
+    from broker.log.manager import LogManager
+    from broker.server.handlers.fetch import PartitionWatchers
+    from broker.server.handlers.producer_id import ProducerIdManager
+    from broker.server.metadata import TopicManager
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NO_RESPONSE = _Marker("NO_RESPONSE")
+CLOSE_CONNECTION = _Marker("CLOSE_CONNECTION")
+
+
+@dataclass
+class ServerState:
+    node_id: int
+    config: dict[str, Any]
+    topics: "TopicManager"
+    log_manager: "LogManager"
+    producer_ids: "ProducerIdManager"
+    watchers: "PartitionWatchers"
+    # (listener name, local (host, port) of the connection) -> advertised (host, port)
+    advertised_endpoint: Callable[[str, tuple], tuple[str, int]]
+    # ((api_key, min_version, max_version), ...) as put in ApiVersions responses
+    api_versions: tuple[tuple[int, int, int], ...] = ()
+    cluster_id: str | None = None
+    # the keys server.properties and --override set (DescribeConfigs' STATIC_BROKER_CONFIG)
+    static_keys: frozenset = frozenset()
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return self.topics.auto_create_enabled
+
+
+@dataclass
+class RequestContext:
+    header: RequestHeader
+    listener: str = "PLAINTEXT"
+    local_address: tuple = ("127.0.0.1", 0)
+    peer_address: tuple = ("", 0)
+    connection_id: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+def leader_epoch_of(lg: Any) -> int:
+    """The partition's leader epoch: the latest in its epoch cache, 0 for a new log (a
+    single node never changes leader, so the epoch only differs from 0 for logs written
+    by another broker)."""
+    epoch = lg.latest_epoch() if lg is not None else None
+    return epoch if epoch is not None and epoch >= 0 else 0

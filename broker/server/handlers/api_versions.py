@@ -1,0 +1,51 @@
+"""ApiVersions (key 18): what this broker serves, and the too-new-version fallback.
+
+Wire behaviour (PROTOCOL.md 3.2, KIP-511):
+
+* v0-v3 answer error_code 0, the advertised table (``ServerState.api_versions``: only
+  APIs this broker implements) and, from v1, throttle_time_ms 0. v3 bodies are flexible
+  but the response HEADER is v0 for every ApiVersions response (``broker.protocol``
+  applies that rule).
+* A version above the advertised maximum is answered, like Kafka's
+  ``RequestContext.parseRequest``, without parsing the body: a v0 body with
+  UNSUPPORTED_VERSION (35) and the single entry {18, min, max}, so that the client can
+  retry with a version it finds there (``unsupported_version_body``; the caller encodes
+  it with ``version=0``).
+* client_software_name / version (v3+) are recorded in the request context for the
+  request log, never validated (Kafka answers INVALID_REQUEST to names failing its regex;
+  clients then retry v0, which only costs a round trip).
+
+Thread-safety: stateless.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.messages.api_versions import API_VERSIONS_RESPONSE
+from broker.server.handlers import RequestContext, ServerState
+
+ApiVersionsResponse = API_VERSIONS_RESPONSE.cls
+ApiVersion = API_VERSIONS_RESPONSE.structs["ApiVersion"]
+
+
+def _entries(state: ServerState) -> list:
+    return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in state.api_versions]
+
+
+def handle(state: ServerState, ctx: RequestContext, body) -> object:
+    if ctx.api_version >= 3:
+        ctx.extra["client_software"] = (body.client_software_name, body.client_software_version)
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_entries(state), throttle_time_ms=0)
+
+
+def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return ApiVersionsResponse(error_code=code, api_keys=_entries(state), throttle_time_ms=0)
+
+
+def unsupported_version_body(state: ServerState) -> object:
+    """The v0 body answering an ApiVersions request of a version above what we serve."""
+    lo, hi = next(((lo, hi) for k, lo, hi in state.api_versions if k == ApiKey.API_VERSIONS), (0, 0))
+    return ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=lo, max_version=hi)],
+    )

@@ -1,0 +1,118 @@
+"""Metadata (key 3), v0-v8: brokers, controller, cluster id and topic partitions.
+
+Wire behaviour (PROTOCOL.md 3.7):
+
+* Which topics: v0 with an empty list, or v1+ with a null list, means every topic; v1+
+  with an empty list means none. Repeated names are answered once.
+* Unknown topics are created with the broker defaults (num.partitions) when
+  auto.create.topics.enable is true and the request allows it (v4+
+  ``allow_auto_topic_creation``; always allowed below v4, as in Kafka). The new topic is
+  answered as ready at once: its logs exist before the response is written. Otherwise
+  UNKNOWN_TOPIC_OR_PARTITION (3); an invalid name gets INVALID_TOPIC_EXCEPTION (17).
+* The only broker is this node, at the host and port advertised for the listener the
+  request came in on (the real bound port when the listener said port 0); it is also the
+  controller (kafka-python's admin client loops while controller_id is -1) and the leader
+  and only replica of every partition. leader_epoch (v7+) is the log's latest epoch.
+* A partition whose log is missing or offline answers LEADER_NOT_AVAILABLE (5) with
+  leader -1 and this node in offline_replicas (v5+).
+* topic_authorized_operations (v8+) is Kafka's "not requested" INT32_MIN unless asked
+  for; with no authorizer every topic operation is then allowed.
+
+Thread-safety: reads the topic manager's snapshots; auto-creation is serialised there.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.protocol import ErrorCode
+from broker.protocol.messages.metadata import METADATA_RESPONSE
+from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.handlers import RequestContext, ServerState, leader_epoch_of
+
+log = logging.getLogger(__name__)
+
+MetadataResponse = METADATA_RESPONSE.cls
+Broker = METADATA_RESPONSE.structs["MetadataResponseBroker"]
+Topic = METADATA_RESPONSE.structs["MetadataResponseTopic"]
+Partition = METADATA_RESPONSE.structs["MetadataResponsePartition"]
+
+INT32_MIN = -(1 << 31)
+# AclOperation codes of the operations a topic supports (READ, WRITE, CREATE, DELETE,
+# ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), as a bit field.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+def _topic_entry(state: ServerState, name: str, include_ops: bool) -> object:
+    info = state.topics.get(name)
+    if info is None:  # deleted since the name was listed
+        return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    node = state.node_id
+    partitions = []
+    for p in range(info.partitions):
+        lg = state.topics.get_log(name, p)
+        if lg is None or lg.is_offline:
+            partitions.append(Partition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=p,
+                                        leader_id=-1, leader_epoch=-1, replica_nodes=[node],
+                                        isr_nodes=[], offline_replicas=[node]))
+        else:
+            partitions.append(Partition(error_code=ErrorCode.NONE, partition_index=p, leader_id=node,
+                                        leader_epoch=leader_epoch_of(lg), replica_nodes=[node],
+                                        isr_nodes=[node], offline_replicas=[]))
+    return Topic(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id, is_internal=False,
+                 partitions=partitions,
+                 topic_authorized_operations=TOPIC_OPERATIONS if include_ops else INT32_MIN)
+
+
+def _error_topic(name, code: int) -> object:
+    return Topic(error_code=code, name=name, is_internal=False, partitions=[],
+                 topic_authorized_operations=INT32_MIN)
+
+
+def _brokers(state: ServerState, ctx: RequestContext) -> list:
+    host, port = state.advertised_endpoint(ctx.listener, ctx.local_address)
+    return [Broker(node_id=state.node_id, host=host, port=port, rack=None)]
+
+
+def handle(state: ServerState, ctx: RequestContext, body) -> object:
+    version = ctx.api_version
+    requested = body.topics
+    include_ops = version >= 8 and body.include_topic_authorized_operations
+    topics = []
+    if requested is None or (version == 0 and not requested):
+        for name in sorted(state.topics.topics()):
+            topics.append(_topic_entry(state, name, include_ops))
+    else:
+        allow_create = state.auto_create_topics and (version < 4 or body.allow_auto_topic_creation)
+        seen = set()
+        for t in requested:
+            name = t.name
+            if name in seen:
+                continue
+            seen.add(name)
+            if name is None:  # v10+ lookup by topic id: not served at v0-8
+                topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            if state.topics.get(name) is None:
+                try:
+                    state.topics.validate_name(name)
+                    if not allow_create:
+                        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    state.topics.auto_create(name)
+                except Exception as exc:  # noqa: BLE001 - answered with its code
+                    if not is_expected(exc):
+                        log.exception("auto-creating topic %r failed", name)
+                    topics.append(_error_topic(name, error_code_for(exc)))
+                    continue
+            topics.append(_topic_entry(state, name, include_ops))
+    return MetadataResponse(
+        throttle_time_ms=0, brokers=_brokers(state, ctx), cluster_id=state.cluster_id,
+        controller_id=state.node_id, topics=topics, cluster_authorized_operations=INT32_MIN)
+
+
+def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    names = [t.name for t in body.topics or []]
+    return MetadataResponse(
+        throttle_time_ms=0, brokers=_brokers(state, ctx), cluster_id=state.cluster_id,
+        controller_id=state.node_id, topics=[_error_topic(n, code) for n in names],
+        cluster_authorized_operations=INT32_MIN)

@@ -1,0 +1,114 @@
+"""Produce (key 0), served v3-v8 (v0-v2 are advertised for old librdkafka's compression
+check but close the connection, as in Kafka 4: ``broker.server.apis``).
+
+Wire behaviour:
+
+* acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS, 21, for every partition). With
+  one replica acks=1 and acks=all are the same: the response is sent once the batches
+  are in the log (and fsynced when flush.messages says so).
+* acks=0: no response at all (``NO_RESPONSE``); if any partition failed the connection
+  is closed instead (``CLOSE_CONNECTION``), which is how Kafka tells such a producer.
+* Per partition the records (whole v2 batches, stored byte for byte after the offsets
+  and leader epoch are stamped in place: the request frame is a private writable buffer,
+  so nothing is copied) go to ``UnifiedLog.append_as_leader``; its exceptions map to
+  Kafka's codes (``broker.server.errors``): CORRUPT_MESSAGE, INVALID_RECORD,
+  MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER,
+  INVALID_PRODUCER_EPOCH, UNSUPPORTED_FOR_MESSAGE_FORMAT, KAFKA_STORAGE_ERROR.
+  A retried batch of an idempotent producer is answered with its original base offset.
+* zstd batches in Produce below v7 get UNSUPPORTED_COMPRESSION_TYPE (76) (KIP-110).
+* Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION (3): topics are
+  auto-created by Metadata (which every producer asks first), not by Produce.
+* The response gives base_offset, log_append_time_ms (-1 for CreateTime topics) and
+  log_start_offset (v5+); every successful append wakes the fetches waiting on that
+  partition (``PartitionWatchers.notify``).
+
+Thread-safety: appends to one partition are serialised by the log; handlers run
+concurrently for different connections.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.protocol import ErrorCode
+from broker.protocol.messages.produce import PRODUCE_RESPONSE
+from broker.record.batch import COMPRESSION_CODEC_MASK, iter_batch_headers
+from broker.server.errors import error_code_for, is_expected
+from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE, RequestContext, ServerState, leader_epoch_of
+
+log = logging.getLogger(__name__)
+
+ProduceResponse = PRODUCE_RESPONSE.cls
+TopicResponse = PRODUCE_RESPONSE.structs["TopicProduceResponse"]
+PartitionResponse = PRODUCE_RESPONSE.structs["PartitionProduceResponse"]
+
+ZSTD = 4
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
+def _partition_error(index: int, code: int, message: str | None = None) -> object:
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                             log_start_offset=-1, record_errors=[], error_message=message)
+
+
+def _has_zstd(records) -> bool:
+    try:
+        return any(h.attributes & COMPRESSION_CODEC_MASK == ZSTD for _, h in iter_batch_headers(records))
+    except Exception:  # noqa: BLE001 - malformed batches are rejected by the log's validator
+        return False
+
+
+def _append(state: ServerState, name: str, index: int, records, version: int) -> object:
+    lg = state.topics.get_log(name, index) if state.topics.get(name) is not None else None
+    if lg is None:
+        return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if records is None or len(records) == 0:
+        return _partition_error(index, ErrorCode.INVALID_RECORD, "no record batches")
+    if version < ZSTD_MIN_PRODUCE_VERSION and _has_zstd(records):
+        return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION} or later")
+    try:
+        info = lg.append_as_leader(records, leader_epoch=leader_epoch_of(lg))
+    except Exception as exc:  # noqa: BLE001 - every error becomes a code
+        code = error_code_for(exc)
+        if code == ErrorCode.KAFKA_STORAGE_ERROR and state.topics.get(name) is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # deleted while appending
+        if is_expected(exc):
+            log.debug("produce to %s-%d rejected: %s", name, index, exc)
+        else:
+            log.exception("produce to %s-%d failed", name, index)
+        return _partition_error(index, code, str(exc) if version >= 8 else None)
+    state.watchers.notify((name, index))
+    return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
+                             log_append_time_ms=info.log_append_time, log_start_offset=lg.log_start_offset,
+                             record_errors=[], error_message=None)
+
+
+def handle(state: ServerState, ctx: RequestContext, body) -> object:
+    version = ctx.api_version
+    acks = body.acks
+    responses = []
+    failed = False
+    for t in body.topic_data:
+        partitions = []
+        for p in t.partition_data:
+            if acks not in (0, 1, -1):
+                part = _partition_error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
+            else:
+                part = _append(state, t.name, p.index, p.records, version)
+            failed = failed or part.error_code != ErrorCode.NONE
+            partitions.append(part)
+        responses.append(TopicResponse(name=t.name, partition_responses=partitions))
+    if acks == 0:
+        return CLOSE_CONNECTION if failed else NO_RESPONSE
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    if body.acks == 0:
+        return CLOSE_CONNECTION
+    return ProduceResponse(
+        responses=[TopicResponse(name=t.name, partition_responses=[_partition_error(p.index, code)
+                                                                  for p in t.partition_data])
+                   for t in body.topic_data],
+        throttle_time_ms=0)

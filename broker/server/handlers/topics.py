@@ -1,0 +1,261 @@
+"""Topic administration: CreateTopics (19) v2-v4, DeleteTopics (20) v1-v3,
+CreatePartitions (37) v0-v1 and DescribeConfigs (32) v1-v3.
+
+Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
+
+* CreateTopics: per topic, INVALID_TOPIC_EXCEPTION (17) for an illegal name (characters
+  outside [a-zA-Z0-9._-], longer than 249, "." or "..") or one colliding with an existing
+  topic once '.' and '_' are identified; TOPIC_ALREADY_EXISTS (36); INVALID_PARTITIONS
+  (37) for a count < 1 (-1 = num.partitions); INVALID_REPLICATION_FACTOR (38) for < 1 or
+  > 1 (one broker; -1 = default.replication.factor); INVALID_CONFIG (40) for an unknown
+  topic key or an invalid value (the message names the key); INVALID_REQUEST (42) for a
+  name given twice in one request, a null config value, or both a count and a manual
+  assignment. ``validate_only`` checks everything and creates nothing. Each error comes
+  with an error_message.
+* DeleteTopics: UNKNOWN_TOPIC_OR_PARTITION (3), TOPIC_DELETION_DISABLED (73) when
+  delete.topic.enable=false. The logs are renamed at once and removed after
+  file.delete.delay.ms.
+* CreatePartitions: INVALID_PARTITIONS when the count does not grow,
+  INVALID_REPLICA_ASSIGNMENT for an assignment that is not this node, validate_only.
+* DescribeConfigs: TOPIC (2) resources list every topic-level key (or the requested
+  ones) with its value as text, config_source TOPIC_CONFIG (1) for an override,
+  STATIC_BROKER_CONFIG (4) when server.properties sets the default, DEFAULT_CONFIG (5)
+  otherwise; synonyms (v1+ when include_synonyms) from the most to the least specific
+  (the override, then each server.properties key that sets it, then the default under
+  the broker key's name); config_type and documentation at v3. BROKER (4) resources
+  (name = this node id, or "" for cluster defaults) list the broker's keys the same way.
+  Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; another broker id or another resource type:
+  INVALID_REQUEST.
+
+Thread-safety: changes are serialised by ``TopicManager``; describe reads snapshots.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from broker.config import BOOLEAN, DOUBLE, INT, LIST, LONG, PASSWORD, SERVER_CONFIG_DEF, STRING
+from broker.log.config import LOG_CONFIG_DEF
+from broker.protocol import ErrorCode
+from broker.protocol.messages.create_partitions import CREATE_PARTITIONS_RESPONSE
+from broker.protocol.messages.create_topics import CREATE_TOPICS_RESPONSE
+from broker.protocol.messages.delete_topics import DELETE_TOPICS_RESPONSE
+from broker.protocol.messages.describe_configs import DESCRIBE_CONFIGS_RESPONSE
+from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.handlers import RequestContext, ServerState
+
+log = logging.getLogger(__name__)
+
+CreateTopicsResponse = CREATE_TOPICS_RESPONSE.cls
+CreatableTopicResult = CREATE_TOPICS_RESPONSE.structs["CreatableTopicResult"]
+DeleteTopicsResponse = DELETE_TOPICS_RESPONSE.cls
+DeletableTopicResult = DELETE_TOPICS_RESPONSE.structs["DeletableTopicResult"]
+CreatePartitionsResponse = CREATE_PARTITIONS_RESPONSE.cls
+CreatePartitionsResult = CREATE_PARTITIONS_RESPONSE.structs["CreatePartitionsTopicResult"]
+DescribeConfigsResponse = DESCRIBE_CONFIGS_RESPONSE.cls
+DescribeConfigsResult = DESCRIBE_CONFIGS_RESPONSE.structs["DescribeConfigsResult"]
+ConfigEntry = DESCRIBE_CONFIGS_RESPONSE.structs["DescribeConfigsResourceResult"]
+Synonym = DESCRIBE_CONFIGS_RESPONSE.structs["DescribeConfigsSynonym"]
+
+# ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# DescribeConfigsResponse.ConfigSource
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+# DescribeConfigsResponse.ConfigType
+_CONFIG_TYPE = {BOOLEAN: 1, STRING: 2, INT: 3, LONG: 5, DOUBLE: 6, LIST: 7, PASSWORD: 9}
+_SENSITIVE_TYPES = (PASSWORD,)
+
+
+def _failure(exc: Exception, what: str) -> tuple[int, str]:
+    if not is_expected(exc):
+        log.exception("%s failed", what)
+    return error_code_for(exc), (exc.message if isinstance(exc, ApiError) and exc.message else str(exc))
+
+
+# --- CreateTopics ---
+
+def handle_create_topics(state: ServerState, ctx: RequestContext, body) -> object:
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    manager = state.topics
+    for t in body.topics:
+        name = t.name
+        try:
+            if counts[name] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Create topics request from client "
+                               f"contains a duplicate topic name: {name}")
+            manager.validate_name(name)
+            if manager.get(name) is not None:
+                raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            assignments = [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
+            partitions = manager.resolve_partitions(t.num_partitions, t.replication_factor, assignments)
+            configs = {c.name: c.value for c in t.configs}
+            manager.validate_configs(configs)
+            info = manager.create_topic(name, partitions, configs, validate_only=body.validate_only)
+            results.append(CreatableTopicResult(name=name, topic_id=info.topic_id, error_code=ErrorCode.NONE,
+                                                error_message=None, num_partitions=partitions,
+                                                replication_factor=1))
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            code, message = _failure(exc, f"CreateTopics {name}")
+            results.append(CreatableTopicResult(name=name, error_code=code, error_message=message,
+                                                num_partitions=-1, replication_factor=-1))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def create_topics_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[
+        CreatableTopicResult(name=t.name, error_code=code, error_message=None, num_partitions=-1,
+                             replication_factor=-1) for t in body.topics])
+
+
+# --- DeleteTopics ---
+
+def handle_delete_topics(state: ServerState, ctx: RequestContext, body) -> object:
+    results = []
+    for name in dict.fromkeys(body.topic_names):
+        try:
+            info = state.topics.get(name)
+            state.topics.delete_topic(name)
+            for p in range(info.partitions if info is not None else 0):
+                state.watchers.notify((name, p))  # long-polling fetches answer at once
+            results.append(DeletableTopicResult(name=name, error_code=ErrorCode.NONE, error_message=None))
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            code, message = _failure(exc, f"DeleteTopics {name}")
+            results.append(DeletableTopicResult(name=name, error_code=code, error_message=message))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def delete_topics_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=[
+        DeletableTopicResult(name=n, error_code=code, error_message=None) for n in body.topic_names])
+
+
+# --- CreatePartitions ---
+
+def handle_create_partitions(state: ServerState, ctx: RequestContext, body) -> object:
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for t in body.topics:
+        try:
+            if counts[t.name] > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {t.name}")
+            assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            state.topics.create_partitions(t.name, t.count, assignments, validate_only=body.validate_only)
+            results.append(CreatePartitionsResult(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            code, message = _failure(exc, f"CreatePartitions {t.name}")
+            results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def create_partitions_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        CreatePartitionsResult(name=t.name, error_code=code, error_message=None) for t in body.topics])
+
+
+# --- DescribeConfigs ---
+
+def config_text(value: Any) -> str | None:
+    """A typed config value as Kafka prints it (lists comma-joined, booleans lowercase)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _entry(name: str, value: Any, source: int, synonyms: list, key_def, version: int,
+           include_synonyms: bool, include_docs: bool) -> object:
+    sensitive = key_def is not None and key_def.type in _SENSITIVE_TYPES
+    return ConfigEntry(
+        name=name, value=None if sensitive else config_text(value), read_only=False,
+        is_default=source == SOURCE_DEFAULT_CONFIG, config_source=source, is_sensitive=sensitive,
+        synonyms=synonyms if include_synonyms else [],
+        config_type=_CONFIG_TYPE.get(key_def.type, 0) if key_def is not None else 0,
+        documentation=key_def.doc if include_docs and key_def is not None else None)
+
+
+def _topic_configs(state: ServerState, name: str, keys, version: int, include_synonyms: bool,
+                   include_docs: bool) -> list:
+    info = state.topics.get(name)
+    if info is None:
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    effective = state.topics.log_config(name).values
+    server = state.config
+    entries = []
+    for key, key_def in LOG_CONFIG_DEF.keys.items():
+        if keys is not None and key not in keys:
+            continue
+        synonyms = []
+        source = SOURCE_DEFAULT_CONFIG
+        if key in info.configs:
+            synonyms.append(Synonym(name=key, value=info.configs[key], source=SOURCE_TOPIC_CONFIG))
+            source = SOURCE_TOPIC_CONFIG
+        server_keys = state.topics.server_synonyms(key)
+        for skey in server_keys:
+            if skey in state.static_keys and skey in server:
+                synonyms.append(Synonym(name=skey, value=config_text(server[skey]),
+                                        source=SOURCE_STATIC_BROKER_CONFIG))
+                if source == SOURCE_DEFAULT_CONFIG:
+                    source = SOURCE_STATIC_BROKER_CONFIG
+        synonyms.append(Synonym(name=server_keys[0] if server_keys else key,
+                                value=config_text(key_def.default), source=SOURCE_DEFAULT_CONFIG))
+        value = info.configs[key] if source == SOURCE_TOPIC_CONFIG else effective[key]
+        entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
+    return entries
+
+
+def _broker_configs(state: ServerState, name: str, keys, version: int, include_synonyms: bool,
+                    include_docs: bool) -> list:
+    if name not in ("", str(state.node_id)):
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {state.node_id} but got {name}")
+    static = state.static_keys
+    entries = []
+    for key, key_def in SERVER_CONFIG_DEF.keys.items():
+        if keys is not None and key not in keys:
+            continue
+        value = state.config.get(key, key_def.default)
+        source = SOURCE_STATIC_BROKER_CONFIG if key in static else SOURCE_DEFAULT_CONFIG
+        synonyms = [Synonym(name=key, value=config_text(value), source=source)]
+        if source != SOURCE_DEFAULT_CONFIG:
+            synonyms.append(Synonym(name=key, value=config_text(key_def.default), source=SOURCE_DEFAULT_CONFIG))
+        entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
+    return entries
+
+
+def handle_describe_configs(state: ServerState, ctx: RequestContext, body) -> object:
+    version = ctx.api_version
+    include_synonyms = version >= 1 and body.include_synonyms
+    include_docs = version >= 3 and body.include_documentation
+    results = []
+    for r in body.resources:
+        keys = None if r.configuration_keys is None else set(r.configuration_keys)
+        try:
+            if r.resource_type == RESOURCE_TOPIC:
+                configs = _topic_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
+            elif r.resource_type == RESOURCE_BROKER:
+                configs = _broker_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
+            else:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
+            results.append(DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None,
+                                                 resource_type=r.resource_type,
+                                                 resource_name=r.resource_name, configs=configs))
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            code, message = _failure(exc, f"DescribeConfigs {r.resource_name}")
+            results.append(DescribeConfigsResult(error_code=code, error_message=message,
+                                                 resource_type=r.resource_type,
+                                                 resource_name=r.resource_name, configs=[]))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def describe_configs_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return DescribeConfigsResponse(throttle_time_ms=0, results=[
+        DescribeConfigsResult(error_code=code, error_message=None, resource_type=r.resource_type,
+                              resource_name=r.resource_name, configs=[]) for r in body.resources])

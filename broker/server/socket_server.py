@@ -1,0 +1,374 @@
+"""The TCP front end: listeners, connections, framing and ordered responses.
+
+Owns the sockets. One acceptor thread per listener (``listeners`` in server.properties,
+``NAME://host:port``; port 0 binds a free port, reported by ``bound_address``), and one
+thread per accepted connection, which loops: receive a chunk (at most ``RECV_CHUNK``),
+push it into the connection's ``FrameDecoder``, then take the complete frames out ONE AT
+A TIME, hand each to the request handler (``KafkaApis.handle``) and write its response
+before taking the next. So:
+
+* responses leave in request order, also when a Fetch long-polls (Kafka "mutes" a
+  connection the same way while a request is in progress);
+* pipelining works: clients send up to 5 requests ahead (librdkafka, kafka-python); the
+  kernel's socket buffer and the decoder's buffer hold them (read-ahead) and one receive
+  often yields several frames, served without another system call;
+* memory per connection is bounded by one receive chunk plus one partial frame: a size
+  prefix above ``socket.request.max.bytes`` or negative closes the connection as soon as
+  its 4 bytes arrive, before anything is allocated for the frame (F1); a frame is only
+  ever as large as the bytes actually received, and while a request is being served
+  nothing more is read, so TCP back-pressure reaches a client that sends too fast.
+  ``queued.max.requests`` is accepted for compatibility; no queue exists to bound;
+* a handler result of ``NO_RESPONSE`` (acks=0) writes nothing; ``CLOSE_CONNECTION`` (bad
+  input) closes the connection; every exception is contained to its connection.
+
+Why this model (measured on 2 vCPUs, server CPU per request from /proc, medians of 4
+runs, one raw client pipelining Produce v8 requests of one small batch each):
+
+    model                               window 1        window 5        window 50
+    thread per connection (chosen)      5.9k/s  97 us   9.0k/s  85 us   10.8k/s  75 us
+    reader + worker thread, queue       5.3k/s 110 us   5.9k/s 110 us    6.7k/s 115 us
+    asyncio, handler inline             4.0k/s 145 us   7.8k/s 100 us    8.0k/s  85 us
+
+With 100 KB requests (1000 records) all three are within noise (2.1-2.9k req/s,
+~250 us). The reader/worker split pays a thread hand-off per request (GIL ping-pong);
+asyncio pays its stream machinery; both buy nothing here, because the GIL serialises
+request handling anyway and the kernel already reads ahead.
+
+Sending: a response is a list of buffers (``encode_response``) written with
+``socket.sendmsg`` (no joining copy); parts that are file slices (``FileSlice`` of a
+segment, duck-typed by ``fileno()``: Fetch records of at least 16 KiB) are sent with
+``os.sendfile`` straight from the page cache (measured: a 210 MB consume cost the server
+200 ms of CPU with sendfile, 280 ms with pread + sendmsg). If a slice turns out shorter
+than promised (the file changed under it) the frame cannot be completed and the
+connection is closed.
+
+Timeouts: a connection with nothing received for ``connections.max.idle.ms`` is closed;
+a send blocked that long (a client that stopped reading) fails through ``SO_SNDTIMEO``
+and closes the connection.
+
+Thread-safety: ``SocketServer`` methods are called by the broker's main thread; the set
+of connections is guarded by a lock; a connection's socket and decoder belong to its own
+thread; ``Connection.close`` may be called from any thread (it only shuts the socket
+down; the connection's thread closes it, so the descriptor is never reused under it).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from typing import Any, Callable, NamedTuple
+
+from broker.protocol import FrameDecoder, ProtocolDecodeError
+from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE
+
+log = logging.getLogger(__name__)
+
+# Largest single recv: big enough for large produce requests in few calls, small enough
+# that a client announcing a big frame and sending little costs little.
+RECV_CHUNK = 1 << 20
+RECV_MIN = 64 * 1024
+# Fewer buffers than IOV_MAX (1024 on Linux) per sendmsg call.
+MAX_IOV = 512
+ACCEPT_BACKLOG = 512
+
+
+class Listener(NamedTuple):
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(values: list[str]) -> list[Listener]:
+    """``NAME://host:port`` entries (already validated by ``broker.config``)."""
+    out = []
+    for item in values:
+        name, rest = item.split("://", 1)
+        host, _, port = rest.rpartition(":")
+        out.append(Listener(name.upper(), host.strip("[]"), int(port)))
+    names = [listener.name for listener in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate listener names in {values}")
+    return out
+
+
+class Connection:
+    """One client connection, served by one thread (model in the module docstring)."""
+
+    def __init__(self, server: "SocketServer", sock: socket.socket, listener: Listener, number: int) -> None:
+        self.server = server
+        self.sock = sock
+        self.listener = listener.name
+        self.local_address = sock.getsockname()[:2]
+        self.peer_address = sock.getpeername()[:2]
+        self.id = (f"{self.local_address[0]}:{self.local_address[1]}-"
+                   f"{self.peer_address[0]}:{self.peer_address[1]}-{number}")
+        self.seen_apis: set[tuple[int, int]] = set()
+        self.client_software: tuple[str, str] | None = None
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name=f"kafka-connection-{number}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Make the connection's thread stop soon (from any thread): a blocked receive or
+        send fails at once; a request being handled completes first. The thread itself
+        closes the socket."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._serve()
+        except OSError as exc:
+            if not self._closing:
+                log.debug("connection %s: %s", self.id, exc)
+        except Exception:  # noqa: BLE001 - contain to this connection
+            log.exception("connection %s failed", self.id)
+        finally:
+            self._closing = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.server._forget(self)
+
+    def _serve(self) -> None:
+        server = self.server
+        handler = server.handler
+        sock = self.sock
+        decoder = FrameDecoder(server.max_request_bytes)
+        idle_ms = server.connections_max_idle_ms
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        while not self._closing:
+            if idle_ms > 0 and not poller.poll(idle_ms):
+                log.debug("closing connection %s: idle for %d ms", self.id, idle_ms)
+                return
+            data = sock.recv(min(max(decoder.bytes_wanted, RECV_MIN), RECV_CHUNK))
+            if not data:
+                return
+            try:
+                decoder.push(data)
+                del data
+                while not self._closing:
+                    frame = decoder.next_frame()  # frames one at a time: no list of copies
+                    if frame is None:
+                        break
+                    result = handler(self, frame)
+                    del frame
+                    if result is NO_RESPONSE:
+                        continue
+                    if result is CLOSE_CONNECTION:
+                        return
+                    self.send(result)
+                    del result
+            except ProtocolDecodeError as exc:  # a size prefix < 0 or above the limit (F1)
+                log.info("closing connection %s: %s", self.id, exc)
+                return
+
+    # --- sending ---
+
+    def send(self, buffers: list[Any]) -> None:
+        """Write one response: byte buffers with sendmsg, file slices with sendfile."""
+        pending: list[Any] = []
+        for part in buffers:
+            if hasattr(part, "fileno"):
+                if pending:
+                    self._sendmsg_all(pending)
+                    pending = []
+                self._sendfile_all(part)
+            else:
+                pending.append(part)
+        if pending:
+            self._sendmsg_all(pending)
+
+    def _sendmsg_all(self, buffers: list[Any]) -> None:
+        views = [memoryview(b).cast("B") if not isinstance(b, memoryview) or b.format != "B" else b
+                 for b in buffers]
+        views = [v for v in views if v.nbytes]
+        sock = self.sock
+        while views:
+            batch = views[:MAX_IOV]
+            sent = sock.sendmsg(batch)
+            i = 0
+            while i < len(batch) and sent >= batch[i].nbytes:
+                sent -= batch[i].nbytes
+                i += 1
+            if i < len(batch) and sent:
+                views[i] = views[i][sent:]
+            del views[:i]
+
+    def _sendfile_all(self, part: Any) -> None:
+        fd = self.sock.fileno()
+        offset = part.position
+        count = part.size_in_bytes
+        src = part.fileno()
+        while count > 0:
+            sent = os.sendfile(fd, src, offset, count)
+            if sent == 0:
+                raise OSError(errno.EIO, f"file slice of {part} ended {count} bytes early")
+            offset += sent
+            count -= sent
+
+
+class SocketServer:
+    """Listeners and their connections (threading model in the module docstring)."""
+
+    def __init__(self, listeners: list[Listener], handler: Callable[[Connection, memoryview], Any], *,
+                 max_request_bytes: int = 104857600, queued_max_requests: int = 500,
+                 send_buffer_bytes: int = 102400, receive_buffer_bytes: int = 102400,
+                 connections_max_idle_ms: int = 600000) -> None:
+        if not listeners:
+            raise ValueError("at least one listener is needed")
+        self.listeners = listeners
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.queued_max_requests = max(1, queued_max_requests)
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self._sockets: dict[str, socket.socket] = {}
+        self._bound: dict[str, tuple[str, int]] = {}
+        self._acceptors: list[threading.Thread] = []
+        self._connections: set[Connection] = set()
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._stopping = False
+
+    # --- lifecycle ---
+
+    def startup(self) -> None:
+        """Bind and listen on every listener (raises OSError, e.g. address in use), then
+        start accepting."""
+        try:
+            for listener in self.listeners:
+                sock = self._bind(listener)
+                self._sockets[listener.name] = sock
+                host, port = sock.getsockname()[:2]
+                self._bound[listener.name] = (host, port)
+        except BaseException:
+            for sock in self._sockets.values():
+                sock.close()
+            raise
+        for listener in self.listeners:
+            t = threading.Thread(target=self._accept_loop, args=(listener,),
+                                 name=f"kafka-acceptor-{listener.name}", daemon=True)
+            t.start()
+            self._acceptors.append(t)
+
+    @staticmethod
+    def _bind(listener: Listener) -> socket.socket:
+        host = listener.host
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        if host == "":
+            family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
+            sock = socket.create_server(("", listener.port), family=family, backlog=ACCEPT_BACKLOG,
+                                        reuse_port=False, dualstack_ipv6=family == socket.AF_INET6)
+            return sock
+        infos = socket.getaddrinfo(host, listener.port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(ACCEPT_BACKLOG)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def bound_address(self, listener_name: str) -> tuple[str, int]:
+        """(host, port) a listener is bound to (the real port when 0 was configured)."""
+        return self._bound[listener_name]
+
+    @property
+    def bound_addresses(self) -> dict[str, tuple[str, int]]:
+        return dict(self._bound)
+
+    def stop_accepting(self) -> None:
+        self._stopping = True
+        for sock in self._sockets.values():
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+            except OSError:
+                pass
+            sock.close()
+        for t in self._acceptors:
+            t.join(5)
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop accepting, close every connection and wait for their threads (so that no
+        handler is still appending when the logs are closed)."""
+        if not self._stopping:
+            self.stop_accepting()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            conn.close()
+        deadline = time.monotonic() + timeout
+        for conn in connections:
+            conn.join(max(deadline - time.monotonic(), 0.1))
+
+    @property
+    def connection_count(self) -> int:
+        with self._lock:
+            return len(self._connections)
+
+    # --- accepting ---
+
+    def _accept_loop(self, listener: Listener) -> None:
+        sock = self._sockets[listener.name]
+        while not self._stopping:
+            try:
+                client, _ = sock.accept()
+            except OSError as exc:
+                if self._stopping:
+                    return
+                log.warning("accept on %s failed: %s", listener.name, exc)
+                time.sleep(0.1)  # EMFILE and friends: let connections close
+                continue
+            try:
+                self._configure(client)
+                with self._lock:
+                    if self._stopping:
+                        client.close()
+                        return
+                    self._counter += 1
+                    conn = Connection(self, client, listener, self._counter)
+                    self._connections.add(conn)
+                conn.start()
+            except Exception as exc:  # noqa: BLE001 - one bad accept must not stop the listener
+                log.info("could not set up a connection on %s: %s", listener.name, exc)
+                try:
+                    client.close()
+                except OSError:
+                    pass
+
+    def _configure(self, client: socket.socket) -> None:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.send_buffer_bytes > 0:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+        if self.receive_buffer_bytes > 0:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+        if self.connections_max_idle_ms > 0:
+            seconds, ms = divmod(self.connections_max_idle_ms, 1000)
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, ms * 1000))
+
+    def _forget(self, conn: Connection) -> None:
+        with self._lock:
+            self._connections.discard(conn)
