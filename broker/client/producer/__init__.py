@@ -1,1 +1,15 @@
-"""broker.client.producer: the Kafka producer (seed 000), in Python."""
+"""broker.client.producer: the Kafka producer (seed 000), in Python.
+
+``KafkaProducer`` (producer.py) is the entry point; the subsystems follow Kafka's split:
+``config.py`` (ProducerConfig), ``accumulator.py`` (RecordAccumulator), ``batch.py``
+(ProducerBatch and futures), ``buffer_pool.py`` (BufferPool), ``partitioner.py``
+(BuiltInPartitioner), ``murmur2.py`` (keyed partitioning), ``sender.py`` (the I/O thread),
+``transaction_manager.py`` (idempotence) and ``columnar.py`` (the Arrow bulk path).
+"""
+
+from broker.client.producer.batch import FutureRecordMetadata, RecordMetadata
+from broker.client.producer.config import ProducerConfig
+from broker.client.producer.producer import ArrowSendResult, KafkaProducer, PartitionRange
+
+__all__ = ["ArrowSendResult", "FutureRecordMetadata", "KafkaProducer", "PartitionRange",
+           "ProducerConfig", "RecordMetadata"]

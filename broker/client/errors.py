@@ -1,0 +1,101 @@
+"""Exceptions of the client core (producer, later consumer and admin).
+
+Owns the exception hierarchy a client user sees, named after Kafka's client exceptions:
+
+    KafkaError                      base; ``.code`` is the broker ``ErrorCode`` when there is one
+      KafkaTimeoutError             TimeoutException: metadata wait, delivery.timeout.ms, flush
+        BufferExhaustedError        BufferExhaustedException: no buffer.memory within max.block.ms
+      RecordTooLargeError           RecordTooLargeException: a record over max.request.size or
+                                    buffer.memory (never sent)
+      IllegalStateError             IllegalStateException: flush() from a callback, send() after
+                                    close()
+      ProducerClosedError           the producer was closed (force) with the record unsent
+      NetworkError                  NetworkException: the connection dropped with the request
+                                    in flight (retriable)
+      RequestTimedOutError          request.timeout.ms passed without a response (retriable)
+      UnsupportedVersionError       the broker does not support an API version we need
+
+``KafkaError.from_code(code, message)`` builds the error for a broker error code, with
+``.retriable`` following ``ErrorCode.retriable``.
+
+Thread-safety: immutable exception classes.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.errors import ErrorCode
+
+
+class KafkaError(Exception):
+    """A client-side error; ``code`` is the broker's error code when one applies."""
+
+    code: ErrorCode | None = None
+    retriable: bool = False
+
+    def __init__(self, message: str = "", code: ErrorCode | int | None = None,
+                 retriable: bool | None = None) -> None:
+        if code is not None:
+            self.code = ErrorCode.lookup(int(code))
+            self.retriable = self.code.retriable
+        if retriable is not None:
+            self.retriable = retriable
+        if not message and self.code is not None:
+            message = self.code.name
+        elif self.code is not None:
+            message = f"{self.code.name}: {message}"
+        super().__init__(message)
+
+    @classmethod
+    def from_code(cls, code: int, message: str = "") -> KafkaError:
+        return _BY_CODE.get(code, KafkaError)(message, code)
+
+
+class KafkaTimeoutError(KafkaError):
+    """Kafka's TimeoutException (retriable in Kafka's sense; the client gave up)."""
+
+    retriable = True
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """No memory could be allocated from ``buffer.memory`` within ``max.block.ms``."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record (or the broker's MESSAGE_TOO_LARGE on a single-record batch)."""
+
+
+class IllegalStateError(KafkaError):
+    """A call that is not allowed in the current state (e.g. ``flush()`` in a callback)."""
+
+
+class ProducerClosedError(KafkaError):
+    """The producer was closed (forcibly) before the record was delivered."""
+
+
+class NetworkError(KafkaError):
+    """The connection to the broker failed with the request in flight."""
+
+    retriable = True
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, ErrorCode.NETWORK_EXCEPTION)
+
+
+class RequestTimedOutError(KafkaError):
+    """``request.timeout.ms`` passed without a response; the connection was closed."""
+
+    retriable = True
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, ErrorCode.REQUEST_TIMED_OUT)
+
+
+class UnsupportedVersionError(KafkaError):
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, ErrorCode.UNSUPPORTED_VERSION)
+
+
+_BY_CODE: dict[int, type[KafkaError]] = {
+    ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
+    ErrorCode.REQUEST_TIMED_OUT: KafkaError,
+}

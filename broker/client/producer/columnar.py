@@ -1,0 +1,283 @@
+"""The producer's columnar bulk path: Arrow columns -> partitioned, encoded batches.
+
+Owns ``send_arrow`` (called by ``KafkaProducer.send_arrow``) and ``ArrowSendTracker``, the
+one future of a call:
+
+1. Partition every row without a Python object per row: explicit ``partitions``; else a
+   ``partitioner.class`` callable (row by row, the only slow case); else vectorised
+   murmur2 of the keys (``murmur2.partitions_for_keys``), with keyless rows given to
+   the topic's ``BuiltInPartitioner`` in runs of about ``batch.size`` bytes (the sticky
+   rule of KIP-480 applied to runs of rows, so no half-full batch is stranded).
+2. Group the rows of each partition (a stable sort keeps their order) and encode them
+   chunk by chunk (at most ``ARROW_CHUNK_BYTES``, never more than half of
+   ``buffer.memory``) with ``broker.record.columnar.encode_from_arrow`` into batches of at
+   most ``batch.size`` bytes, compressed per ``compression.type``. Each chunk's memory is
+   reserved from the ``BufferPool`` before encoding (blocking up to ``max.block.ms``) and
+   the estimate is trimmed to the real size after, so queued columnar data stays within
+   ``buffer.memory`` like per-record data.
+3. Queue the batches behind the partition's open batch (``append_prebuilt``); the Sender
+   stamps producer id, epoch and sequence at drain, retries and splits them like any
+   batch.
+
+The tracker counts outstanding batches (a split adds its pieces) and resolves once the
+call is sealed and every batch is done: ``ArrowSendResult(topic, records, partitions)``
+with the first and last offset and the count per partition, or the first error with
+``exc.partial_result`` set.
+
+Thread-safety: ``send_arrow`` runs on the caller's thread; tracker callbacks run on the
+Sender thread under the tracker's lock.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from broker.client.errors import KafkaError
+from broker.client.producer.murmur2 import partitions_for_keys
+from broker.client.producer.partitioner import custom_partition
+from broker.record.batch import RECORD_BATCH_OVERHEAD
+from broker.record.columnar import encode_from_arrow
+
+ARROW_CHUNK_BYTES = 32 * 1024 * 1024
+_ZERO_OFFSET = bytes(8)
+_RECORD_OVERHEAD = 36  # upper bound of a record's framing (see batch.estimate_record_size)
+
+
+class ArrowSendTracker:
+    """Aggregates the batches of one ``send_arrow`` call into one future."""
+
+    def __init__(self, topic: str) -> None:
+        from broker.client.producer.producer import ArrowSendResult, PartitionRange
+
+        self._result_cls = ArrowSendResult
+        self._range_cls = PartitionRange
+        self.topic = topic
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.future.set_running_or_notify_cancel()
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._sealed = False
+        self._records = 0
+        self._parts: dict[int, list[int]] = {}  # partition -> [first, last, count]
+        self._counts: dict[Any, int] = {}  # result -> record count
+        self._error: BaseException | None = None
+
+    def add(self, result: Any, count: int) -> None:
+        with self._lock:
+            self._pending += 1
+            self._counts[result] = count
+
+    def seal(self) -> None:
+        with self._lock:
+            self._sealed = True
+            self._maybe_finish()
+
+    def fail_now(self, error: BaseException) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+            self._sealed = True
+            self._maybe_finish()
+
+    def batch_split(self, old: Any, pieces: list[tuple[Any, int]]) -> None:
+        with self._lock:
+            self._counts.pop(old, None)
+            self._pending += len(pieces) - 1
+            for r, count in pieces:
+                self._counts[r] = count
+
+    def batch_done(self, r: Any) -> None:
+        with self._lock:
+            count = self._counts.pop(r, 0)
+            self._pending -= 1
+            if r.error is not None:
+                if self._error is None:
+                    self._error = r.error
+            else:
+                p = self._parts.get(r.partition)
+                first = r.base_offset
+                last = r.base_offset + count - 1 if r.base_offset >= 0 else -1
+                if p is None:
+                    self._parts[r.partition] = [first, last, count]
+                else:
+                    if first >= 0 and (p[0] < 0 or first < p[0]):
+                        p[0] = first
+                    if last > p[1]:
+                        p[1] = last
+                    p[2] += count
+                self._records += count
+            self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if not self._sealed or self._pending > 0 or self.future.done():
+            return
+        result = self._result_cls(self.topic, self._records,
+                                  {p: self._range_cls(*v) for p, v in sorted(self._parts.items())})
+        if self._error is not None:
+            err = self._error
+            try:
+                err.partial_result = result  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+            self.future.set_exception(err)
+        else:
+            self.future.set_result(result)
+
+
+def _array(col: Any, what: str) -> pa.Array:
+    if col is None:
+        return None
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if isinstance(col, pa.Array):
+        return col
+    try:
+        return pa.array(col)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise KafkaError(f"{what}: cannot convert to Arrow: {e}") from None
+
+
+def _lengths(col: pa.Array | None, n: int) -> np.ndarray:
+    if col is None:
+        return np.zeros(n, np.int64)
+    import pyarrow.compute as pc
+    if pa.types.is_null(col.type):
+        return np.zeros(n, np.int64)
+    return pc.fill_null(pc.binary_length(col.cast(pa.large_binary())), 0).to_numpy(
+        zero_copy_only=False).astype(np.int64)
+
+
+def _partition_rows(producer: Any, topic: str, cluster: Any, values: pa.Array,
+                    keys: pa.Array | None, partitions: Any, sizes: np.ndarray) -> np.ndarray:
+    n = len(values)
+    count = cluster.partition_count(topic)
+    if partitions is not None:
+        parts = np.asarray(_array(partitions, "partitions").cast(pa.int64()).to_numpy(
+            zero_copy_only=False), np.int64)
+        if len(parts) != n:
+            raise KafkaError(f"partitions has {len(parts)} rows, values have {n}")
+        if n and (parts.min() < 0 or parts.max() >= count):
+            raise KafkaError(f"a partition outside 0..{count - 1} for topic {topic}")
+        return parts
+    if producer._partitioner is not None:
+        kl = keys.to_pylist() if keys is not None else [None] * n
+        vl = values.to_pylist()
+        return np.array([custom_partition(producer._partitioner, topic, k, v, count)
+                         for k, v in zip(kl, vl)], np.int64)
+    if keys is not None and not producer._ignore_keys and not pa.types.is_null(keys.type):
+        parts = partitions_for_keys(keys, count)
+    else:
+        parts = np.full(n, -1, np.int64)
+    keyless = np.flatnonzero(parts < 0)
+    if keyless.size:
+        # Runs of about batch.size bytes per sticky partition.
+        partitioner = producer.accumulator.partitioner(topic)
+        run = producer.config.batch_size
+        cum = np.cumsum(sizes[keyless])
+        start = 0
+        while start < keyless.size:
+            info = partitioner.peek_current_partition_info(cluster)
+            base = cum[start - 1] if start else 0
+            need = max(run - info.produced_bytes, 1)
+            end = int(np.searchsorted(cum, base + need, side="left")) + 1
+            end = min(max(end, start + 1), keyless.size)
+            parts[keyless[start:end]] = info.index
+            partitioner.update_partition_info(info, int(cum[end - 1] - base), cluster, True)
+            start = end
+    return parts
+
+
+def send_arrow(producer: Any, topic: str, values: Any, keys: Any, headers: Any,
+               timestamps: Any, partitions: Any) -> concurrent.futures.Future:
+    cfg = producer.config
+    values = _array(values, "values")
+    keys = _array(keys, "keys")
+    headers = _array(headers, "headers")
+    timestamps = _array(timestamps, "timestamps")
+    n = len(values)
+    tracker = ArrowSendTracker(topic)
+    if n == 0:
+        tracker.seal()
+        return tracker.future
+    start = time.monotonic()
+    cluster = producer._wait_on_metadata(topic, None, cfg.max_block_ms)
+    sizes = _lengths(values, n) + _lengths(keys, n) + _RECORD_OVERHEAD
+    if headers is not None:
+        # Headers add to the estimate through their flattened size (keys + values).
+        import pyarrow.compute as pc
+        hl = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
+        sizes = sizes + hl.astype(np.int64) * 16
+        flat = pc.list_flatten(headers)
+        if len(flat):
+            per = _lengths(flat.field("key"), len(flat)) + _lengths(flat.field("value"), len(flat))
+            owner = np.repeat(np.arange(n), hl.astype(np.int64))
+            sizes = sizes + np.bincount(owner, weights=per, minlength=n).astype(np.int64)
+    too_big = sizes + RECORD_BATCH_OVERHEAD > min(cfg.max_request_size, cfg.buffer_memory)
+    if too_big.any():
+        from broker.client.errors import RecordTooLargeError
+        raise RecordTooLargeError(f"row {int(np.flatnonzero(too_big)[0])} is larger than "
+                                  "max.request.size or buffer.memory")
+    parts = _partition_rows(producer, topic, cluster, values, keys, partitions, sizes)
+    order = np.argsort(parts, kind="stable")
+    sorted_parts = parts[order]
+    bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+    groups = np.split(order, bounds)
+    chunk_limit = max(min(ARROW_CHUNK_BYTES, cfg.buffer_memory // 2), cfg.batch_size)
+    acc = producer.accumulator
+    pool = producer.pool
+    try:
+        for rows in groups:
+            partition = int(parts[rows[0]])
+            cum = np.cumsum(sizes[rows])
+            lo = 0
+            while lo < rows.size:
+                base = cum[lo - 1] if lo else 0
+                hi = int(np.searchsorted(cum, base + chunk_limit, side="right"))
+                hi = min(max(hi, lo + 1), rows.size)
+                idx = rows[lo:hi]
+                est = int(cum[hi - 1] - base) + RECORD_BATCH_OVERHEAD * (
+                    1 + int(cum[hi - 1] - base) // max(cfg.batch_size - RECORD_BATCH_OVERHEAD, 1))
+                est = min(est, cfg.buffer_memory)
+                remaining = max(cfg.max_block_ms - (time.monotonic() - start) * 1000.0, 0.0)
+                pool.reserve(est, remaining)
+                try:
+                    take = pa.array(idx) if idx.size != n else None
+                    sel = (lambda c: None if c is None else (c if take is None else c.take(take)))
+                    encoded = encode_from_arrow(
+                        sel(values), sel(keys), sel(timestamps), sel(headers),
+                        compression=producer.codec, compression_level=cfg.compression_level,
+                        max_batch_bytes=cfg.batch_size)
+                except BaseException:
+                    pool.deallocate(None, est)
+                    raise
+                items = []
+                for eb in encoded:
+                    data = bytearray(eb.data)
+                    data[0:8] = _ZERO_OFFSET  # base offset 0 (outside the CRC)
+                    items.append((data, eb.record_count))
+                del encoded
+                used = sum(len(d) for d, _ in items)
+                if used < est:
+                    pool.deallocate(None, est - used)  # trim to what the batches hold
+                elif used > est:  # incompressible data: codec framing beyond the estimate
+                    remaining = max(cfg.max_block_ms - (time.monotonic() - start) * 1000.0, 0.0)
+                    try:
+                        pool.reserve(used - est, remaining)
+                    except BaseException:
+                        pool.deallocate(None, est)
+                        raise
+                acc.append_prebuilt(topic, partition, [(d, c, len(d)) for d, c in items],
+                                    tracker, time.monotonic() * 1000.0)
+                producer.sender.wakeup()
+                lo = hi
+    except BaseException as e:
+        tracker.fail_now(e)
+        raise
+    tracker.seal()
+    return tracker.future

@@ -1,0 +1,334 @@
+"""KafkaProducer: the public producer API (seed 000), wiring every producer subsystem.
+
+Owns the user-facing calls, as Kafka's ``KafkaProducer``:
+
+* ``send(topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+  on_delivery=None) -> FutureRecordMetadata``. Never touches a socket: waits for the
+  topic's metadata (bounded by ``max.block.ms``), serializes (``key.serializer`` /
+  ``value.serializer`` callables, else bytes-like values; ``str`` is UTF-8 encoded),
+  checks the size, picks the partition (explicit, else ``partitioner.class``, else murmur2
+  of the key, else -1 for the sticky partitioner inside the accumulator), appends and
+  returns at once, waking the Sender when a batch filled up or a new one began.
+  ``on_delivery(err, metadata)`` runs exactly once on the Sender thread, in send order
+  per partition; a too-large record fails its future (and callback) at once.
+* ``send_arrow(topic, values, keys=None, headers=None, timestamps=None, partitions=None)
+  -> concurrent.futures.Future[ArrowSendResult]``: the columnar bulk path for the Spark
+  writer. Rows are partitioned column-wise (explicit ``partitions``, else
+  ``partitioner.class`` row by row, else vectorised murmur2 of the keys, else runs of about
+  ``batch.size`` bytes per sticky partition), encoded with
+  ``broker.record.columnar.encode_from_arrow`` into batches of at most ``batch.size``
+  bytes (chunk by chunk, each chunk's memory reserved from ``buffer.memory`` first), and
+  queued behind the partition's records. The batches get sequences at drain like any
+  other, so idempotence, retries, splitting and delivery timeouts apply unchanged; the one
+  future resolves when every batch is done: to the per-partition offsets, or to the first
+  error (with ``exc.partial_result`` telling what was acknowledged).
+* ``flush(timeout=None)``: everything sent before the call is completed; raises
+  ``IllegalStateError`` on the Sender thread (it would wait on itself) and
+  ``KafkaTimeoutError`` after ``timeout`` seconds.
+* ``close(timeout=None)``: no more sends; the Sender finishes queued and in-flight
+  batches within ``timeout`` seconds, then fails the rest. From a callback it degrades to
+  a non-blocking ``close(0)``.
+* ``partitions_for(topic)``, ``metrics()`` (counters), context-manager use.
+
+Thread-safety: ``send``, ``send_arrow``, ``flush`` and ``partitions_for`` may be called from
+any number of threads; ``close`` from any thread, once or more.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import threading
+import time
+from typing import Any, Callable, NamedTuple
+
+from broker.client.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+)
+from broker.client.metadata import Metadata, MetadataUpdater, PartitionInfo
+from broker.client.network import NetworkClient
+from broker.client.producer.accumulator import RecordAccumulator
+from broker.client.producer.batch import (
+    FutureRecordMetadata,
+    ProduceRequestResult,
+    estimate_record_size,
+)
+from broker.client.producer.buffer_pool import BufferPool
+from broker.client.producer.config import ProducerConfig
+from broker.client.producer.murmur2 import partition_for_key
+from broker.client.producer.partitioner import custom_partition
+from broker.client.producer.sender import Sender
+from broker.client.producer.transaction_manager import TransactionManager
+from broker.record.batch import RECORD_BATCH_OVERHEAD
+from broker.record.codecs import CompressionType
+
+_ids = itertools.count(1)
+_monotonic = time.monotonic
+
+
+class PartitionRange(NamedTuple):
+    first_offset: int  # -1 when unknown (acks=0, duplicates)
+    last_offset: int
+    count: int
+
+
+class ArrowSendResult(NamedTuple):
+    topic: str
+    records: int
+    partitions: dict[int, PartitionRange]
+
+
+class KafkaProducer:
+    """A Kafka producer speaking the wire protocol (see the module docstring).
+
+    ``KafkaProducer({"bootstrap.servers": "host:9092", "linger.ms": 5})`` or
+    ``KafkaProducer(bootstrap_servers="host:9092", linger_ms=5)``.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        cfg = self.config = ProducerConfig(config, **kwargs)
+        self.client_id = cfg.client_id or f"producer-{next(_ids)}"
+        self.metadata = Metadata(cfg["bootstrap.servers"],
+                                 metadata_max_age_ms=cfg["metadata.max.age.ms"],
+                                 retry_backoff_ms=cfg.retry_backoff_ms,
+                                 metadata_max_idle_ms=cfg["metadata.max.idle.ms"])
+        self.pool = BufferPool(cfg.buffer_memory, cfg.batch_size)
+        self.transaction_manager = TransactionManager() if cfg.idempotence else None
+        self.codec = int(CompressionType.from_name(cfg.compression_type))
+        self.accumulator = RecordAccumulator(
+            batch_size=cfg.batch_size, linger_ms=cfg.linger_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms, retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            delivery_timeout_ms=cfg.delivery_timeout_ms, pool=self.pool, codec=self.codec,
+            compression_level=cfg.compression_level, transaction_manager=self.transaction_manager,
+            adaptive_partitioning=cfg["partitioner.adaptive.partitioning.enable"],
+            partition_availability_timeout_ms=cfg["partitioner.availability.timeout.ms"])
+        self.client = NetworkClient(
+            metadata=self.metadata, client_id=self.client_id,
+            request_timeout_ms=cfg.request_timeout_ms,
+            reconnect_backoff_ms=cfg["reconnect.backoff.ms"],
+            reconnect_backoff_max_ms=cfg["reconnect.backoff.max.ms"],
+            max_in_flight=cfg.max_in_flight,
+            connection_setup_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
+            send_buffer_bytes=cfg["send.buffer.bytes"],
+            receive_buffer_bytes=cfg["receive.buffer.bytes"],
+            connections_max_idle_ms=cfg["connections.max.idle.ms"],
+            metadata_updater=MetadataUpdater(self.metadata))
+        self._metrics: dict[str, float] = {}
+        self.sender = Sender(client=self.client, metadata=self.metadata,
+                             accumulator=self.accumulator, config=cfg,
+                             transaction_manager=self.transaction_manager, metrics=self._metrics,
+                             name=f"kafka-producer-network-thread | {self.client_id}")
+        self._partitioner: Callable | None = cfg["partitioner.class"]
+        self._key_serializer: Callable | None = cfg["key.serializer"]
+        self._value_serializer: Callable | None = cfg["value.serializer"]
+        self._ignore_keys = cfg["partitioner.ignore.keys"]
+        self._max_block_ms = cfg.max_block_ms
+        self._max_record_bytes = min(cfg.max_request_size, cfg.buffer_memory)
+        # Records whose key + value stay below this are surely within _max_record_bytes.
+        self._size_check_from = self._max_record_bytes - RECORD_BATCH_OVERHEAD - 64
+        self._wall_offset_ms = time.time() * 1000.0 - _monotonic() * 1000.0
+        self._append = self.accumulator.append
+        self._sends = 0
+        self._slow_path = (self._key_serializer is not None
+                           or self._value_serializer is not None)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.sender.on_fatal = self._enter_slow_path
+        self.sender.start()
+
+    # -- context manager -----------------------------------------------------------------
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- metadata ------------------------------------------------------------------------
+
+    def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: float) -> Any:
+        """The cluster once ``topic`` (and ``partition``) is known; KafkaTimeoutError
+        after ``max_wait_ms``."""
+        md = self.metadata
+        md.add_topic(topic)
+        cluster = md.fetch()
+        count = cluster.partition_count(topic)
+        if count and (partition is None or partition < count):
+            return cluster
+        deadline = time.monotonic() + max_wait_ms / 1000.0
+        while True:
+            err = md.fatal_error(topic)
+            if err is not None:
+                raise err
+            version = md.request_update()
+            self.sender.wakeup()
+            remaining = (deadline - time.monotonic()) * 1000.0
+            if remaining <= 0:
+                break
+            try:
+                md.await_update(version, remaining)
+            except KafkaTimeoutError:
+                break
+            cluster = md.fetch()
+            count = cluster.partition_count(topic)
+            if count and (partition is None or partition < count):
+                return cluster
+            if self._closed:
+                raise IllegalStateError("producer closed while waiting for metadata")
+        err = md.fatal_error(topic)
+        if err is not None:
+            raise err
+        if count and partition is not None:
+            raise KafkaTimeoutError(f"partition {partition} of topic {topic} not present in "
+                                    f"metadata after {max_wait_ms:g} ms ({count} partitions)")
+        raise KafkaTimeoutError(f"topic {topic} not present in metadata after {max_wait_ms:g} ms")
+
+    def partitions_for(self, topic: str) -> list[PartitionInfo]:
+        cluster = self._wait_on_metadata(topic, None, self.config.max_block_ms)
+        return cluster.partitions_for_topic(topic)
+
+    # -- send ----------------------------------------------------------------------------
+
+    def _enter_slow_path(self) -> None:
+        self._slow_path = True  # closed or failed: send() checks before appending
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("cannot send after the producer is closed")
+        if self.sender.fatal_error is not None:
+            raise KafkaError(f"the producer hit a fatal error: {self.sender.fatal_error}")
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: Any = None,
+             on_delivery: Callable[[BaseException | None, Any], Any] | None = None
+             ) -> FutureRecordMetadata:
+        """Queue one record; see the module docstring."""
+        if self._slow_path:
+            self._check_open()
+            if self._key_serializer is not None:
+                key = self._key_serializer(topic, key)
+            if self._value_serializer is not None:
+                value = self._value_serializer(topic, value)
+        if key.__class__ is str:
+            key = key.encode()
+        if value.__class__ is str:
+            value = value.encode()
+        if headers is not None and headers.__class__ is dict:
+            headers = list(headers.items())
+        cluster = self.metadata._cluster
+        count = cluster.partition_counts.get(topic)
+        max_block = self._max_block_ms
+        if not count or (partition is not None and partition >= count):
+            start = _monotonic()
+            cluster = self._wait_on_metadata(topic, partition, max_block)
+            count = cluster.partition_count(topic)
+            max_block = max(max_block - (_monotonic() - start) * 1000.0, 0.0)
+        # A cheap size check first; the exact bound only for records near the limit.
+        if (len(value) if value is not None else 0) + (len(key) if key is not None else 0) \
+                > self._size_check_from or headers:
+            size = estimate_record_size(key, value, headers) + RECORD_BATCH_OVERHEAD
+            if size > self._max_record_bytes:
+                return self._failed(topic, partition, RecordTooLargeError(
+                    f"the record is {size} bytes when serialized, larger than "
+                    f"max.request.size ({self.config.max_request_size}) or buffer.memory "
+                    f"({self.config.buffer_memory})"), on_delivery)
+        if partition is None:
+            if self._partitioner is not None:
+                partition = custom_partition(self._partitioner, topic, key, value, count)
+            elif key is not None and not self._ignore_keys:
+                partition = partition_for_key(key, count)
+            else:
+                partition = -1
+        elif partition < 0:
+            raise KafkaError(f"invalid partition {partition}")
+        now = _monotonic() * 1000.0
+        if timestamp_ms is None:
+            timestamp_ms = int(now + self._wall_offset_ms)
+        fut, wake = self._append(topic, partition, timestamp_ms, key, value, headers,
+                                 on_delivery, max_block, now, cluster)
+        self._sends += 1
+        if wake:
+            self.sender.wakeup()
+        return fut
+
+    def _failed(self, topic: str, partition: int | None, error: BaseException,
+                on_delivery: Callable | None) -> FutureRecordMetadata:
+        r = ProduceRequestResult(topic, -1 if partition is None else partition)
+        r.error = error
+        r.done = True
+        r._set()
+        if on_delivery is not None:
+            r.callbacks.append((0, -1, on_delivery, None))
+            r.fire_callbacks()
+        return FutureRecordMetadata(r, 0, -1)
+
+    # -- columnar bulk path --------------------------------------------------------------
+
+    def send_arrow(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
+                   timestamps: Any = None, partitions: Any = None) -> concurrent.futures.Future:
+        """Queue Arrow columns as records of ``topic``; one future for the whole call."""
+        from broker.client.producer import columnar
+
+        self._check_open()
+        return columnar.send_arrow(self, topic, values, keys, headers, timestamps, partitions)
+
+    # -- flush and close -----------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        if threading.current_thread() is self.sender:
+            raise IllegalStateError("flush() cannot be called from a producer callback "
+                                    "(it would wait on the thread that runs it)")
+        acc = self.accumulator
+        acc.begin_flush()
+        try:
+            self.sender.wakeup()
+            acc.await_flush_completion(timeout)
+        finally:
+            acc.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop accepting records and deliver what is queued within ``timeout`` seconds
+        (None: no limit), then fail what is left."""
+        on_sender = threading.current_thread() is self.sender
+        if on_sender:
+            timeout = 0.0  # never join ourselves
+        with self._close_lock:
+            self._closed = True
+            self._slow_path = True
+        if timeout is not None and timeout <= 0:
+            self.sender.force_close()
+        else:
+            self.sender.initiate_close()
+        if on_sender:
+            return
+        self.sender.join(timeout)
+        if self.sender.is_alive():
+            self.sender.force_close()
+            self.sender.join(5.0)
+        self.pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- metrics -------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        m = dict(self._metrics)
+        m["record-send-total"] = self._sends
+        m["buffer-total-bytes"] = self.pool.total_memory
+        m["buffer-available-bytes"] = self.pool.available_memory()
+        m["buffer-exhausted-total"] = self.pool.exhausted_count
+        m["bufferpool-wait-time-ns-total"] = self.pool.wait_time_ns
+        m["outgoing-byte-total"] = self.client.bytes_sent
+        m["incoming-byte-total"] = self.client.bytes_received
+        m["waiting-threads"] = self.pool.queued()
+        if self.transaction_manager is not None:
+            m["producer-id"] = self.transaction_manager.producer_id
+            m["producer-epoch"] = self.transaction_manager.producer_epoch
+            m["epoch-bump-total"] = self.transaction_manager.epoch_bumps
+        return m
+
