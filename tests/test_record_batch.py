@@ -23,6 +23,13 @@ KAFKA_PYTHON_BATCH = bytes.fromhex(
 AIOKAFKA_BATCH = bytes.fromhex(
     "000000000000000000000043ffffffff02da91d5630000000000000000018bcfe568000000018bcfe568"
     "00ffffffffffffffffffffffffffff0000000122000000026b147676767676767676767600")
+# A batch produced by confluent-kafka 2.16 (librdkafka, idempotent: pid 0, epoch 0, base
+# sequence 0) to this broker, as stored in the .log file (offset 0, leader epoch 0):
+# (b"k1", b"value-1", t0, [("h", b"v")]) and (None, b"value-2", t0 + 1).
+LIBRDKAFKA_BATCH = bytes.fromhex(
+    "0000000000000000000000530000000002b704d8b30000000000010000018bcfe568000000018bcfe568"
+    "0100000000000000000000000000000000000226000000046b310e76616c75652d3102026802761a0002"
+    "02010e76616c75652d3200")
 T0 = 1700000000000
 CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
           CompressionType.LZ4, CompressionType.ZSTD]
@@ -47,6 +54,19 @@ def test_decode_kafka_python_golden_batch():
         (0, T0, b"key", b"value", (("h1", b"v1"),)),
         (1, T0 + 5, None, b"", ()),
     ]
+
+
+def test_decode_librdkafka_golden_batch():
+    header, records = B.decode_batch(LIBRDKAFKA_BATCH)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (0, 0, 0)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == [
+        (0, T0, b"k1", b"value-1", (("h", b"v"),)),
+        (1, T0 + 1, None, b"value-2", ()),
+    ]
+    # byte for byte what our encoder makes of the same records and producer fields
+    assert B.encode_batch([(b"k1", b"value-1", T0, [("h", b"v")]), (None, b"value-2", T0 + 1)],
+                          producer_id=0, producer_epoch=0, base_sequence=0,
+                          partition_leader_epoch=0) == LIBRDKAFKA_BATCH
 
 
 def test_encode_reproduces_kafka_python_golden_bytes():
