@@ -1,1 +1,2 @@
-"""broker.client: the client core (producer, later consumer and admin) against the Kafka wire protocol."""
+"""broker.client: the client core against the Kafka wire protocol: producer, consumer
+(range fetches and offset lookups), later admin."""

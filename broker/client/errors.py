@@ -1,4 +1,4 @@
-"""Exceptions of the client core (producer, later consumer and admin).
+"""Exceptions of the client core (producer, consumer, later admin).
 
 Owns the exception hierarchy a client user sees, named after Kafka's client exceptions:
 
@@ -14,6 +14,11 @@ Owns the exception hierarchy a client user sees, named after Kafka's client exce
                                     in flight (retriable)
       RequestTimedOutError          request.timeout.ms passed without a response (retriable)
       UnsupportedVersionError       the broker does not support an API version we need
+      DataLossError                 records a reader was asked for are gone (retention,
+                                    DeleteRecords, a truncated log, a deleted topic);
+                                    names the partition and the lost offsets
+        OffsetOutOfRangeError       OFFSET_OUT_OF_RANGE: the fetch offset is outside the
+                                    partition's [log start, high watermark]
 
 ``KafkaError.from_code(code, message)`` builds the error for a broker error code, with
 ``.retriable`` following ``ErrorCode.retriable``.
@@ -93,6 +98,37 @@ class RequestTimedOutError(KafkaError):
 class UnsupportedVersionError(KafkaError):
     def __init__(self, message: str = "") -> None:
         super().__init__(message, ErrorCode.UNSUPPORTED_VERSION)
+
+
+class DataLossError(KafkaError):
+    """Offsets ``[lost_start, lost_end)`` of ``topic``-``partition``, inside the range
+    ``[start_offset, end_offset)`` a reader was asked for, no longer exist."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, start_offset: int,
+                 end_offset: int, lost_start: int, lost_end: int,
+                 code: ErrorCode | int | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        self.lost_start = lost_start
+        self.lost_end = lost_end
+        super().__init__(message, code, retriable=False)
+
+
+class OffsetOutOfRangeError(DataLossError):
+    """The broker answered OFFSET_OUT_OF_RANGE; ``log_start_offset`` and
+    ``high_watermark`` are the partition's bounds at that time (-1 when unknown)."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, start_offset: int,
+                 end_offset: int, lost_start: int, lost_end: int, fetch_offset: int,
+                 log_start_offset: int = -1, high_watermark: int = -1) -> None:
+        self.fetch_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+        super().__init__(message, topic=topic, partition=partition, start_offset=start_offset,
+                         end_offset=end_offset, lost_start=lost_start, lost_end=lost_end,
+                         code=ErrorCode.OFFSET_OUT_OF_RANGE)
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {

@@ -1,0 +1,42 @@
+"""broker.client.consumer: the consumer side of the client core, as the Spark reader needs it.
+
+What exists (no group management or ``KafkaConsumer`` yet; the pieces are built so that
+one can be assembled from them):
+
+* ``config.py``: ``ConsumerConfig`` (Kafka's consumer keys and defaults).
+* ``client.py``: ``ConsumerNetworkClient``, the blocking, single-threaded driver of a
+  ``NetworkClient`` + ``Metadata`` (connections, request futures, metadata refreshes).
+* ``offsets.py``: ``list_offsets`` (earliest / latest / max timestamp / by timestamp,
+  with retries), ``list_topics`` and ``partitions_for`` (planning on the Spark driver).
+* ``fetcher.py``: ``RangeFetcher`` / ``fetch_arrow``, the pipelined Fetch loop that turns
+  one offset range of one partition into Arrow RecordBatches, with typed data-loss
+  reports (``DataLoss``, ``DataLossError``, ``OffsetOutOfRangeError``).
+
+Like the rest of ``broker.client`` it imports ``broker.protocol`` and ``broker.record``
+only. Thread-safety: every object here belongs to one thread at a time.
+"""
+
+from broker.client.consumer.client import ConsumerNetworkClient
+from broker.client.consumer.config import ConsumerConfig
+from broker.client.consumer.fetcher import DataLoss, FetchStats, RangeFetcher, fetch_arrow
+from broker.client.consumer.offsets import (
+    EARLIEST,
+    LATEST,
+    MAX_TIMESTAMP,
+    OffsetAndTimestamp,
+    TopicPartition,
+    earliest_offsets,
+    latest_offsets,
+    list_offsets,
+    list_topics,
+    offsets_for_times,
+    partitions_for,
+)
+from broker.client.errors import DataLossError, OffsetOutOfRangeError
+
+__all__ = [
+    "ConsumerConfig", "ConsumerNetworkClient", "DataLoss", "DataLossError", "EARLIEST",
+    "FetchStats", "LATEST", "MAX_TIMESTAMP", "OffsetAndTimestamp", "OffsetOutOfRangeError",
+    "RangeFetcher", "TopicPartition", "earliest_offsets", "fetch_arrow", "latest_offsets",
+    "list_offsets", "list_topics", "offsets_for_times", "partitions_for",
+]
