@@ -47,7 +47,8 @@ from broker.protocol.errors import (
     ProtocolEncodeError,
     UnsupportedVersionError,
 )
-from broker.protocol.primitives import ZERO_UUID, Reader, Writer
+from broker.protocol.errors import TruncatedFrameError
+from broker.protocol.primitives import MAX_STRING_BYTES, ZERO_UUID, Reader, Writer
 
 # The highest version a "N+" range reaches: versions are int16 on the wire.
 MAX_VERSION = 0x7FFF
@@ -336,7 +337,10 @@ class _Compiler:
         self.flexible = message.is_flexible(version)
         self.ns: dict[str, Any] = {
             "_new": object.__new__, "_R": Reader, "_W": Writer, "_coerce": _coerce,
-            "_structs": message.structs,
+            "_structs": message.structs, "_SE": struct.error, "_trunc": _truncated_struct,
+            "_u32": _I32S.unpack_from, "_u16": _I16S.unpack_from, "_p32": _I32S.pack,
+            "_p16": _I16S_PACK.pack, "_IVE": InvalidValueError, "_PEE": ProtocolEncodeError,
+            "_MAXS": MAX_STRING_BYTES,
         }
         self.lines: list[str] = []
         self.done: dict[str, tuple[str, str, int]] = {}
@@ -469,20 +473,104 @@ class _Compiler:
         width = sum(self._min_width(f) for f in regular) + (1 if flexible else 0)
         self.done[sname] = (dec, enc, width)
 
-        d = [f"def {dec}(r):", f"    o = _new({cls_name})"]
+        # Decode works on locals (buf, p = the reader's position, end) and inlines the
+        # common field kinds; around any Reader method call the position is synced back
+        # (``r.pos = p`` before, ``p = r.pos`` after). A struct.error from an inline
+        # unpack_from (buf is sliced to end, so it bounds-checks) becomes a
+        # TruncatedFrameError. Encode appends to the writer's bytearray ``b`` directly,
+        # reloading it after any call (Writer.raw may start a new bytearray).
+        d = [f"def {dec}(r):", f"    o = _new({cls_name})", "    buf = r.buf", "    p = r.pos",
+             "    end = r.end", "    try:"]
         e = [f"def {enc}(w, o):", f"    if o.__class__ is not {cls_name}:",
-             f"        o = _coerce({cls_name}, o)"]
+             f"        o = _coerce({cls_name}, o)", "    b = w.buf"]
+        I = "        "
         for run in self._runs(regular):
-            if len(run) > 1:  # consecutive fixed-width fields: one struct.Struct
-                fmt = struct.Struct(">" + "".join(_STRUCT_CODE[f.type] for f in run))
-                sname_ = self._name("S", fmt)
-                targets = ", ".join(f"o.{f.name}" for f in run)
-                d.append(f"    {targets} = r.unpack({sname_}, {fmt.size})")
-                e.append(f"    w.pack({sname_}, {targets})")
-                continue
             f = run[0]
-            d.append(f"    o.{f.name} = {self._read_expr(f, 'r', flexible)}")
+            if f.type in _STRUCT_CODE and not f.is_array:  # fixed-width: one struct.Struct
+                fmt = struct.Struct(">" + "".join(_STRUCT_CODE[g.type] for g in run))
+                sname_ = self._name("S", fmt)
+                targets = ", ".join(f"o.{g.name}" for g in run)
+                d.append(f"{I}{targets}, = {sname_}.unpack_from(buf, p)")
+                d.append(f"{I}p += {fmt.size}")
+                e.append(f"    b += {sname_}.pack({targets})")
+                continue
+            nullable = in_range(f.nullable, v)
+            if f.is_array and not flexible and f.element_type not in _VARIABLE:
+                et = f.element_type
+                if et in _STRUCT_CODE:  # fixed-iw items: one unpack_from per item
+                    fmt = struct.Struct(">" + _STRUCT_CODE[et])
+                    item_s = self._name("S", fmt)
+                    iw = fmt.size
+                    item_dec = None
+                elif et in _PRIMITIVE_READER:  # uuid
+                    item_dec, iw = f"_R.{_PRIMITIVE_READER[et]}", _FIXED_WIDTH[et]
+                else:
+                    item_dec, _, iw = self.struct(et)
+                d.append(f"{I}n = _u32(buf, p)[0]")
+                d.append(f"{I}p += 4")
+                d.append(f"{I}if n < 0:")
+                if nullable:
+                    d.append(f"{I}    o.{f.name} = None")
+                    d.append(f"{I}else:")
+                else:
+                    d.append(f"{I}    raise _IVE('non-nullable array is null')")
+                J = I + "    " if nullable else I
+                d.append(f"{J}if n * {max(iw, 1)} > end - p:")
+                d.append(f"{J}    r.pos = p")
+                d.append(f"{J}    r.check_count(n, {max(iw, 1)})")
+                if item_dec is None:
+                    d.append(f"{J}o.{f.name} = [{item_s}.unpack_from(buf, p + i * {iw})[0] "
+                             f"for i in range(n)]")
+                    d.append(f"{J}p += n * {iw}")
+                else:
+                    d.append(f"{J}r.pos = p")
+                    d.append(f"{J}o.{f.name} = [{item_dec}(r) for _ in range(n)]")
+                    d.append(f"{J}p = r.pos")
+                if not nullable:
+                    item_enc = (f"_W.{_PRIMITIVE_READER[et]}" if et in _PRIMITIVE_READER
+                                else self.struct(et)[1])
+                    e.append(f"    v = o.{f.name}")
+                    e.append("    if v is None:")
+                    e.append(f"        raise _PEE('cannot encode None as non-nullable array')")
+                    e.append("    b += _p32(len(v))")
+                    e.append("    for x in v:")
+                    e.append(f"        {item_enc}(w, x)")
+                    e.append("    b = w.buf")
+                    continue
+                e.append(f"    {self._write_stmt(f, 'w', 'o.' + f.name, flexible)}")
+                e.append("    b = w.buf")
+                continue
+            if f.type == "string" and not flexible and not nullable:
+                d.append(f"{I}n = _u16(buf, p)[0]")  # unsigned: a negative length is > 0x7fff
+                d.append(f"{I}p += 2")
+                d.append(f"{I}if n > 0x7fff:")
+                d.append(f"{I}    raise _IVE('non-nullable string is null')")
+                d.append(f"{I}if p + n > end:")
+                d.append(f"{I}    r.pos = p")
+                d.append(f"{I}    r._utf8(n)")  # raises the usual truncation error
+                d.append(f"{I}try:")
+                d.append(f"{I}    o.{f.name} = str(buf[p:p + n], 'utf-8')")
+                d.append(f"{I}except UnicodeDecodeError as x:")
+                d.append(f"{I}    raise _IVE(f'string is not valid UTF-8: {{x}}') from None")
+                d.append(f"{I}p += n")
+                e.append(f"    v = o.{f.name}")
+                e.append("    if type(v) is not str:")
+                e.append("        raise _PEE(f'cannot encode {v!r} as string')")
+                e.append("    x = v.encode('utf-8')")
+                e.append("    if len(x) > _MAXS:")
+                e.append("        raise _PEE(f'string of {len(x)} bytes above {_MAXS}')")
+                e.append("    b += _p16(len(x))")
+                e.append("    b += x")
+                continue
+            d.append(f"{I}r.pos = p")
+            d.append(f"{I}o.{f.name} = {self._read_expr(f, 'r', flexible)}")
+            d.append(f"{I}p = r.pos")
             e.append(f"    {self._write_stmt(f, 'w', 'o.' + f.name, flexible)}")
+            e.append("    b = w.buf")
+        d.append(f"{I}pass")
+        d.append("    except _SE:")
+        d.append(f"        raise _trunc({sname!r}, p, end) from None")
+        d.append("    r.pos = p")
         for f in absent + tagged:
             d.append(f"    o.{f.name} = {self._default_expr(f)}")
         if flexible:
@@ -512,6 +600,15 @@ class _Compiler:
                 e.append("    w.tagged_fields(t)")
         self.lines.extend(d + e + [""])
         return dec, enc, width
+
+
+_I16S = struct.Struct(">H")  # string lengths read unsigned: a null (-1) reads as 0xffff
+_I32S = struct.Struct(">i")
+_I16S_PACK = struct.Struct(">h")
+
+
+def _truncated_struct(sname: str, pos: int, end: int) -> TruncatedFrameError:
+    return TruncatedFrameError(f"{sname}: fixed-width fields at byte {pos} need more than the {end - pos} bytes left")
 
 
 def _non_null(value: Any, name: str) -> Any:

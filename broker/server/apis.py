@@ -110,8 +110,9 @@ class KafkaApis:
         object with ``listener``, ``local_address``, ``peer_address``, ``id`` and a
         ``seen_apis`` set). Returns a list of buffers (a whole response frame, possibly
         holding file slices), ``NO_RESPONSE`` or ``CLOSE_CONNECTION``."""
+        reader = Reader(frame)  # one cursor for the header and then the body
         try:
-            header, offset = parse_request_header(frame)
+            header, _ = parse_request_header(reader)
         except ProtocolDecodeError as exc:
             log.info("closing connection %s: unreadable request header (%s)", conn.id, exc)
             return CLOSE_CONNECTION
@@ -131,7 +132,7 @@ class KafkaApis:
                      conn.id, key, _api_name(key), version, header.client_id)
             return CLOSE_CONNECTION
         try:
-            body = decode(request_schema(key, version), version, Reader(frame, offset))
+            body = decode(request_schema(key, version), version, reader)
         except ProtocolDecodeError as exc:
             log.info("closing connection %s: malformed %s v%d request: %s", conn.id, _api_name(key), version, exc)
             return CLOSE_CONNECTION
