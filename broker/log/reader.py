@@ -1,0 +1,513 @@
+"""Read-only access to a Kafka log directory: a live broker's, a copy or a backup.
+
+Owns: ``LogDirReader`` (the partitions under one or more log directories, their log start
+offsets from ``log-start-offset-checkpoint``) and ``PartitionReader`` (one partition
+directory: its segments, log start and end offsets, offset -> byte position through the
+offset index, timestamp -> offset through the time index, and the aborted transactions of
+an offset range from the ``.txnindex`` files). The bulk readers (``spark_kafkalog``'s
+direct mode) decode the byte ranges it returns; this module decodes no record except in a
+timestamp search, one batch at a time.
+
+Nothing here creates, recovers, locks or modifies a file: every file is opened
+``O_RDONLY`` (indexes are mapped read-only through ``index.py`` with ``writable=False``),
+so the directory may belong to a running broker, sit on a read-only mount, or be a copy
+taken while the broker was writing. What that implies, as Kafka's own recovery would
+decide it:
+
+- the last segment may end with a torn or zero-filled tail: the log end offset and the
+  segment's valid end come from its last offset-index entry followed by a walk of batch
+  headers (sizes, offsets increasing, CRC-32C) that stops at the first batch that fails;
+- an index may be missing, empty, preallocated or stale: a lookup whose entry does not
+  point at a plausible batch header falls back to the start of the segment, a time index
+  that fails its sanity check is not used (the timestamp search then walks headers);
+- ``log-start-offset-checkpoint`` is written periodically, so it may lag: the log start
+  offset is the larger of it and the first segment's base offset;
+- retention may delete a segment after it was listed: reads then fail with
+  ``FileNotFoundError`` and the caller decides (data loss).
+
+Segment files are ``<20-digit base offset>.log`` (``files.py``); ``.deleted``,
+``.cleaned``, ``.swap`` files and ``-delete`` / ``-future`` / ``-stray`` directories are
+ignored.
+
+Thread-safety: a ``PartitionReader`` lists its segments once, at construction, and caches
+the tail scan and opened indexes; use one per thread (they are cheap). ``LogDirReader``
+only lists directories and may be shared once built.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Sequence
+
+from ..record.batch import (
+    ATTRIBUTES_OFFSET,
+    CURRENT_MAGIC,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    crc32c,
+    decode_batch,
+)
+from ..record.errors import DecodeError
+from . import files
+from .errors import CorruptIndexError, CorruptRecordError
+from .index import OffsetIndex, TimeIndex
+from .txn_index import ABORTED_TXN_SIZE, AbortedTxn
+
+__all__ = ["LogDirReader", "PartitionReader", "SegmentInfo", "SegmentRange", "AbortedTxn"]
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength: the start of every entry, any magic
+# Bytes read per step of a header walk: a few batches' headers at once when batches are
+# small, one pread per header when they are large.
+_WALK_CHUNK = 64 * 1024
+# Entries of a .txnindex read per step (bounded memory whatever the file's size).
+_TXN_ENTRIES_PER_READ = 4096
+
+
+class SegmentInfo(NamedTuple):
+    """A segment as listed: base offset, the ``.log`` path and its size at listing time."""
+    base_offset: int
+    path: Path
+    size: int
+
+
+class SegmentRange(NamedTuple):
+    """The bytes of one segment to read for an offset range: ``[start_position,
+    end_position)`` of ``path``. The first batch at ``start_position`` may begin before
+    the range's start offset (index entries are sparse); the bytes may run past the
+    range's end offset (the decoder stops at the first batch at or past it)."""
+    path: Path
+    base_offset: int
+    start_position: int
+    end_position: int
+
+
+class _Tail(NamedTuple):
+    valid_end: int      # byte position after the last valid batch of the last segment
+    next_offset: int    # the log end offset
+
+
+def _entry_next_offset(buf, pos: int) -> tuple[int, int, int] | None:
+    """(size, first offset, next offset) of the entry whose header starts at ``pos`` of
+    ``buf`` (at least a v2 header's bytes, or 12 + 5 for a legacy entry), None when the
+    header is not a plausible entry."""
+    base, length = _ENTRY.unpack_from(buf, pos)
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic == CURRENT_MAGIC:
+        if len(buf) - pos < RECORD_BATCH_OVERHEAD or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            return None
+        h = HEADER.unpack_from(buf, pos)
+        if h[6] < 0:
+            return None
+        return length + LOG_OVERHEAD, base, base + h[6] + 1
+    if magic in (0, 1):
+        # legacy: the offset is the wrapper's (last) offset; 14 bytes is the smallest message
+        if length < 14:
+            return None
+        return length + LOG_OVERHEAD, base, base + 1
+    return None
+
+
+class PartitionReader:
+    """One partition directory ``<topic>-<partition>``, read only (see module docstring).
+
+    ``log_start_offset_checkpoint``: the partition's entry of its log directory's
+    ``log-start-offset-checkpoint``, if known (``LogDirReader`` passes it); when None the
+    file beside the partition directory is read."""
+
+    def __init__(self, directory: Path | str, log_start_offset_checkpoint: int | None = None,
+                 *, _read_checkpoint: bool = True) -> None:
+        self.directory = Path(directory)
+        parsed = files.parse_partition_dir_name(self.directory.name)
+        if parsed is None:
+            raise ValueError(f"{self.directory} is not a partition directory (<topic>-<partition>)")
+        self.topic, self.partition = parsed
+        if log_start_offset_checkpoint is None and _read_checkpoint:
+            log_start_offset_checkpoint = _checkpoint_entry(self.directory.parent, self.topic, self.partition)
+        self._checkpoint = log_start_offset_checkpoint
+        self.segments: list[SegmentInfo] = _list_segments(self.directory)
+        self._tail: _Tail | None = None
+        self._offset_indexes: dict[int, OffsetIndex | None] = {}
+        self._time_indexes: dict[int, TimeIndex | None] = {}
+
+    def __repr__(self) -> str:
+        return f"PartitionReader({str(self.directory)!r}, segments={len(self.segments)})"
+
+    # --- boundaries ---
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset after the last valid batch (Kafka's LEO as recovery would find it)."""
+        if not self.segments:
+            return self._checkpoint or 0
+        return self._scan_tail().next_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """max(first segment's base offset, the checkpointed log start offset), never
+        above the log end offset."""
+        first = self.segments[0].base_offset if self.segments else 0
+        start = max(first, self._checkpoint or 0)
+        return min(start, self.log_end_offset)
+
+    def _segment_end_offset(self, i: int) -> int:
+        """The offset after segment ``i`` (the next segment's base, or the LEO)."""
+        if i + 1 < len(self.segments):
+            return self.segments[i + 1].base_offset
+        return self.log_end_offset
+
+    def _valid_end(self, i: int) -> int:
+        if i == len(self.segments) - 1:
+            return self._scan_tail().valid_end
+        return self.segments[i].size
+
+    def _scan_tail(self) -> _Tail:
+        if self._tail is None:
+            self._tail = self._compute_tail()
+        return self._tail
+
+    def _compute_tail(self) -> _Tail:
+        seg = self.segments[-1]
+        start = self._floor_position(len(self.segments) - 1, 1 << 62)
+        with open(seg.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            tail = self._walk_valid(f.fileno(), start, size, seg.base_offset)
+            if tail is None and start:
+                tail = self._walk_valid(f.fileno(), 0, size, seg.base_offset)
+        if tail is None:
+            tail = _Tail(0, seg.base_offset)
+        return tail
+
+    @staticmethod
+    def _walk_valid(fd: int, pos: int, size: int, base_offset: int) -> _Tail | None:
+        """Walk whole entries from ``pos`` checking sizes, increasing offsets and (v2) CRCs;
+        the position and next offset after the last good one. None when the very first
+        entry is not valid (the start position came from a bad index entry)."""
+        next_offset = base_offset
+        first = True
+        while size - pos >= LOG_OVERHEAD + 5:
+            head = os.pread(fd, RECORD_BATCH_OVERHEAD, pos)
+            if len(head) < LOG_OVERHEAD + 5:
+                break
+            parsed = _entry_next_offset(head, 0)
+            if parsed is None:
+                break
+            entry_size, first_offset, nxt = parsed
+            if entry_size > size - pos or first_offset < next_offset:
+                break
+            if head[MAGIC_OFFSET] == CURRENT_MAGIC:
+                body = os.pread(fd, entry_size, pos)
+                if len(body) < entry_size or crc32c(memoryview(body)[ATTRIBUTES_OFFSET:]) != \
+                        HEADER.unpack_from(body, 0)[4]:
+                    break
+            pos += entry_size
+            next_offset = nxt
+            first = False
+        if first and pos != 0 and size - pos >= LOG_OVERHEAD + 5:
+            return None
+        return _Tail(pos, next_offset)
+
+    # --- indexes ---
+
+    def _offset_index(self, i: int) -> OffsetIndex | None:
+        if i not in self._offset_indexes:
+            seg = self.segments[i]
+            self._offset_indexes[i] = _open_index(OffsetIndex, files.offset_index_file(
+                self.directory, seg.base_offset), seg.base_offset)
+        return self._offset_indexes[i]
+
+    def _time_index(self, i: int) -> TimeIndex | None:
+        if i not in self._time_indexes:
+            seg = self.segments[i]
+            self._time_indexes[i] = _open_index(TimeIndex, files.time_index_file(
+                self.directory, seg.base_offset), seg.base_offset)
+        return self._time_indexes[i]
+
+    def _floor_position(self, i: int, offset: int) -> int:
+        """A byte position in segment ``i`` at or before the batch holding ``offset``: the
+        offset index's floor entry when it points at a plausible batch, else 0."""
+        index = self._offset_index(i)
+        if index is None:
+            return 0
+        seg = self.segments[i]
+        try:
+            entry = index.lookup(offset)
+        except (ValueError, IndexError):
+            return 0
+        pos = entry.position
+        if pos <= 0 or pos + RECORD_BATCH_OVERHEAD > seg.size:
+            return 0
+        with open(seg.path, "rb") as f:
+            head = os.pread(f.fileno(), RECORD_BATCH_OVERHEAD, pos)
+        if len(head) < LOG_OVERHEAD + 5:
+            return 0
+        parsed = _entry_next_offset(head, 0)
+        if parsed is None or not seg.base_offset <= parsed[1] <= offset:
+            return 0
+        return pos
+
+    def segment_index_for(self, offset: int) -> int:
+        """Index in ``segments`` of the segment holding ``offset`` (the floor by base
+        offset); -1 when ``offset`` precedes every segment."""
+        lo, hi = 0, len(self.segments) - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self.segments[mid].base_offset <= offset:
+                found, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    # --- ranges ---
+
+    def segment_ranges(self, start_offset: int, end_offset: int) -> list[SegmentRange]:
+        """The byte ranges, segment by segment, holding offsets [start_offset, end_offset)."""
+        out: list[SegmentRange] = []
+        if start_offset >= end_offset or not self.segments:
+            return out
+        first = max(self.segment_index_for(start_offset), 0)
+        for i in range(first, len(self.segments)):
+            seg = self.segments[i]
+            if seg.base_offset >= end_offset:
+                break
+            if i + 1 < len(self.segments) and self.segments[i + 1].base_offset <= start_offset:
+                continue
+            start_pos = self._floor_position(i, start_offset) if start_offset > seg.base_offset else 0
+            end_pos = self._valid_end(i)
+            if end_pos > start_pos:
+                out.append(SegmentRange(seg.path, seg.base_offset, start_pos, end_pos))
+        return out
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start_offset, end_offset), from the
+        ``.txnindex`` of the segment holding ``start_offset`` onwards, stopping once an
+        entry's last stable offset reaches ``end_offset`` (Kafka's
+        ``collectAbortedTransactions``: no later abort can reach back into the range)."""
+        found: list[AbortedTxn] = []
+        if start_offset >= end_offset:
+            return found
+        first = max(self.segment_index_for(start_offset), 0)
+        for seg in self.segments[first:]:
+            path = files.txn_index_file(self.directory, seg.base_offset)
+            for txn in _iter_txn_index(path):
+                if txn.last_offset >= start_offset and txn.first_offset < end_offset:
+                    found.append(txn)
+                if txn.last_stable_offset >= end_offset:
+                    return found
+        return found
+
+    # --- timestamps ---
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The first offset >= the log start offset whose record timestamp is >=
+        ``timestamp`` (ListOffsets), or None when no record qualifies. Uses the time and
+        offset indexes when they are sane, else walks batch headers; only batches whose
+        max timestamp reaches the target are decoded."""
+        start = self.log_start_offset
+        last = len(self.segments) - 1
+        for i, seg in enumerate(self.segments):
+            if self._segment_end_offset(i) <= start:
+                continue
+            time_index = self._time_index(i)
+            if time_index is not None and i < last and time_index.entries:
+                if time_index.last_entry.timestamp < timestamp:
+                    continue  # a rolled segment's last entry carries its max timestamp
+            pos_offset = start
+            if time_index is not None and time_index.entries:
+                entry_offset = time_index.lookup(timestamp).offset
+                if seg.base_offset <= entry_offset < self._segment_end_offset(i):  # else: stale
+                    pos_offset = max(entry_offset, start)
+            position = self._floor_position(i, pos_offset) if pos_offset > seg.base_offset else 0
+            found = self._search_timestamp(i, position, timestamp, start)
+            if found is not None:
+                return found
+        return None
+
+    def _search_timestamp(self, i: int, position: int, timestamp: int, min_offset: int) -> int | None:
+        end = self._valid_end(i)
+        path = self.segments[i].path
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            for pos, size, magic, head in _walk_headers(fd, position, end):
+                if magic != CURRENT_MAGIC:
+                    continue  # legacy entries carry no max timestamp in a fixed place
+                h = HEADER.unpack_from(head, 0)
+                last_offset = h[0] + h[6]
+                if h[8] < timestamp or last_offset < min_offset:
+                    continue
+                data = os.pread(fd, size, pos)
+                try:
+                    _, records = decode_batch(data, 0, verify_crc=False)
+                except DecodeError as exc:
+                    raise CorruptRecordError(f"{path}: batch at position {pos}: {exc}") from exc
+                for record in records:
+                    if record.timestamp >= timestamp and record.offset >= min_offset:
+                        return record.offset
+        return None
+
+    def close(self) -> None:
+        """Unmap the indexes opened so far (the reader may still be used: they reopen)."""
+        for cache in (self._offset_indexes, self._time_indexes):
+            for index in cache.values():
+                if index is not None:
+                    index.close_handler()
+            cache.clear()
+
+
+class LogDirReader:
+    """The partitions under one or more Kafka log directories (``log.dirs``), read only.
+
+    Topics are the names of the partition directories (``<topic>-<partition>``); a
+    partition found in two directories is an error (a broker never does that outside a
+    ``-future`` move, which is ignored)."""
+
+    def __init__(self, paths: str | Path | Sequence[str | Path]) -> None:
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        self.paths = [Path(p) for p in paths]
+        self._dirs: dict[tuple[str, int], Path] = {}
+        self._checkpoints: dict[tuple[str, int], int] = {}
+        for root in self.paths:
+            if not root.is_dir():
+                raise FileNotFoundError(f"log directory {root} does not exist or is not a directory")
+            self._checkpoints.update(_read_checkpoint(root))
+            with os.scandir(root) as it:
+                for entry in it:
+                    if not entry.is_dir():
+                        continue
+                    parsed = files.parse_partition_dir_name(entry.name)
+                    if parsed is None:
+                        continue
+                    if parsed in self._dirs:
+                        raise ValueError(f"partition {parsed[0]}-{parsed[1]} is in both "
+                                         f"{self._dirs[parsed]} and {entry.path}")
+                    self._dirs[parsed] = Path(entry.path)
+
+    def __repr__(self) -> str:
+        return f"LogDirReader({[str(p) for p in self.paths]}, partitions={len(self._dirs)})"
+
+    def topic_partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition), sorted."""
+        return sorted(self._dirs)
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self._dirs})
+
+    def partitions_of(self, topic: str) -> list[int]:
+        return sorted(p for t, p in self._dirs if t == topic)
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._dirs
+
+    def directory_of(self, topic: str, partition: int) -> Path:
+        try:
+            return self._dirs[(topic, partition)]
+        except KeyError:
+            raise KeyError(f"partition {topic}-{partition} is not under "
+                           f"{', '.join(map(str, self.paths))}") from None
+
+    def partition(self, topic: str, partition: int) -> PartitionReader:
+        """A fresh ``PartitionReader`` (segments listed now)."""
+        directory = self.directory_of(topic, partition)
+        return PartitionReader(directory, self._checkpoints.get((topic, partition)),
+                               _read_checkpoint=False)
+
+
+# --- helpers ---
+
+def _list_segments(directory: Path) -> list[SegmentInfo]:
+    out = []
+    with os.scandir(directory) as it:
+        for entry in it:
+            m = _SEGMENT_RE.match(entry.name)
+            if m and entry.is_file():
+                out.append(SegmentInfo(int(m.group(1)), Path(entry.path), entry.stat().st_size))
+    out.sort()
+    return out
+
+
+def _read_checkpoint(root: Path) -> dict[tuple[str, int], int]:
+    path = root / files.LOG_START_OFFSET_CHECKPOINT_FILE
+    try:
+        return files.read_offset_checkpoint(path)
+    except (ValueError, OSError) as exc:
+        # a torn checkpoint is a stale hint, not data: the segments still bound the log
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return {}
+
+
+def _checkpoint_entry(root: Path, topic: str, partition: int) -> int | None:
+    return _read_checkpoint(root).get((topic, partition))
+
+
+def _open_index(cls, path: Path, base_offset: int):
+    """A read-only index, or None when the file is missing, empty or fails its checks."""
+    try:
+        index = cls(path, base_offset, -1, writable=False)
+    except (FileNotFoundError, ValueError, OSError):
+        return None
+    try:
+        index.sanity_check()
+    except CorruptIndexError as exc:
+        log.warning("not using %s: %s", path, exc)
+        index.close_handler()
+        return None
+    return index
+
+
+def _walk_headers(fd: int, pos: int, end: int) -> Iterator[tuple[int, int, int, bytes]]:
+    """(position, size, magic, header bytes) of each whole entry in [pos, end) of ``fd``,
+    stopping at the first implausible header or partial entry."""
+    while end - pos >= LOG_OVERHEAD + 5:
+        buf = os.pread(fd, min(_WALK_CHUNK, end - pos), pos)
+        rel = 0
+        while len(buf) - rel >= LOG_OVERHEAD + 5:
+            head_len = min(RECORD_BATCH_OVERHEAD, len(buf) - rel)
+            parsed = _entry_next_offset(buf, rel) if head_len >= LOG_OVERHEAD + 5 else None
+            if parsed is None:
+                if len(buf) - rel < RECORD_BATCH_OVERHEAD and end - (pos + rel) >= RECORD_BATCH_OVERHEAD:
+                    break  # header cut by the chunk: re-read from here
+                return
+            size = parsed[0]
+            if size > end - (pos + rel):
+                return
+            yield pos + rel, size, buf[rel + MAGIC_OFFSET], bytes(buf[rel:rel + RECORD_BATCH_OVERHEAD])
+            rel += size
+        if rel == 0:
+            # one entry larger than the chunk: read its header alone and jump over it
+            head = os.pread(fd, RECORD_BATCH_OVERHEAD, pos)
+            parsed = _entry_next_offset(head, 0) if len(head) >= LOG_OVERHEAD + 5 else None
+            if parsed is None or parsed[0] > end - pos:
+                return
+            yield pos, parsed[0], head[MAGIC_OFFSET], head
+            rel = parsed[0]
+        pos += rel
+
+
+def _iter_txn_index(path: Path) -> Iterable[AbortedTxn]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        position = 0
+        step = ABORTED_TXN_SIZE * _TXN_ENTRIES_PER_READ
+        while True:
+            buf = os.pread(fd, step, position)
+            whole = len(buf) - len(buf) % ABORTED_TXN_SIZE
+            for p in range(0, whole, ABORTED_TXN_SIZE):
+                yield AbortedTxn.decode(buf, p)
+            if len(buf) < step:
+                return  # a torn last entry (fewer than 34 bytes) is ignored, as recovery cuts it
+            position += step
+    finally:
+        os.close(fd)

@@ -1,0 +1,472 @@
+"""The options of the ``kafkalog`` source: names, defaults, parsing and validation.
+
+Owns: turning the option map Spark hands a Python data source (case-insensitive keys,
+string values) into a typed ``ReadOptions``, with Spark's Kafka source's option names,
+meanings and error messages (``KafkaSourceProvider.validateBatchOptions``,
+``getKafkaOffsetRangeLimit``, ``JsonUtils``), plus this project's own options. What the
+options *mean* against a log (resolving offsets, splitting) is ``planning.py``'s job.
+
+Rules kept from Spark's Kafka source:
+- exactly one of ``assign`` / ``subscribe`` / ``subscribePattern``;
+- starting bound precedence ``startingTimestamp`` > ``startingOffsetsByTimestamp`` >
+  ``startingOffsets`` (default ``earliest``), the same for the ending bound (default
+  ``latest``);
+- batch queries refuse ``startingOffsets=latest``, ``endingOffsets=earliest``, a JSON
+  ``-1`` in ``startingOffsets`` and a JSON ``-2`` in ``endingOffsets``;
+- ``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
+  ``kafka.enable.auto.commit``, ``kafka.interceptor.classes`` are refused; any other
+  ``kafka.*`` key is passed through (network mode gives them to the consumer);
+- streaming-only options (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+  ``maxTriggerDelay``) are accepted and ignored with a warning, as Spark does; the
+  consumer-tuning options (``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
+  ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``) are validated and used by network
+  mode only.
+
+Unlike Spark's Kafka source, an unknown option is an error (``KafkaLogOptionError``) that
+names it and lists the valid ones, so that a typo never silently reads something else.
+
+Invariants: ``parse_options`` either returns a fully validated ``ReadOptions`` or raises
+``KafkaLogOptionError`` (a ``ValueError``) naming the offending option; it never touches a
+file or the network.
+
+Thread-safety: pure functions and frozen values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+__all__ = [
+    "KafkaLogOptionError", "ReadOptions", "Strategy", "OffsetSpec", "parse_options",
+    "EARLIEST", "LATEST", "OPTION_NAMES", "DEFAULT_MAX_BYTES_PER_BATCH",
+]
+
+log = logging.getLogger("spark_kafkalog")
+
+EARLIEST = -2  # KafkaOffsetRangeLimit.EARLIEST
+LATEST = -1    # KafkaOffsetRangeLimit.LATEST
+
+# Record bytes decoded per Arrow batch in direct mode. An executor task holds about four
+# times this at its peak (the decoder's unit and its output, one mapped window of the
+# segment, the batch pyspark is sending): about 70 MiB over the worker's baseline at
+# 16 MiB, measured by bench/spark_read.py. Larger budgets stop paying past 16 MiB.
+DEFAULT_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
+MIN_MAX_BYTES_PER_BATCH = 64 * 1024
+
+# The user-facing spelling of every option, keyed by its lower-cased form.
+_SPARK_OPTIONS = [
+    "assign", "subscribe", "subscribePattern",
+    "startingOffsets", "endingOffsets",
+    "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "includeHeaders",
+]
+_NETWORK_ONLY_OPTIONS = [
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "groupIdPrefix",
+]
+_STREAMING_ONLY_OPTIONS = ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"]
+_OWN_OPTIONS = ["path", "paths", "maxBytesPerBatch"]
+OPTION_NAMES: dict[str, str] = {
+    name.lower(): name
+    for name in _SPARK_OPTIONS + _NETWORK_ONLY_OPTIONS + _STREAMING_ONLY_OPTIONS + _OWN_OPTIONS
+}
+
+_STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
+
+_REFUSED_KAFKA = {
+    "auto.offset.reset": (
+        "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
+        "'startingOffsets' to 'earliest' or 'latest' to specify where to start."),
+    "key.deserializer": (
+        "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+        "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
+        "deserialize the keys."),
+    "value.deserializer": (
+        "Kafka option 'value.deserializer' is not supported as values are deserialized as "
+        "byte arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
+        "deserialize the values."),
+    "enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+
+_ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
+_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_TIMESTAMPS_EXAMPLE = ('{"topicA": {"0": 123456789, "1": 123456789}, '
+                       '"topicB": {"0": 123456789, "1": 123456789}}')
+
+
+class KafkaLogOptionError(ValueError):
+    """An invalid, missing or unknown option of the ``kafkalog`` source."""
+
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Which partitions to read: ``kind`` is ``assign`` (``partitions``), ``subscribe``
+    (``topics``) or ``subscribePattern`` (``pattern``, a regular expression matched
+    against the whole topic name, as Java's ``Pattern.matcher(t).matches()``)."""
+    kind: str
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """One bound (starting or ending), before it is resolved against a log.
+
+    ``kind``: ``earliest``, ``latest``, ``offsets`` (``offsets``: per partition, -2/-1 for
+    earliest/latest), ``timestamp`` (``timestamp``: one for every partition) or
+    ``timestamps`` (``timestamps``: per partition). ``strategy`` is
+    startingOffsetsByTimestampStrategy (``error`` or ``latest``): what a starting
+    timestamp that matches no record resolves to."""
+    kind: str
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int = 0
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    strategy: str = "error"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    strategy: Strategy
+    starting: OffsetSpec
+    ending: OffsetSpec
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    include_headers: bool = False
+    paths: tuple[str, ...] = ()  # direct mode: the log directories (absolute)
+    bootstrap_servers: str | None = None
+    kafka_params: Mapping[str, str] = field(default_factory=dict)
+    max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH
+    poll_timeout_ms: int | None = None
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+    group_id_prefix: str = "spark-kafka-relation"
+
+    @property
+    def mode(self) -> str:
+        """``direct`` (read ``paths`` on the executors) or ``network`` (a Kafka cluster)."""
+        return "direct" if self.paths else "network"
+
+
+def _fail(message: str) -> KafkaLogOptionError:
+    return KafkaLogOptionError(message)
+
+
+def _valid_names() -> str:
+    return ", ".join(sorted(OPTION_NAMES.values(), key=str.lower)) + ", kafka.<consumer config>"
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    if key not in options:
+        return default
+    text = str(options[key]).strip().lower()
+    if text not in ("true", "false"):
+        raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': expected "
+                    "'true' or 'false'")
+    return text == "true"
+
+
+def _long(options: Mapping[str, str], key: str, *, positive: bool = False,
+          non_negative: bool = False) -> int | None:
+    if key not in options:
+        return None
+    text = str(options[key]).strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': expected an "
+                    "integer") from None
+    if not -(1 << 63) <= value < (1 << 63):
+        raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': out of the "
+                    "range of a long")
+    if positive and value <= 0:
+        raise _fail(f"{OPTION_NAMES[key]} must be positive")
+    if non_negative and value < 0:
+        raise _fail(f"{OPTION_NAMES[key]} must not be negative")
+    return value
+
+
+def _json_object(text: str, example: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise _fail(f"Expected e.g. {example}, got {text}") from None
+    if not isinstance(value, dict):
+        raise _fail(f"Expected e.g. {example}, got {text}")
+    return value
+
+
+def _is_long(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < (1 << 63)
+
+
+def _partition_number(key: str, text: str, example: str) -> int:
+    if not re.fullmatch(r"\d{1,10}", key.strip()) or int(key) >= 1 << 31:
+        raise _fail(f"Expected e.g. {example}, got {text}")
+    return int(key)
+
+
+def parse_assign(text: str) -> tuple[TopicPartition, ...]:
+    """``{"topicA":[0,1],"topicB":[2,4]}`` -> ((topicA, 0), (topicA, 1), ...) (JsonUtils.partitions)."""
+    obj = _json_object(text, _ASSIGN_EXAMPLE)
+    out = []
+    for topic, parts in obj.items():
+        if not isinstance(parts, list) or not all(_is_long(p) and 0 <= p < 1 << 31 for p in parts):
+            raise _fail(f"Expected e.g. {_ASSIGN_EXAMPLE}, got {text}")
+        out.extend((topic, p) for p in parts)
+    return tuple(sorted(set(out)))
+
+
+def _parse_partition_map(text: str, example: str) -> dict[TopicPartition, int]:
+    obj = _json_object(text, example)
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in obj.items():
+        if not isinstance(parts, dict):
+            raise _fail(f"Expected e.g. {example}, got {text}")
+        for key, value in parts.items():
+            if not _is_long(value):
+                raise _fail(f"Expected e.g. {example}, got {text}")
+            out[(topic, _partition_number(key, text, example))] = value
+    return out
+
+
+def parse_partition_offsets(text: str) -> dict[TopicPartition, int]:
+    """``{"topicA":{"0":23,"1":-1}}`` -> {(topicA, 0): 23, ...} (JsonUtils.partitionOffsets)."""
+    return _parse_partition_map(text, _OFFSETS_EXAMPLE)
+
+
+def parse_partition_timestamps(text: str) -> dict[TopicPartition, int]:
+    """``{"topicA":{"0":1000}}`` -> {(topicA, 0): 1000} (JsonUtils.partitionTimestamps)."""
+    return _parse_partition_map(text, _TIMESTAMPS_EXAMPLE)
+
+
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _offset_spec(options: Mapping[str, str], ts_key: str, by_ts_key: str, offsets_key: str,
+                 default: str, strategy: str) -> OffsetSpec:
+    """Spark's getKafkaOffsetRangeLimit: timestamp > offsetsByTimestamp > offsets."""
+    if ts_key in options:
+        text = str(options[ts_key]).strip()
+        try:
+            ts = int(text)
+        except ValueError:
+            raise _fail(f"Expected a single long value, got {text}") from None
+        return OffsetSpec("timestamp", timestamp=ts, strategy=strategy)
+    if by_ts_key in options:
+        return OffsetSpec("timestamps", timestamps=parse_partition_timestamps(str(options[by_ts_key]).strip()),
+                          strategy=strategy)
+    if offsets_key in options:
+        text = str(options[offsets_key]).strip()
+        if text.lower() == "latest":
+            return OffsetSpec("latest")
+        if text.lower() == "earliest":
+            return OffsetSpec("earliest")
+        offsets = parse_partition_offsets(text)
+        for tp, off in offsets.items():
+            if off < EARLIEST:
+                raise _fail(f"Invalid offset {off} for {_tp(tp)} in option "
+                            f"'{OPTION_NAMES[offsets_key]}': use an offset >= 0, -1 for latest or "
+                            "-2 for earliest")
+        return OffsetSpec("offsets", offsets=offsets)
+    return OffsetSpec(default)
+
+
+def _validate_timestamps(spec: OffsetSpec, key: str) -> None:
+    values = [spec.timestamp] if spec.kind == "timestamp" else list(spec.timestamps.values())
+    for ts in values:
+        if ts < 0 and ts not in (EARLIEST, LATEST):
+            raise _fail(f"Invalid timestamp {ts} in option '{OPTION_NAMES[key]}': timestamps are "
+                        "milliseconds since the epoch (>= 0)")
+
+
+def _check_offset_limit_validity(start: OffsetSpec, end: OffsetSpec) -> None:
+    """Spark's checkOffsetLimitValidity, before anything is resolved."""
+    if start.kind == end.kind == "offsets":
+        pairs, what = (start.offsets, end.offsets), "offset"
+    elif start.kind == end.kind == "timestamps":
+        pairs, what = (start.timestamps, end.timestamps), "timestamp"
+    else:
+        return
+    a, b = pairs
+    if set(a) != set(b):
+        raise _fail("The specified start offset and end offset should have the same topic-partitions. "
+                    f"Topic-partitions for start offset: {_tps(a)}, topic-partitions for end offset: "
+                    f"{_tps(b)}.")
+    for tp in sorted(a):
+        s, e = a[tp], b[tp]
+        if s > e and s >= 0 and e >= 0:
+            raise _fail(f"The specified start {what} {s} is greater than the end {what} {e} for "
+                        f"topic {tp[0]} partition {tp[1]}.")
+
+
+def _tps(m) -> str:
+    return "{" + ", ".join(_tp(tp) for tp in sorted(m)) + "}"
+
+
+def parse_options(options: Mapping[str, str]) -> ReadOptions:
+    """Validate the options of a batch read (keys in any case) into ``ReadOptions``."""
+    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
+    unknown = sorted(k for k in opts if k not in OPTION_NAMES and not k.startswith("kafka."))
+    if unknown:
+        raise _fail(f"Unknown option{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(repr(k) for k in unknown)} for the kafkalog source. Valid options: "
+                    f"{_valid_names()}.")
+
+    # strategy
+    specified = [k for k in _STRATEGY_KEYS if k in opts]
+    names = ", ".join(_STRATEGY_KEYS)
+    if not specified:
+        raise _fail(f"One of the following options must be specified for Kafka source: {names}. "
+                    "See the docs for more details.")
+    if len(specified) > 1:
+        raise _fail(f"Only one of the following options can be specified for Kafka source: {names}. "
+                    "See the docs for more details.")
+    key = specified[0]
+    value = opts[key]
+    if key == "assign":
+        if not value.strip().startswith("{"):
+            raise _fail(f"No topicpartitions to assign as specified value for option 'assign' is '{value}'")
+        strategy = Strategy("assign", partitions=parse_assign(value.strip()))
+    elif key == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise _fail(f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'")
+        strategy = Strategy("subscribe", topics=tuple(dict.fromkeys(topics)))
+    else:
+        pattern = value.strip()
+        if not pattern:
+            raise _fail("Pattern to subscribe is empty as specified value for option "
+                        f"'subscribePattern' is '{value}'")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise _fail(f"Invalid value '{value}' for option 'subscribePattern': {exc}") from None
+        strategy = Strategy("subscribePattern", pattern=pattern)
+
+    # starting / ending bounds
+    ts_strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if ts_strategy not in ("error", "latest"):
+        raise _fail(f"Invalid value '{opts['startingoffsetsbytimestampstrategy']}' for option "
+                    "'startingOffsetsByTimestampStrategy': expected 'error' or 'latest'")
+    starting = _offset_spec(opts, "startingtimestamp", "startingoffsetsbytimestamp", "startingoffsets",
+                            "earliest", ts_strategy)
+    ending = _offset_spec(opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets",
+                          "latest", ts_strategy)
+    if starting.kind == "latest":
+        raise _fail("starting offset can't be latest for batch queries on Kafka")
+    if starting.kind == "offsets":
+        for tp, off in sorted(starting.offsets.items()):
+            if off == LATEST:
+                raise _fail(f"startingOffsets for {_tp(tp)} can't be latest for batch queries on Kafka")
+    if ending.kind == "earliest":
+        raise _fail("ending offset can't be earliest for batch queries on Kafka")
+    if ending.kind == "offsets":
+        for tp, off in sorted(ending.offsets.items()):
+            if off == EARLIEST:
+                raise _fail(f"ending offset for {_tp(tp)} can't be earliest for batch queries on Kafka")
+    _validate_timestamps(starting, "startingtimestamp" if starting.kind == "timestamp"
+                         else "startingoffsetsbytimestamp")
+    _validate_timestamps(ending, "endingtimestamp" if ending.kind == "timestamp"
+                         else "endingoffsetsbytimestamp")
+    _check_offset_limit_validity(starting, ending)
+
+    # numbers and flags
+    min_partitions = _long(opts, "minpartitions")
+    if min_partitions is not None and min_partitions <= 0:
+        raise _fail("minPartitions must be positive")
+    if min_partitions is not None and min_partitions >= 1 << 31:
+        raise _fail(f"Invalid value '{opts['minpartitions']}' for option 'minPartitions': out of the "
+                    "range of an int")
+    max_records = _long(opts, "maxrecordsperpartition", positive=True)
+    fail_on_data_loss = _bool(opts, "failondataloss", True)
+    include_headers = _bool(opts, "includeheaders", False)
+    max_bytes = _long(opts, "maxbytesperbatch")
+    if max_bytes is None:
+        max_bytes = DEFAULT_MAX_BYTES_PER_BATCH
+    elif max_bytes < MIN_MAX_BYTES_PER_BATCH:
+        raise _fail(f"maxBytesPerBatch must be at least {MIN_MAX_BYTES_PER_BATCH} bytes, got {max_bytes}")
+    poll_timeout = _long(opts, "kafkaconsumer.polltimeoutms", non_negative=True)
+    retries = _long(opts, "fetchoffset.numretries", non_negative=True)
+    retry_interval = _long(opts, "fetchoffset.retryintervalms", non_negative=True)
+    for key in ("maxoffsetspertrigger", "minoffsetspertrigger"):
+        _long(opts, key, positive=True)
+    for key in _STREAMING_ONLY_OPTIONS:
+        if key.lower() in opts:
+            log.warning("%s option ignored in batch queries", key)
+
+    # kafka.* passthrough
+    kafka_params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    for name, message in _REFUSED_KAFKA.items():
+        if name in kafka_params:
+            raise _fail(message)
+    if "group.id" in kafka_params:
+        log.warning("Kafka option 'kafka.group.id' has been set on this query, it is not recommended "
+                    "to set this option (see Spark's Kafka integration guide)")
+    bootstrap = kafka_params.get("bootstrap.servers")
+    paths = _log_dirs(opts)
+    if not paths and bootstrap is None:
+        raise _fail("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer "
+                    "(network mode), or option 'path' (or .load(path)) with a Kafka log directory "
+                    "to read directly (direct mode)")
+    if paths and bootstrap is not None:
+        raise _fail("Options 'path' (direct mode: read the log directory) and "
+                    "'kafka.bootstrap.servers' (network mode: fetch from the brokers) exclude each "
+                    "other: give one of them")
+
+    return ReadOptions(
+        strategy=strategy, starting=starting, ending=ending,
+        fail_on_data_loss=fail_on_data_loss, min_partitions=min_partitions,
+        max_records_per_partition=max_records, include_headers=include_headers,
+        paths=paths, bootstrap_servers=bootstrap,
+        kafka_params=kafka_params, max_bytes_per_batch=max_bytes, poll_timeout_ms=poll_timeout,
+        fetch_offset_num_retries=3 if retries is None else retries,
+        fetch_offset_retry_interval_ms=1000 if retry_interval is None else retry_interval,
+        group_id_prefix=opts.get("groupidprefix", "spark-kafka-relation"),
+    )
+
+
+def _log_dirs(opts: Mapping[str, str]) -> tuple[str, ...]:
+    """The log directories of ``path`` (``.load(dir)``) and ``paths`` (``.load([dir, ...])``,
+    which Spark passes as a JSON list): a broker with several ``log.dirs`` is read whole."""
+    given: list[str] = []
+    if "path" in opts:
+        if not opts["path"].strip():
+            raise _fail("Option 'path' is empty: give the Kafka log directory to read")
+        given.append(opts["path"].strip())
+    if "paths" in opts:
+        try:
+            listed = json.loads(opts["paths"])
+        except ValueError:
+            listed = None
+        if not isinstance(listed, list) or not all(isinstance(p, str) and p.strip() for p in listed):
+            raise _fail(f"Option 'paths' must be a JSON list of log directories, got {opts['paths']}")
+        given.extend(p.strip() for p in listed)
+    return tuple(dict.fromkeys(_local_path(p) for p in given))
+
+
+def _local_path(path: str) -> str:
+    """An absolute local path (``file:`` URIs accepted), resolved where the read is
+    planned (the driver) so that every executor gets the same path."""
+    if path.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+        parsed = urlparse(path)
+        if parsed.netloc not in ("", "localhost"):
+            raise _fail(f"Option 'path' must be a local directory, got {path}")
+        path = unquote(parsed.path)
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        raise _fail(f"Option 'path' must be a local directory (or a file: URI), got {path}")
+    return os.path.abspath(path)

@@ -1,0 +1,511 @@
+"""Planning a batch read on the driver: from options to input partitions.
+
+Owns: which topic-partitions a strategy selects, resolving the starting and ending bounds
+to offsets (earliest, latest, JSON offsets, timestamps), the data-loss checks against the
+log start and end offsets, filter pushdown (``PushedFilters``: which filters the source
+takes over, how they narrow the ranges, how the rows are then filtered exactly), and
+splitting ranges into input partitions (Spark's ``KafkaOffsetRangeCalculator``). It
+knows nothing of files or sockets: it asks an ``OffsetReader`` (direct mode:
+``readers.direct.DirectOffsetReader``; network mode: a ListOffsets client, later).
+
+The steps, in order (``plan_ranges``):
+
+1. the assigned partitions: ``assign`` lists them (each must exist), ``subscribe`` takes
+   every partition of the listed topics that exist, ``subscribePattern`` those of the
+   topics whose whole name matches (Kafka's internal topics left out unless
+   ``kafka.exclude.internal.topics=false``);
+2. both bounds resolved per partition as Spark does: earliest = log start offset, latest =
+   log end offset, JSON offsets (-2/-1 = earliest/latest; the JSON must name exactly the
+   assigned partitions), timestamps through ListOffsets semantics (the first offset whose
+   record timestamp is >= the timestamp; none: a starting bound follows
+   startingOffsetsByTimestampStrategy, error or latest, an ending bound is latest);
+3. a resolved start above the resolved end is an error; offsets of [start, end) outside
+   [log start, log end) are lost data: with failOnDataLoss=true an error naming the
+   partition and the lost range, else a warning and the range is cut to what exists;
+4. pushed filters narrow the ranges (partition and topic filters drop partitions, offset
+   filters cut the range, a timestamp lower bound moves the start to the first offset
+   with a timestamp at or above it through the time index) - after step 3, so that a
+   query fails or warns exactly as it would without pushdown;
+5. split: each range into ceil(size / maxRecordsPerPartition) pieces, then, when there are
+   fewer ranges than minPartitions, large ranges into pieces in proportion to their size
+   (Spark's rounding); empty ranges are dropped.
+
+Invariants: the output is sorted by (topic, partition, start) and depends only on the
+options, the filters and the offsets the reader reports (deterministic); ranges of one
+partition never overlap and together cover exactly the planned range; every filter
+``PushedFilters.accept`` takes is applied exactly (by the narrowing or by ``row_mask``).
+
+Thread-safety: pure functions; ``PushedFilters`` is mutated only while filters are
+pushed, on the planning worker, then only read.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Protocol
+
+from .options import EARLIEST, LATEST, KafkaLogOptionError, OffsetSpec, ReadOptions, Strategy
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "OffsetRange", "OffsetReader", "PushedFilters", "KafkaDataLossError", "assigned_partitions",
+    "resolve_bounds", "plan_ranges", "report_data_loss", "check_range", "split_ranges", "INTERNAL_TOPICS",
+]
+
+log = logging.getLogger("spark_kafkalog")
+
+TopicPartition = tuple[str, int]
+INT64_MAX = (1 << 63) - 1
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+DATA_LOSS_INSTRUCTION = (
+    "Some data may have been lost because they are not available in Kafka any more; either the "
+    "data was aged out by Kafka or the topic may have been deleted before all the data in the "
+    "topic was processed. If you don't want your query to fail on such cases, set the source "
+    "option failOnDataLoss to false.")
+
+
+class KafkaDataLossError(RuntimeError):
+    """Offsets of the requested range are not in the log (KAFKA_DATA_LOSS)."""
+
+
+class OffsetRange(NamedTuple):
+    """Offsets [start, end) of one topic-partition."""
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self.topic, self.partition
+
+
+class OffsetReader(Protocol):
+    """What planning needs to know of a log (direct) or a cluster (network)."""
+
+    def topic_partitions(self, topics: Iterable[str] | None = None) -> list[TopicPartition]:
+        """Every existing partition, or those of ``topics``, sorted."""
+
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offset of each partition."""
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """The first offset whose record timestamp is >= the given one, None when none."""
+
+    def describe(self) -> str:
+        """Where the partitions come from, for error messages."""
+
+
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _tps(tps: Iterable[TopicPartition]) -> str:
+    return "{" + ", ".join(_tp(tp) for tp in sorted(tps)) + "}"
+
+
+# --- 1. partitions ---
+
+def assigned_partitions(strategy: Strategy, reader: OffsetReader,
+                        kafka_params: Mapping[str, str] | None = None) -> list[TopicPartition]:
+    if strategy.kind == "assign":
+        existing = set(reader.topic_partitions(sorted({t for t, _ in strategy.partitions})))
+        missing = [tp for tp in strategy.partitions if tp not in existing]
+        if missing:
+            raise KafkaLogOptionError(
+                f"Partitions {_tps(missing)} given in option 'assign' do not exist in "
+                f"{reader.describe()}")
+        return sorted(strategy.partitions)
+    if strategy.kind == "subscribe":
+        tps = reader.topic_partitions(strategy.topics)
+        found = {t for t, _ in tps}
+        for topic in strategy.topics:
+            if topic not in found:
+                log.warning("subscribed topic %s does not exist in %s: nothing to read from it",
+                            topic, reader.describe())
+        return sorted(tps)
+    pattern = re.compile(strategy.pattern)
+    exclude_internal = str((kafka_params or {}).get("exclude.internal.topics", "true")).lower() != "false"
+    return sorted(tp for tp in reader.topic_partitions()
+                  if pattern.fullmatch(tp[0]) and not (exclude_internal and tp[0] in INTERNAL_TOPICS))
+
+
+# --- 2. bounds ---
+
+def _resolve(spec: OffsetSpec, tps: list[TopicPartition], reader: OffsetReader, starting: bool,
+             earliest: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+             ) -> dict[TopicPartition, int]:
+    position = "start" if starting else "end"
+    if spec.kind == "earliest":
+        return {tp: earliest[tp] for tp in tps}
+    if spec.kind == "latest":
+        return {tp: latest[tp] for tp in tps}
+    if spec.kind == "offsets":
+        if set(spec.offsets) != set(tps):
+            raise KafkaLogOptionError(
+                "Partitions specified for Kafka start offsets don't match what are assigned. Maybe "
+                "topic partitions are created or deleted while the query is running. Use -1 for "
+                f"latest, -2 for earliest. Specified: {_tps(spec.offsets)} Assigned: {_tps(tps)}")
+        return {tp: earliest[tp] if spec.offsets[tp] == EARLIEST else
+                latest[tp] if spec.offsets[tp] == LATEST else spec.offsets[tp] for tp in tps}
+    if spec.kind == "timestamp":
+        wanted = {tp: spec.timestamp for tp in tps}
+    else:
+        if set(spec.timestamps) != set(tps):
+            raise KafkaLogOptionError(
+                f"Partitions specified for Kafka timestamp based {position} offsets don't match what "
+                "are assigned. Maybe topic partitions are created or deleted while the query is "
+                "running, or you didn't specify all the partitions. Specified: "
+                f"{_tps(spec.timestamps)} Assigned: {_tps(tps)}")
+        wanted = dict(spec.timestamps)
+    out: dict[TopicPartition, int] = {}
+    lookups = {tp: ts for tp, ts in wanted.items() if ts >= 0}
+    found = reader.offsets_for_times(lookups) if lookups else {}
+    for tp in tps:
+        ts = wanted[tp]
+        if ts == EARLIEST:
+            out[tp] = earliest[tp]
+        elif ts == LATEST:
+            out[tp] = latest[tp]
+        elif found.get(tp) is not None:
+            out[tp] = found[tp]
+        elif starting and spec.strategy == "error":
+            raise KafkaLogOptionError(
+                f"No offset matched from request of topic-partition {_tp(tp)} and timestamp {ts}.")
+        else:
+            out[tp] = latest[tp]
+    return out
+
+
+def resolve_bounds(options: ReadOptions, reader: OffsetReader, tps: list[TopicPartition]
+                   ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int],
+                              dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """(start, end, earliest, latest) offsets of every partition of ``tps``."""
+    earliest = reader.earliest_offsets(tps) if tps else {}
+    latest = reader.latest_offsets(tps) if tps else {}
+    start = _resolve(options.starting, tps, reader, True, earliest, latest)
+    end = _resolve(options.ending, tps, reader, False, earliest, latest)
+    return start, end, earliest, latest
+
+
+# --- 3. data loss ---
+
+def report_data_loss(tp: TopicPartition, lost_from: int, lost_to: int, why: str, fail: bool) -> None:
+    """Lost offsets [lost_from, lost_to) of ``tp``: raise ``KafkaDataLossError`` when
+    ``fail``, else log a warning."""
+    if lost_from >= lost_to:
+        return
+    reason = (f"Could not read records in offset [{lost_from}, {lost_to}) for topic partition "
+              f"{_tp(tp)}: {why}.")
+    if fail:
+        raise KafkaDataLossError(f"{DATA_LOSS_INSTRUCTION} Reason: {reason}")
+    log.warning("%s Some data may have been lost; failOnDataLoss=false: the records in "
+                "[%d, %d) of %s are skipped.", reason, lost_from, lost_to, _tp(tp))
+
+
+def check_range(tp: TopicPartition, start: int, end: int, earliest: int, latest: int,
+                fail_on_data_loss: bool) -> tuple[int, int]:
+    """The readable part of [start, end) given the log's [earliest, latest)."""
+    if start > end:
+        raise KafkaLogOptionError(
+            f"The resolved start offset {start} is greater than the resolved end offset {end} for "
+            f"topic {tp[0]} partition {tp[1]}. There may be multiple reasons: 1. Start offset is "
+            "set to too big a value that after resolution, end offset is smaller than it "
+            "(a timestamp and an offset, or an offset and latest); 2. The Kafka topic partition "
+            "is broken.")
+    if start < earliest and start < end:
+        report_data_loss(tp, start, min(end, earliest),
+                   f"the log starts at offset {earliest} (older records were deleted by retention "
+                   "or DeleteRecords)", fail_on_data_loss)
+        start = min(earliest, end)
+    if end > latest and end > start:
+        report_data_loss(tp, max(start, latest), end, f"the log ends at offset {latest}", fail_on_data_loss)
+        end = max(latest, start)
+    return start, end
+
+
+# --- 4. pushdown ---
+
+def _micros(value) -> int | None:
+    """Microseconds since the epoch of a pushed timestamp literal (a datetime; a naive one
+    is taken as UTC, as pyspark converts TimestampType literals)."""
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        delta = value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class PushedFilters:
+    """The filters the source took over (``accept``), as constraints: allowed topics and
+    partitions, an offset interval [offset_lo, offset_hi) plus an optional offset set,
+    and a timestamp interval [ts_lo, ts_hi) in microseconds plus an optional set."""
+
+    topics: frozenset[str] | None = None
+    excluded_topics: frozenset[str] = frozenset()
+    partitions: frozenset[int] | None = None
+    excluded_partitions: frozenset[int] = frozenset()
+    partition_lo: int = 0
+    partition_hi: int = INT64_MAX
+    offset_lo: int = 0
+    offset_hi: int = INT64_MAX
+    offset_in: frozenset[int] | None = None
+    ts_lo: int | None = None     # microseconds, inclusive
+    ts_hi: int | None = None     # microseconds, exclusive
+    ts_in: frozenset[int] | None = None
+    nothing: bool = False        # a contradiction (e.g. partition IS NULL): no rows
+    accepted: list = field(default_factory=list)
+
+    # -- accepting --
+
+    def accept(self, flt) -> bool:
+        """Take over ``flt`` (a ``pyspark.sql.datasource.Filter``) if it constrains
+        topic, partition, offset or timestamp in a way applied exactly; False leaves it to
+        Spark."""
+        from pyspark.sql.datasource import (
+            EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull,
+            LessThan, LessThanOrEqual, Not)
+        negated = isinstance(flt, Not)
+        inner = flt.child if negated else flt
+        attr = getattr(inner, "attribute", None)
+        if not isinstance(attr, tuple) or len(attr) != 1:
+            return False
+        column = attr[0]
+        if column not in ("topic", "partition", "offset", "timestamp"):
+            return False
+        if isinstance(inner, IsNotNull) and not negated:
+            self.accepted.append(flt)
+            return True  # these columns are never null
+        if isinstance(inner, IsNull) and not negated:
+            self.nothing = True
+            self.accepted.append(flt)
+            return True
+        equal = isinstance(inner, (EqualTo, EqualNullSafe))
+        if isinstance(inner, In) or equal:
+            values = tuple(inner.value) if isinstance(inner, In) else (inner.value,)
+            ok = self._accept_set(column, values, negated)
+        elif negated:
+            return False
+        elif isinstance(inner, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
+            lower = isinstance(inner, (GreaterThan, GreaterThanOrEqual))
+            strict = isinstance(inner, (GreaterThan, LessThan))
+            ok = self._accept_bound(column, inner.value, lower, strict)
+        else:
+            return False
+        if ok:
+            self.accepted.append(flt)
+        return ok
+
+    def _accept_set(self, column: str, values: tuple, negated: bool) -> bool:
+        if column == "topic":
+            if not all(isinstance(v, str) for v in values):
+                return False
+            if negated:
+                self.excluded_topics |= frozenset(values)
+            else:
+                self.topics = frozenset(values) if self.topics is None else self.topics & frozenset(values)
+            return True
+        if column in ("partition", "offset"):
+            if not all(_is_int(v) for v in values):
+                return False
+            if negated and column == "partition":
+                self.excluded_partitions |= frozenset(values)
+                return True
+            if negated:
+                return False
+            current = self.partitions if column == "partition" else self.offset_in
+            chosen = frozenset(values) if current is None else current & frozenset(values)
+            if column == "partition":
+                self.partitions = chosen
+            else:
+                self.offset_in = chosen
+            return True
+        # timestamp
+        if negated:
+            return False
+        micros = [_micros(v) for v in values]
+        if any(m is None for m in micros):
+            return False
+        chosen = frozenset(micros)
+        self.ts_in = chosen if self.ts_in is None else self.ts_in & chosen
+        return True
+
+    def _accept_bound(self, column: str, value, lower: bool, strict: bool) -> bool:
+        if column == "topic":
+            return False  # string order follows the column's collation: leave it to Spark
+        if column == "timestamp":
+            v = _micros(value)
+            if v is None:
+                return False
+            if lower:
+                lo = v + 1 if strict else v
+                self.ts_lo = lo if self.ts_lo is None else max(self.ts_lo, lo)
+            else:
+                hi = v if strict else v + 1
+                self.ts_hi = hi if self.ts_hi is None else min(self.ts_hi, hi)
+            return True
+        if not _is_int(value):
+            return False
+        if lower:
+            lo = value + 1 if strict else value
+            if column == "partition":
+                self.partition_lo = max(self.partition_lo, lo)
+            else:
+                self.offset_lo = max(self.offset_lo, lo)
+        else:
+            hi = value if strict else value + 1
+            if column == "partition":
+                self.partition_hi = min(self.partition_hi, hi)
+            else:
+                self.offset_hi = min(self.offset_hi, hi)
+        return True
+
+    # -- using --
+
+    def allows(self, tp: TopicPartition) -> bool:
+        topic, partition = tp
+        if self.nothing:
+            return False
+        if self.topics is not None and topic not in self.topics or topic in self.excluded_topics:
+            return False
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        return partition not in self.excluded_partitions and self.partition_lo <= partition < self.partition_hi
+
+    def offset_bounds(self) -> tuple[int, int]:
+        """[lo, hi) that every wanted offset is in (the offset set included)."""
+        lo, hi = self.offset_lo, self.offset_hi
+        if self.offset_in is not None:
+            if not self.offset_in:
+                return 0, 0
+            lo, hi = max(lo, min(self.offset_in)), min(hi, max(self.offset_in) + 1)
+        return lo, hi
+
+    def timestamp_floor_ms(self) -> int | None:
+        """The smallest record timestamp (ms) a wanted row may have, if bounded."""
+        lows = []
+        if self.ts_lo is not None:
+            lows.append(-(-self.ts_lo // 1000))  # ceil: ts_ms * 1000 >= ts_lo
+        if self.ts_in is not None and self.ts_in:
+            lows.append(-(-min(self.ts_in) // 1000))
+        return max(lows) if lows else None
+
+    @property
+    def needs_row_filter(self) -> bool:
+        return self.offset_in is not None or self.ts_lo is not None or self.ts_hi is not None \
+            or self.ts_in is not None
+
+    def row_mask(self, decoded: "pa.RecordBatch"):
+        """A boolean mask over a decoded batch (``broker.record.columnar`` schema) of the
+        rows every accepted offset and timestamp filter keeps (ranges were already cut)."""
+        import numpy as np
+        offsets = decoded.column(0).to_numpy()
+        mask = np.ones(len(offsets), dtype=bool)
+        if self.offset_in is not None:
+            mask &= np.isin(offsets, np.fromiter(self.offset_in, np.int64, len(self.offset_in)))
+        if self.ts_lo is not None or self.ts_hi is not None or self.ts_in is not None:
+            micros = decoded.column(1).to_numpy() * 1000
+            if self.ts_lo is not None:
+                mask &= micros >= self.ts_lo
+            if self.ts_hi is not None:
+                mask &= micros < self.ts_hi
+            if self.ts_in is not None:
+                mask &= np.isin(micros, np.fromiter(self.ts_in, np.int64, len(self.ts_in)))
+        return mask
+
+
+def _narrow(ranges: list[OffsetRange], filters: PushedFilters, reader: OffsetReader) -> list[OffsetRange]:
+    ranges = [r for r in ranges if filters.allows(r.topic_partition)]
+    lo, hi = filters.offset_bounds()
+    ranges = [r._replace(start=max(r.start, lo), end=max(min(r.end, hi), max(r.start, lo)))
+              for r in ranges]
+    floor = filters.timestamp_floor_ms()
+    if floor is not None:
+        wanted = {r.topic_partition: floor for r in ranges if r.size > 0}
+        found = reader.offsets_for_times(wanted) if wanted else {}
+        ranges = [r._replace(start=min(max(r.start, found[r.topic_partition]), r.end))
+                  if found.get(r.topic_partition) is not None else r._replace(start=r.end)
+                  for r in ranges if r.size > 0]
+    return ranges
+
+
+# --- 5. splitting ---
+
+def _round(x: float) -> int:
+    return math.floor(x + 0.5)  # Scala's math.round (half up), not Python's half-even
+
+
+def _divide(parts: int, r: OffsetRange) -> list[OffsetRange]:
+    remaining, start, out = r.size, r.start, []
+    for part in range(parts):
+        this = remaining // (parts - part)  # the last piece takes the rounding
+        remaining -= this
+        end = min(start + this, r.end)
+        out.append(r._replace(start=start, end=end))
+        start = end
+    return out
+
+
+def _part_count(size: int, total: int, min_parts: int) -> int:
+    return max(_round(size / total * min_parts), 1)
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None = None,
+                 max_records_per_partition: int | None = None) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator.getRanges (no executor locations): empty ranges
+    dropped; ranges above ``max_records_per_partition`` cut into equal pieces; then if
+    fewer than ``min_partitions`` ranges remain, ranges holding enough of the total are
+    cut into pieces in proportion to their size."""
+    ranges = [r for r in ranges if r.size > 0]
+    if max_records_per_partition is not None:
+        ranges = [piece for r in ranges
+                  for piece in _divide(-(-r.size // max_records_per_partition), r) if piece.size > 0]
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    unsplit = [r for r in ranges if _part_count(r.size, total, min_partitions) == 1]
+    unsplit_tps = {r.topic_partition for r in unsplit}
+    split_total = total - sum(r.size for r in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    out = []
+    for r in ranges:
+        parts = 1 if r.topic_partition in unsplit_tps else _part_count(r.size, split_total, split_min)
+        out.extend(piece for piece in _divide(parts, r) if piece.size > 0)
+    return out
+
+
+# --- all together ---
+
+def plan_ranges(options: ReadOptions, reader: OffsetReader,
+                filters: PushedFilters | None = None) -> list[OffsetRange]:
+    """The input partitions' offset ranges (steps 1-5 of the module docstring)."""
+    tps = assigned_partitions(options.strategy, reader, options.kafka_params)
+    start, end, earliest, latest = resolve_bounds(options, reader, tps)
+    ranges = []
+    for tp in tps:
+        s, e = check_range(tp, start[tp], end[tp], earliest[tp], latest[tp], options.fail_on_data_loss)
+        ranges.append(OffsetRange(tp[0], tp[1], s, e))
+    if filters is not None:
+        ranges = _narrow(ranges, filters, reader)
+    ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return sorted(ranges)

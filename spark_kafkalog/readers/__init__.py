@@ -1,0 +1,66 @@
+"""The two read modes behind one interface, and the choice between them.
+
+Owns: ``RangeReader`` (what an executor task needs: the decoded rows of one offset range
+of one partition) and the factories that pick the mode from the options: direct mode
+(``direct.py``: ``path`` / ``paths`` set, the executors read the log directory's segment files) or
+network mode (``kafka.bootstrap.servers`` set, fetches from the brokers). Planning talks
+to a ``planning.OffsetReader``, tasks to a ``RangeReader``; neither knows the mode, so
+network mode plugs in as ``network.py`` with a ``NetworkOffsetReader`` (ListOffsets and
+metadata) and a ``NetworkRangeReader`` (fetches decoded with the same columnar decoder),
+wired in ``open_offset_reader`` / ``open_range_reader`` below.
+
+Contract of a ``RangeReader.read(topic, partition, start, end)``: the records with
+offsets in [start, end), in offset order, as RecordBatches of
+``broker.record.columnar.arrow_schema(include_headers)``; never a control record nor a
+record of an aborted transaction; offsets missing at read time are reported through
+``planning.report_data_loss`` (error or warning per failOnDataLoss); memory bounded by
+the options' byte budget.
+
+Thread-safety: the factories are pure; readers are per task.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Protocol
+
+from ..options import ReadOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..planning import OffsetReader
+
+__all__ = ["RangeReader", "NetworkModeUnavailableError", "open_offset_reader", "open_range_reader"]
+
+
+class NetworkModeUnavailableError(RuntimeError):
+    """Network mode (kafka.bootstrap.servers) until its fetcher lands."""
+
+
+class RangeReader(Protocol):
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator["pa.RecordBatch"]:
+        ...
+
+
+def _network_unavailable(options: ReadOptions) -> NetworkModeUnavailableError:
+    return NetworkModeUnavailableError(
+        f"network mode is not available yet (kafka.bootstrap.servers={options.bootstrap_servers}): "
+        "read a Kafka log directory directly with .option('path', <log dir>) or .load(<log dir>)")
+
+
+def open_offset_reader(options: ReadOptions) -> "OffsetReader":
+    """The driver-side view of the partitions and their offsets for ``options``' mode."""
+    if options.mode == "direct":
+        from .direct import DirectOffsetReader
+        return DirectOffsetReader(options.paths)
+    raise _network_unavailable(options)
+
+
+def open_range_reader(options: ReadOptions) -> RangeReader:
+    """The executor-side reader of offset ranges for ``options``' mode."""
+    if options.mode == "direct":
+        from .direct import DirectRangeReader
+        return DirectRangeReader(options.paths, include_headers=options.include_headers,
+                                 max_bytes_per_batch=options.max_bytes_per_batch,
+                                 fail_on_data_loss=options.fail_on_data_loss)
+    raise _network_unavailable(options)

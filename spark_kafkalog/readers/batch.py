@@ -1,0 +1,91 @@
+"""The batch ``DataSourceReader`` of the ``kafkalog`` source.
+
+Owns: ``KafkaLogInputPartition`` (one offset range of one topic-partition: what a task
+reads), ``KafkaLogBatchReader`` (plans on the driver through ``planning.plan_ranges``,
+reads on the executors through the mode's ``RangeReader`` and converts with
+``schema.SparkBatchBuilder``) and ``KafkaLogPushdownReader``, the same reader with
+``pushFilters`` (pyspark >= 4.1).
+
+Why two classes: pyspark refuses a reader that overrides ``pushFilters`` while
+``spark.sql.python.filterPushdown.enabled`` is false (DATA_SOURCE_PUSHDOWN_DISABLED), and
+a Python data source cannot read that setting. ``KafkaLogDataSource.reader`` therefore
+returns the pushdown reader only when it is called by pyspark's filter-pushdown planner
+(``data_source_pushdown_filters``), which Spark runs only with the setting on; otherwise
+the plain reader, which works with the setting on or off.
+
+Invariants: ``partitions()`` is deterministic for the same options, filters and log
+offsets; ``read()`` yields only batches whose schema equals ``spark_arrow_schema`` (and
+no empty batch), the rows of its range in offset order, after the exact row filters of
+the accepted pushed filters.
+
+Thread-safety: a reader is planned in one worker and then pickled to the tasks; nothing
+is shared between tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from ..options import ReadOptions
+from ..planning import PushedFilters
+
+__all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader"]
+
+
+class KafkaLogInputPartition(InputPartition):
+    """Offsets [start, end) of ``topic``-``partition``."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+class KafkaLogBatchReader(DataSourceReader):
+    """Reads the ranges ``plan_ranges`` plans (no filter pushdown)."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.filters = PushedFilters()
+
+    def partitions(self) -> list[InputPartition]:
+        from ..planning import plan_ranges
+        from . import open_offset_reader
+
+        reader = open_offset_reader(self.options)
+        try:
+            ranges = plan_ranges(self.options, reader, self.filters)
+        finally:
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
+        return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        if not isinstance(partition, KafkaLogInputPartition):
+            return  # no range planned: pyspark sends one InputPartition(None)
+        from ..schema import SparkBatchBuilder
+        from . import open_range_reader
+
+        builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
+        filters = self.filters if self.filters.needs_row_filter else None
+        reader = open_range_reader(self.options)
+        for decoded in reader.read(partition.topic, partition.partition, partition.start, partition.end):
+            if filters is not None:
+                decoded = decoded.filter(filters.row_mask(decoded))
+            if decoded.num_rows:
+                yield builder.build(decoded)
+
+
+class KafkaLogPushdownReader(KafkaLogBatchReader):
+    """``KafkaLogBatchReader`` that takes over the filters on topic, partition, offset and
+    timestamp (``planning.PushedFilters.accept``) and returns the others to Spark."""
+
+    def pushFilters(self, filters):
+        for flt in filters:
+            if not self.filters.accept(flt):
+                yield flt

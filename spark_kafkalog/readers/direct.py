@@ -1,0 +1,215 @@
+"""Direct mode: the executors read the segment files of a Kafka log directory themselves.
+
+Owns: ``DirectOffsetReader`` (planning's ``OffsetReader`` over ``broker.log.reader``:
+partitions, log start and end offsets, offsets for timestamps) and ``DirectRangeReader``
+(the ``RangeReader`` that turns one offset range of one partition into decoded Arrow
+batches). Needs no broker: the directory may be a live broker's, a copy or a backup.
+
+How a range [start, end) is read: the partition directory is listed afresh on the
+executor (``PartitionReader``); the aborted transactions overlapping the range are
+collected from the ``.txnindex`` files; then for each segment holding part of the range,
+from the offset index's floor position of ``start`` (0 in later segments) to the
+segment's valid end, a window of at most ``max_bytes_per_batch`` bytes is memory-mapped
+and handed whole to ``broker.record.columnar.iter_arrow`` with the start and end offsets
+and the aborted transactions, which decodes back-to-back batches column-wise
+(decompressing, checking CRCs, skipping control batches and aborted records). The window
+then moves to the first entry the decoder did not take (a batch cut by the window's end);
+a batch larger than the window gets a window of its own size. Reading stops at the first
+batch at or past ``end``.
+
+Memory: one mapped window (``max_bytes_per_batch``, unmapped before the next is mapped)
+plus the decoder's unit (about twice ``max_bytes_per_batch`` of record bytes) and the
+batch Spark is sending: about four times ``max_bytes_per_batch``, whatever the size of the
+topic.
+
+Data loss at read time (the log moved on since planning: retention deleted segments or
+raised the log start offset, a partition directory disappeared, the log got shorter):
+``KafkaDataLossError`` naming the partition and the lost offsets with
+``fail_on_data_loss``, else a warning and the rows that remain.
+
+Thread-safety: readers hold no state between ``read`` calls beyond their configuration;
+``DirectOffsetReader`` caches ``PartitionReader``s and is used by one planning thread.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
+
+from broker.log import files
+from broker.log.reader import LogDirReader, PartitionReader, SegmentRange
+
+from ..planning import TopicPartition, report_data_loss
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["DirectOffsetReader", "DirectRangeReader"]
+
+_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength
+_GRANULARITY = mmap.ALLOCATIONGRANULARITY
+
+
+class DirectOffsetReader:
+    """Planning's view of a log directory (``planning.OffsetReader``)."""
+
+    def __init__(self, paths: str | Path | Sequence[str | Path]) -> None:
+        self.paths = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+        self._log_dir = LogDirReader(self.paths)
+        self._readers: dict[TopicPartition, PartitionReader] = {}
+
+    def describe(self) -> str:
+        if len(self.paths) == 1:
+            return f"the log directory {self.paths[0]}"
+        return f"the log directories {', '.join(self.paths)}"
+
+    def topic_partitions(self, topics: Iterable[str] | None = None) -> list[TopicPartition]:
+        tps = self._log_dir.topic_partitions()
+        if topics is None:
+            return tps
+        wanted = set(topics)
+        return [tp for tp in tps if tp[0] in wanted]
+
+    def _reader(self, tp: TopicPartition) -> PartitionReader:
+        reader = self._readers.get(tp)
+        if reader is None:
+            reader = self._readers[tp] = self._log_dir.partition(*tp)
+        return reader
+
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._reader(tp).log_start_offset for tp in tps}
+
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._reader(tp).log_end_offset for tp in tps}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        return {tp: self._reader(tp).offset_for_timestamp(ts) for tp, ts in timestamps.items()}
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+
+class DirectRangeReader:
+    """Decoded batches of one offset range, read from the segment files (``RangeReader``)."""
+
+    def __init__(self, paths: str | Path | Sequence[str | Path], *, include_headers: bool,
+                 max_bytes_per_batch: int, fail_on_data_loss: bool, verify_crc: bool = True) -> None:
+        self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+        self.include_headers = include_headers
+        self.max_bytes_per_batch = max_bytes_per_batch
+        self.fail_on_data_loss = fail_on_data_loss
+        self.verify_crc = verify_crc
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator["pa.RecordBatch"]:
+        """Rows of offsets [start, end) of ``topic``-``partition`` in offset order, as
+        RecordBatches of ``broker.record.columnar.arrow_schema(include_headers)``."""
+        tp = (topic, partition)
+        if start >= end:
+            return
+        name = files.partition_dir_name(topic, partition)
+        directory = next((p / name for p in self.paths if (p / name).is_dir()), None)
+        if directory is None:
+            report_data_loss(tp, start, end, f"the partition directory {name} does not exist in "
+                             f"{', '.join(map(str, self.paths))}", self.fail_on_data_loss)
+            return
+        reader = PartitionReader(directory)
+        try:
+            yield from self._read(reader, tp, start, end)
+        finally:
+            reader.close()
+
+    def _read(self, reader: PartitionReader, tp: TopicPartition, start: int, end: int
+              ) -> Iterator["pa.RecordBatch"]:
+        log_start = reader.log_start_offset
+        if start < log_start:
+            report_data_loss(tp, start, min(end, log_start),
+                             f"the log now starts at offset {log_start}", self.fail_on_data_loss)
+            start = min(log_start, end)
+        if start >= end:
+            return
+        aborted = [(t.producer_id, t.first_offset, t.last_offset)
+                   for t in reader.aborted_transactions(start, end)]
+        for seg in reader.segment_ranges(start, end):
+            try:
+                done = yield from self._read_segment(seg, start, end, aborted)
+            except FileNotFoundError:
+                # retention deleted the segment since it was listed
+                fresh = PartitionReader(reader.directory)
+                resume = max(start, seg.base_offset)
+                report_data_loss(tp, resume, min(end, fresh.log_start_offset),
+                                 f"segment {seg.path.name} was deleted before it was read (the log "
+                                 f"now starts at offset {fresh.log_start_offset})",
+                                 self.fail_on_data_loss)
+                try:
+                    yield from self._read(fresh, tp, max(resume, fresh.log_start_offset), end)
+                finally:
+                    fresh.close()
+                return
+            if done:
+                return
+        log_end = reader.log_end_offset
+        if log_end < end:
+            report_data_loss(tp, max(start, log_end), end, f"the log now ends at offset {log_end}",
+                             self.fail_on_data_loss)
+
+    def _read_segment(self, seg: SegmentRange, start: int, end: int, aborted: list
+                      ) -> Iterator["pa.RecordBatch"]:
+        """Decode ``seg``; returns True once a batch at or past ``end`` was reached."""
+        from broker.record.columnar import DecodeProgress, iter_arrow
+        from broker.record.errors import CorruptRecordError
+
+        budget = self.max_bytes_per_batch
+        with open(seg.path, "rb") as f:
+            fd = f.fileno()
+            pos, limit, need = seg.start_position, seg.end_position, 0
+            while pos < limit:
+                length = min(max(budget, need), limit - pos)
+                aligned = pos - pos % _GRANULARITY
+                mm = mmap.mmap(fd, length + (pos - aligned), access=mmap.ACCESS_READ, offset=aligned)
+                try:
+                    mm.madvise(mmap.MADV_SEQUENTIAL)  # read-ahead: the window is read once, in order
+                except (AttributeError, OSError):
+                    pass
+                view = memoryview(mm)[pos - aligned:]
+                progress = DecodeProgress()
+                it = iter_arrow(view, start, end, max_bytes_per_batch=budget,
+                                include_headers=self.include_headers, aborted=aborted,
+                                verify_crc=self.verify_crc, progress=progress)
+                try:
+                    yield from it
+                    consumed = progress.position
+                    if consumed + _ENTRY.size <= len(view):
+                        base, batch_length = _ENTRY.unpack_from(view, consumed)
+                    else:
+                        base = batch_length = None
+                finally:
+                    it.close()
+                    del it
+                    view.release()
+                    try:
+                        mm.close()
+                    except BufferError:  # an export still alive: the GC unmaps it
+                        pass
+                stop = pos + consumed
+                if stop >= limit:
+                    return False
+                if base is None:
+                    head = os.pread(fd, _ENTRY.size, stop)
+                    if len(head) < _ENTRY.size:
+                        return False
+                    base, batch_length = _ENTRY.unpack(head)
+                if base >= end:
+                    return True
+                need = batch_length + _ENTRY.size
+                if consumed == 0 and need <= length:
+                    raise CorruptRecordError(
+                        f"{seg.path}: the entry at position {stop} could not be decoded")
+                if stop + need > limit:
+                    return False  # a partial entry at the valid end (a torn tail)
+                pos = stop
+        return False

@@ -1,0 +1,291 @@
+"""Tests of spark_kafkalog/options.py and spark_kafkalog/planning.py: Spark's Kafka source
+option names, defaults, precedence and error messages, unknown options, offset
+resolution against a log, data loss, and range splitting as Spark's
+KafkaOffsetRangeCalculator does it. Pure Python, plus a few queries through Spark to
+check where the errors surface (load() for options, the first action for offsets)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spark_fixtures import LogWriter, spark  # noqa: E402,F401 (fixture)
+
+from spark_kafkalog.options import (  # noqa: E402
+    DEFAULT_MAX_BYTES_PER_BATCH,
+    KafkaLogOptionError,
+    parse_options,
+)
+from spark_kafkalog.planning import (  # noqa: E402
+    KafkaDataLossError,
+    OffsetRange,
+    check_range,
+    plan_ranges,
+    split_ranges,
+)
+from spark_kafkalog.readers.direct import DirectOffsetReader  # noqa: E402
+
+BASE = {"subscribe": "t", "path": "/logs"}
+
+
+def parse(**kw):
+    opts = dict(BASE)
+    opts.update({k: v for k, v in kw.items() if v is not None})
+    for k in [k for k, v in kw.items() if v is None]:
+        opts.pop(k, None)
+    return parse_options(opts)
+
+
+def error(match: str, **kw):
+    with pytest.raises(KafkaLogOptionError, match=match):
+        parse(**kw)
+
+
+# --- options ---
+
+def test_defaults():
+    o = parse()
+    assert (o.strategy.kind, o.strategy.topics) == ("subscribe", ("t",))
+    assert o.starting.kind == "earliest" and o.ending.kind == "latest"
+    assert o.fail_on_data_loss is True and o.include_headers is False
+    assert o.min_partitions is None and o.max_records_per_partition is None
+    assert o.mode == "direct" and o.paths == ("/logs",)
+    assert o.max_bytes_per_batch == DEFAULT_MAX_BYTES_PER_BATCH
+
+
+def test_keys_are_case_insensitive_and_values_parsed():
+    o = parse_options({"SUBSCRIBE": " a, b ,,a", "Path": "/x", "STARTINGOFFSETS": "EARLIEST",
+                       "failondataloss": "FALSE", "includeHeaders": "True", "minPartitions": "7",
+                       "maxRecordsPerPartition": "1000", "maxBytesPerBatch": "1048576"})
+    assert o.strategy.topics == ("a", "b")
+    assert (o.fail_on_data_loss, o.include_headers, o.min_partitions) == (False, True, 7)
+    assert (o.max_records_per_partition, o.max_bytes_per_batch) == (1000, 1 << 20)
+
+
+def test_unknown_option_is_named_and_the_valid_ones_listed():
+    with pytest.raises(KafkaLogOptionError) as exc:
+        parse(startingOffset="earliest")
+    message = str(exc.value)
+    assert "'startingoffset'" in message
+    for name in ("startingOffsets", "endingOffsets", "subscribePattern", "failOnDataLoss",
+                 "includeHeaders", "minPartitions", "maxRecordsPerPartition", "path", "kafka."):
+        assert name in message
+
+
+def test_strategy_rules():
+    error("One of the following options must be specified", subscribe=None)
+    error("Only one of the following options can be specified", assign='{"t":[0]}')
+    error("No topics to subscribe to", subscribe=" , ")
+    error("Pattern to subscribe is empty", subscribe=None, subscribePattern="  ")
+    error("No topicpartitions to assign", subscribe=None, assign="t-0")
+    error(r'Expected e.g. \{"topicA":\[0,1\]', subscribe=None, assign='{"t": 0}')
+    error("subscribePattern", subscribe=None, subscribePattern="(")
+    o = parse(subscribe=None, assign='{"b":[1,0],"a":[2]}')
+    assert o.strategy.partitions == (("a", 2), ("b", 0), ("b", 1))
+
+
+def test_batch_bound_rules_as_spark():
+    error("starting offset can't be latest for batch queries", startingOffsets="latest")
+    error("ending offset can't be earliest for batch queries", endingOffsets="earliest")
+    error("startingOffsets for t-1 can't be latest", startingOffsets='{"t":{"0":-2,"1":-1}}')
+    error("ending offset for t-0 can't be earliest", endingOffsets='{"t":{"0":-2}}')
+    error(r'Expected e.g. \{"topicA":\{"0":23', startingOffsets='{"t":[0]}')
+    error(r'Expected e.g. \{"topicA":\{"0":23', startingOffsets='{"t":{"x":1}}')
+    error("Invalid offset -3 for t-0", startingOffsets='{"t":{"0":-3}}')
+    error("Expected a single long value, got soon", startingTimestamp="soon")
+    error("should have the same topic-partitions",
+          startingOffsets='{"t":{"0":1}}', endingOffsets='{"t":{"0":5,"1":5}}')
+    error("The specified start offset 9 is greater than the end offset 5 for topic t partition 0",
+          startingOffsets='{"t":{"0":9}}', endingOffsets='{"t":{"0":5}}')
+    error("The specified start timestamp 9 is greater than the end timestamp 5",
+          startingOffsetsByTimestamp='{"t":{"0":9}}', endingOffsetsByTimestamp='{"t":{"0":5}}')
+    error("startingOffsetsByTimestampStrategy", startingOffsetsByTimestampStrategy="sometimes")
+    # -1 in endingOffsets and -2 in startingOffsets are fine, as is start > end with -1
+    o = parse(startingOffsets='{"t":{"0":-2,"1":5}}', endingOffsets='{"t":{"0":3,"1":-1}}')
+    assert o.starting.offsets == {("t", 0): -2, ("t", 1): 5}
+
+
+def test_bound_precedence_timestamp_then_by_timestamp_then_offsets():
+    o = parse(startingTimestamp="1000", startingOffsetsByTimestamp='{"t":{"0":5}}',
+              startingOffsets="latest", endingOffsetsByTimestamp='{"t":{"0":7}}',
+              endingOffsets="earliest")
+    assert (o.starting.kind, o.starting.timestamp) == ("timestamp", 1000)
+    assert (o.ending.kind, o.ending.timestamps) == ("timestamps", {("t", 0): 7})
+    o = parse(startingOffsetsByTimestamp='{"t":{"0":5}}', startingOffsets="latest",
+              startingOffsetsByTimestampStrategy="LATEST")
+    assert (o.starting.kind, o.starting.strategy) == ("timestamps", "latest")
+
+
+def test_invalid_values():
+    error("minPartitions must be positive", minPartitions="0")
+    error("Invalid value 'many' for option 'minPartitions'", minPartitions="many")
+    error("maxRecordsPerPartition must be positive", maxRecordsPerPartition="-1")
+    error("Invalid value 'maybe' for option 'failOnDataLoss'", failOnDataLoss="maybe")
+    error("Invalid value 'yes' for option 'includeHeaders'", includeHeaders="yes")
+    error("maxBytesPerBatch must be at least", maxBytesPerBatch="100")
+    error("Invalid value 'x' for option 'kafkaConsumer.pollTimeoutMs'", **{"kafkaConsumer.pollTimeoutMs": "x"})
+    error("maxOffsetsPerTrigger must be positive", maxOffsetsPerTrigger="0")
+
+
+def test_spark_compatible_options_are_accepted():
+    o = parse(**{"kafkaConsumer.pollTimeoutMs": "512", "fetchOffset.numRetries": "5",
+                 "fetchOffset.retryIntervalMs": "10", "groupIdPrefix": "g", "maxOffsetsPerTrigger": "10",
+                 "minOffsetsPerTrigger": "5", "maxTriggerDelay": "5m", "kafka.client.id": "c",
+                 "kafka.group.id": "g1"})
+    assert (o.poll_timeout_ms, o.fetch_offset_num_retries, o.group_id_prefix) == (512, 5, "g")
+    assert o.kafka_params == {"client.id": "c", "group.id": "g1"}
+
+
+def test_kafka_params_refused_as_spark_does():
+    for key, match in [("auto.offset.reset", "auto.offset.reset' is not supported"),
+                       ("key.deserializer", "keys are deserialized as byte arrays"),
+                       ("value.deserializer", "values are deserialized as byte arrays"),
+                       ("enable.auto.commit", "enable.auto.commit' is not supported"),
+                       ("interceptor.classes", "interceptor.classes' is not supported")]:
+        error(match, **{f"kafka.{key}": "x"})
+
+
+def test_mode_selection():
+    assert parse(path=None, **{"kafka.bootstrap.servers": "h:9092"}).mode == "network"
+    error("must be specified for configuring Kafka consumer", path=None)
+    error("exclude each other", **{"kafka.bootstrap.servers": "h:9092"})
+    error("Option 'path' is empty", path=" ")
+    assert parse(path="file:///data/kafka%20logs").paths == ("/data/kafka logs",)
+    assert parse(path="relative/dir").paths == (str(Path.cwd() / "relative/dir"),)
+    error("must be a local directory", path="hdfs://nn/data")
+    assert parse(path=None, paths='["/a", "/b/", "/a"]').paths == ("/a", "/b")
+    error("must be a JSON list of log directories", path=None, paths="/a,/b")
+
+
+# --- planning against a log ---
+
+@pytest.fixture(scope="module")
+def two_topics(tmp_path_factory):
+    w = LogWriter(tmp_path_factory.mktemp("plan"))
+    for p in range(3):
+        for i in range(10):
+            w.append("t", p, [(None, b"v", 1_000_000 + i * 100 + j) for j in range(p + 1)])
+    w.append("u", 0, [(None, b"x", 5)])
+    w.append("__consumer_offsets", 0, [(None, b"x", 5)])
+    w.close()
+    return w.root
+
+
+def plan(root, **kw):
+    return plan_ranges(parse(path=str(root), **kw), DirectOffsetReader(root))
+
+
+def test_plan_offsets_and_strategies(two_topics):
+    assert plan(two_topics) == [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 20), OffsetRange("t", 2, 0, 30)]
+    assert [r.topic for r in plan(two_topics, subscribe=None, subscribePattern=".*")] == ["t", "t", "t", "u"]
+    assert [r.topic for r in plan(two_topics, subscribe=None, subscribePattern="_.*",
+                                  **{"kafka.exclude.internal.topics": "false"})] == ["__consumer_offsets"]
+    assert plan(two_topics, subscribe=None, subscribePattern="t|u|x") == plan(two_topics, subscribe="x,u,t")
+    assert plan(two_topics, subscribe=None, assign='{"t":[1]}') == [OffsetRange("t", 1, 0, 20)]
+    with pytest.raises(KafkaLogOptionError, match=r"Partitions \{t-7\} given in option 'assign'"):
+        plan(two_topics, subscribe=None, assign='{"t":[1,7]}')
+    assert plan(two_topics, subscribe="nothing") == []
+    ranges = plan(two_topics, startingOffsets='{"t":{"0":-2,"1":5,"2":7}}', endingOffsets='{"t":{"0":3,"1":-1,"2":7}}')
+    assert ranges == [OffsetRange("t", 0, 0, 3), OffsetRange("t", 1, 5, 20)]  # the empty range is dropped
+    with pytest.raises(KafkaLogOptionError, match="don't match what are assigned"):
+        plan(two_topics, startingOffsets='{"t":{"0":1}}')
+
+
+def test_plan_timestamps(two_topics):
+    # partition p holds timestamps 1_000_000 + i*100 + j for j < p+1, 10 batches
+    ranges = plan(two_topics, startingTimestamp="1000500", endingTimestamp="1000701")
+    assert ranges == [OffsetRange("t", 0, 5, 8), OffsetRange("t", 1, 10, 15), OffsetRange("t", 2, 15, 22)]
+    with pytest.raises(KafkaLogOptionError, match="No offset matched from request of topic-partition t-0 and timestamp 9999999"):
+        plan(two_topics, startingTimestamp="9999999")
+    assert plan(two_topics, startingTimestamp="9999999", startingOffsetsByTimestampStrategy="latest") == []
+    ranges = plan(two_topics, subscribe=None, assign='{"t":[0,1]}',
+                  startingOffsetsByTimestamp='{"t":{"0":1000100,"1":-2}}',
+                  endingOffsetsByTimestamp='{"t":{"0":9999999,"1":1000200}}')
+    assert ranges == [OffsetRange("t", 0, 1, 10), OffsetRange("t", 1, 0, 4)]
+    with pytest.raises(KafkaLogOptionError, match="timestamp based start offsets don't match"):
+        plan(two_topics, startingOffsetsByTimestamp='{"t":{"0":1}}')
+    with pytest.raises(KafkaLogOptionError, match="resolved start offset 9 is greater than the resolved end offset 5"):
+        plan(two_topics, subscribe=None, assign='{"t":[0]}', startingOffsets='{"t":{"0":9}}',
+             endingTimestamp="1000500")
+
+
+def test_data_loss_rules():
+    tp = ("t", 0)
+    assert check_range(tp, 10, 20, 0, 30, True) == (10, 20)
+    with pytest.raises(KafkaDataLossError, match=r"Could not read records in offset \[3, 5\) for topic partition t-0"):
+        check_range(tp, 3, 20, 5, 30, True)
+    with pytest.raises(KafkaDataLossError, match=r"\[30, 40\) for topic partition t-0: the log ends at offset 30"):
+        check_range(tp, 10, 40, 5, 30, True)
+    assert check_range(tp, 3, 40, 5, 30, False) == (5, 30)
+    assert check_range(tp, 1, 4, 5, 30, False) == (4, 4)  # all lost: nothing to read
+    with pytest.raises(KafkaLogOptionError, match="resolved start offset 7 is greater"):
+        check_range(tp, 7, 6, 0, 30, False)
+
+
+# --- splitting (KafkaOffsetRangeCalculatorSuite's cases) ---
+
+def r(tp: int, start: int, end: int) -> OffsetRange:
+    return OffsetRange(f"t{tp}", 0, start, end)
+
+
+def test_split_like_spark():
+    assert split_ranges([r(1, 1, 2)]) == [r(1, 1, 2)]
+    assert split_ranges([r(1, 1, 2), r(2, 1, 2), r(3, 1, 2)], 3) == [r(1, 1, 2), r(2, 1, 2), r(3, 1, 2)]
+    assert split_ranges([r(1, 1, 5)], 4) == [r(1, 1, 2), r(1, 2, 3), r(1, 3, 4), r(1, 4, 5)]
+    # a small range stays whole and is left out of the proportions (SPARK-36576)
+    assert split_ranges([r(1, 1, 5), r(2, 1, 21)], 3) == [r(1, 1, 5), r(2, 1, 11), r(2, 11, 21)]
+    assert split_ranges([r(1, 1, 11)], 4) == [r(1, 1, 3), r(1, 3, 5), r(1, 5, 8), r(1, 8, 11)]
+    assert split_ranges([r(1, 1, 5), r(2, 1, 21), r(3, 1, 1)], 3) == [r(1, 1, 5), r(2, 1, 11), r(2, 11, 21)]
+    assert split_ranges([r(1, 0, 10000), r(2, 0, 15000), r(3, 0, 20000)], 9) == [
+        r(1, 0, 5000), r(1, 5000, 10000), r(2, 0, 5000), r(2, 5000, 10000), r(2, 10000, 15000),
+        r(3, 0, 5000), r(3, 5000, 10000), r(3, 10000, 15000), r(3, 15000, 20000)]
+    assert split_ranges([r(1, 1, 1), r(2, 1, 21)], 3) == [r(2, 1, 7), r(2, 7, 14), r(2, 14, 21)]
+    # maxRecordsPerPartition first, then minPartitions over the pieces
+    assert split_ranges([r(1, 0, 10)], None, 3) == [r(1, 0, 2), r(1, 2, 4), r(1, 4, 7), r(1, 7, 10)]
+    assert split_ranges([r(1, 0, 10), r(2, 0, 2)], None, 5) == [r(1, 0, 5), r(1, 5, 10), r(2, 0, 2)]
+    assert split_ranges([r(1, 0, 4)], 4, 2) == [r(1, 0, 1), r(1, 1, 2), r(1, 2, 3), r(1, 3, 4)]
+
+
+def test_splitting_covers_exactly_and_is_deterministic():
+    import random
+    rng = random.Random(5)
+    for _ in range(200):
+        ranges = [OffsetRange(f"t{i}", i % 3, s, s + rng.randint(0, 5000))
+                  for i, s in enumerate(rng.randint(0, 100) for _ in range(rng.randint(1, 6)))]
+        mp = rng.choice([None, 1, 2, 5, 17, 64])
+        mr = rng.choice([None, 1, 7, 333, 10_000])
+        out = split_ranges(ranges, mp, mr)
+        assert out == split_ranges(list(ranges), mp, mr)
+        for src in ranges:
+            pieces = [p for p in out if p.topic_partition == src.topic_partition]
+            covered = [o for p in pieces for o in range(p.start, p.end)]
+            assert covered == list(range(src.start, src.end))
+            if mr:
+                assert all(p.size <= mr for p in pieces)
+
+
+# --- through Spark: where the errors surface ---
+
+def test_option_errors_surface_at_load(spark, two_topics):
+    with pytest.raises(Exception, match="'startingoffset'"):
+        spark.read.format("kafkalog").option("subscribe", "t").option("startingOffset", "earliest") \
+            .load(str(two_topics))
+    with pytest.raises(Exception, match="starting offset can't be latest for batch queries"):
+        spark.read.format("kafkalog").option("subscribe", "t").option("startingOffsets", "latest") \
+            .load(str(two_topics))
+
+
+def test_network_mode_is_not_available_yet(spark):
+    df = spark.read.format("kafkalog").option("subscribe", "t") \
+        .option("kafka.bootstrap.servers", "localhost:1").load()
+    with pytest.raises(Exception, match="network mode is not available yet"):
+        df.count()
+
+
+def test_a_custom_schema_is_refused(spark, two_topics):
+    df = spark.read.format("kafkalog").schema("value BINARY").option("subscribe", "t").load(str(two_topics))
+    with pytest.raises(Exception, match="fixed schema"):
+        df.count()
