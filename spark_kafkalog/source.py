@@ -37,7 +37,7 @@ def _planning_with_filter_pushdown() -> bool:
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog")``: Kafka topics as a DataFrame, with the options
     and the row schema of Spark's own Kafka source, read straight from a Kafka log
-    directory (direct mode) or, later, from brokers (network mode).
+    directory (direct mode) or from brokers (network mode).
 
     Registration: installing the ``spark-kafkalog`` distribution installs the top-level
     module ``pyspark_kafkalog``, which pyspark finds on its own (``DefaultSource``), so
@@ -80,8 +80,14 @@ class KafkaLogDataSource(DataSource):
         transactions still open when the files are read are included;
         ``kafka.isolation.level`` applies to network mode only.
     ``kafka.bootstrap.servers``
-        Network mode: fetch from a Kafka cluster. Not available yet: a query using it
-        fails with "network mode is not available yet".
+        Network mode: the driver plans with Metadata and ListOffsets and the executors
+        fetch their ranges from the partition leaders (Fetch v4-11, one request kept in
+        flight while the previous response is decoded), from this project's broker or
+        any Kafka cluster. ``kafka.isolation.level=read_committed`` leaves out aborted
+        transactions and stops at the last stable offset; other ``kafka.*`` keys are
+        Kafka consumer settings (``kafka.max.partition.fetch.bytes`` defaults to 8 MiB
+        here: bigger responses decode faster; ``kafka.default.api.timeout.ms`` bounds
+        how long an unreachable cluster is retried).
 
     Which partitions (exactly one, as in Spark):
 

@@ -47,6 +47,10 @@ class BrokerProcess:
         self.overrides = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.log_dir),
+            # Tests write fixed, years-old timestamps: time-based retention (7 days) would
+            # delete them whenever the retention check happens to run mid-test. Tests of
+            # retention pass their own value.
+            "log.retention.ms": "-1",
             **(overrides or {}),
         }
         self.proc: subprocess.Popen | None = None

@@ -3,11 +3,9 @@
 Owns: ``RangeReader`` (what an executor task needs: the decoded rows of one offset range
 of one partition) and the factories that pick the mode from the options: direct mode
 (``direct.py``: ``path`` / ``paths`` set, the executors read the log directory's segment files) or
-network mode (``kafka.bootstrap.servers`` set, fetches from the brokers). Planning talks
-to a ``planning.OffsetReader``, tasks to a ``RangeReader``; neither knows the mode, so
-network mode plugs in as ``network.py`` with a ``NetworkOffsetReader`` (ListOffsets and
-metadata) and a ``NetworkRangeReader`` (fetches decoded with the same columnar decoder),
-wired in ``open_offset_reader`` / ``open_range_reader`` below.
+network mode (``network.py``: ``kafka.bootstrap.servers`` set, fetches from the brokers
+with the client core). Planning talks to a ``planning.OffsetReader``, tasks to a
+``RangeReader``; neither knows the mode.
 
 Contract of a ``RangeReader.read(topic, partition, start, end)``: the records with
 offsets in [start, end), in offset order, as RecordBatches of
@@ -30,11 +28,7 @@ if TYPE_CHECKING:
 
     from ..planning import OffsetReader
 
-__all__ = ["RangeReader", "NetworkModeUnavailableError", "open_offset_reader", "open_range_reader"]
-
-
-class NetworkModeUnavailableError(RuntimeError):
-    """Network mode (kafka.bootstrap.servers) until its fetcher lands."""
+__all__ = ["RangeReader", "open_offset_reader", "open_range_reader"]
 
 
 class RangeReader(Protocol):
@@ -42,18 +36,13 @@ class RangeReader(Protocol):
         ...
 
 
-def _network_unavailable(options: ReadOptions) -> NetworkModeUnavailableError:
-    return NetworkModeUnavailableError(
-        f"network mode is not available yet (kafka.bootstrap.servers={options.bootstrap_servers}): "
-        "read a Kafka log directory directly with .option('path', <log dir>) or .load(<log dir>)")
-
-
 def open_offset_reader(options: ReadOptions) -> "OffsetReader":
     """The driver-side view of the partitions and their offsets for ``options``' mode."""
     if options.mode == "direct":
         from .direct import DirectOffsetReader
         return DirectOffsetReader(options.paths)
-    raise _network_unavailable(options)
+    from .network import NetworkOffsetReader
+    return NetworkOffsetReader(options.bootstrap_servers, options.kafka_params)
 
 
 def open_range_reader(options: ReadOptions) -> RangeReader:
@@ -63,4 +52,7 @@ def open_range_reader(options: ReadOptions) -> RangeReader:
         return DirectRangeReader(options.paths, include_headers=options.include_headers,
                                  max_bytes_per_batch=options.max_bytes_per_batch,
                                  fail_on_data_loss=options.fail_on_data_loss)
-    raise _network_unavailable(options)
+    from .network import NetworkRangeReader
+    return NetworkRangeReader(options.kafka_params, include_headers=options.include_headers,
+                              max_bytes_per_batch=options.max_bytes_per_batch,
+                              fail_on_data_loss=options.fail_on_data_loss)

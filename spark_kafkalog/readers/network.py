@@ -1,0 +1,113 @@
+"""Network mode: the driver plans and the executors fetch from ``kafka.bootstrap.servers``.
+
+Owns: ``NetworkOffsetReader`` (planning's ``OffsetReader`` over a Kafka cluster: topic
+listing through Metadata, log start / end offsets and offsets for timestamps through
+ListOffsets) and ``NetworkRangeReader`` (the ``RangeReader`` that fetches one offset range
+of one partition from its leader with ``broker.client.consumer.RangeFetcher`` and decodes
+the responses column-wise into Arrow). Works against this project's broker or any Kafka
+cluster: only the wire protocol is used.
+
+Consumer settings: the source's ``kafka.*`` options are passed through as Kafka consumer
+configuration (``kafka.isolation.level=read_committed`` drops aborted transactions, as
+Spark's source does). Unless the user sets them, the fetcher asks for up to
+``NETWORK_PARTITION_FETCH_BYTES`` per response (larger responses decode faster in
+bulk; Kafka's 1 MiB default spends most of its time per response) and keeps one Fetch in
+flight while it decodes the previous one.
+
+Memory per task: at most two responses (``max.partition.fetch.bytes`` each) plus the
+decoder's unit (``max_bytes_per_batch``) and the batch Spark is sending.
+
+Data loss at read time (records deleted since planning, a log ending early, a deleted
+topic) goes to ``planning.report_data_loss``: ``KafkaDataLossError`` naming the partition
+and the offsets with failOnDataLoss, else a warning and the remaining rows.
+
+Thread-safety: one reader per task; ``NetworkOffsetReader`` belongs to the planning
+thread. Each holds one ``ConsumerNetworkClient`` (not thread-safe), closed by ``close``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
+
+from ..planning import TopicPartition, report_data_loss
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["NetworkOffsetReader", "NetworkRangeReader", "NETWORK_PARTITION_FETCH_BYTES"]
+
+NETWORK_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+
+
+def _consumer_config(kafka_params: Mapping[str, str]) -> dict[str, str]:
+    config = dict(kafka_params)
+    config.setdefault("max.partition.fetch.bytes", str(NETWORK_PARTITION_FETCH_BYTES))
+    config.setdefault("client.id", "kafkalog-spark")
+    return config
+
+
+class NetworkOffsetReader:
+    """Planning's view of a Kafka cluster (``planning.OffsetReader``)."""
+
+    def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str]) -> None:
+        from broker.client.consumer.client import ConsumerNetworkClient
+
+        self.bootstrap_servers = bootstrap_servers
+        self._client = ConsumerNetworkClient(_consumer_config(kafka_params))
+        self._isolation = kafka_params.get("isolation.level")
+
+    def describe(self) -> str:
+        return f"the Kafka cluster at {self.bootstrap_servers}"
+
+    def topic_partitions(self, topics: Iterable[str] | None = None) -> list[TopicPartition]:
+        from broker.client.consumer.offsets import list_topics
+
+        counts = list_topics(self._client, include_internal=True)
+        wanted = set(counts) if topics is None else set(topics) & set(counts)
+        return sorted((t, p) for t in wanted for p in range(counts[t]))
+
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        from broker.client.consumer.offsets import earliest_offsets
+
+        return {tuple(tp): off for tp, off in earliest_offsets(self._client, list(tps)).items()}
+
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        from broker.client.consumer.offsets import latest_offsets
+
+        got = latest_offsets(self._client, list(tps), isolation_level=self._isolation)
+        return {tuple(tp): off for tp, off in got.items()}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        from broker.client.consumer.offsets import offsets_for_times
+
+        got = offsets_for_times(self._client, dict(timestamps), isolation_level=self._isolation)
+        return {tuple(tp): (None if found is None else found.offset) for tp, found in got.items()}
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class NetworkRangeReader:
+    """Fetches offset ranges of partitions (``readers.RangeReader``)."""
+
+    def __init__(self, kafka_params: Mapping[str, str], *, include_headers: bool,
+                 max_bytes_per_batch: int, fail_on_data_loss: bool) -> None:
+        self.kafka_params = dict(kafka_params)
+        self.include_headers = include_headers
+        self.max_bytes_per_batch = max_bytes_per_batch
+        self.fail_on_data_loss = fail_on_data_loss
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator["pa.RecordBatch"]:
+        from broker.client.consumer.fetcher import RangeFetcher
+
+        tp = (topic, partition)
+        fail = self.fail_on_data_loss
+
+        def on_data_loss(loss) -> None:
+            report_data_loss(tp, loss.start, loss.end, loss.reason, fail)
+
+        with RangeFetcher(_consumer_config(self.kafka_params),
+                          include_headers=self.include_headers,
+                          max_bytes_per_batch=self.max_bytes_per_batch,
+                          on_data_loss=on_data_loss) as fetcher:
+            yield from fetcher.fetch(topic, partition, start, end)
