@@ -5,7 +5,8 @@ Owns: measuring rows/s per core of two queries, ``count()`` and
 ``sum(length(value))``, over the same topics read by
 
 1. ``direct``: the kafkalog source in direct mode (the executors decode the segment files);
-2. ``network``: the kafkalog source in network mode (not available yet: null);
+2. ``network``: the kafkalog source in network mode, fetching from a broker that serves a copy
+   of the same log directory (null when the broker could not start);
 3. ``prebuilt``: a reference Python data source whose tasks yield the very same rows
    already built as Arrow record batches of the exact Spark schema (memory-mapped Arrow
    IPC files written when the data was generated): the most any Python data source can
@@ -15,7 +16,7 @@ Owns: measuring rows/s per core of two queries, ``count()`` and
    the same log directory, building each Arrow batch from the consumed messages (null when
    the broker cannot be started; the reason is printed).
 
-Goals: direct >= 0.8 x prebuilt and >= 4 x confluent, per query.
+Goals: direct >= 0.8 x prebuilt and >= 4 x confluent; network >= 2 x confluent, per query.
 
 Workload: two topics of 2 partitions each (Spark local[2]: one task per partition and
 core), written once with the broker's ``UnifiedLog`` from batches encoded by
@@ -420,11 +421,13 @@ def main() -> None:
                     "paths", json.dumps([str(prebuilt / f"{topic}-{p}.arrow") for p in range(PARTITIONS)])).load(),
             })
             if servers:
+                runs[topic][2]["network"] = spark.read.format("kafkalog").option(
+                    "kafka.bootstrap.servers", servers).option("subscribe", topic).load()
                 ranges = [(topic, p, 0, n // PARTITIONS) for p in range(PARTITIONS)]
                 runs[topic][2]["confluent"] = spark.read.format("bench_confluent").option(
                     "servers", servers).option("ranges", json.dumps(ranges)).load()
         # warm-up and checks, one source at a time (direct first: its workers are fresh)
-        for mode in ("direct", "prebuilt", "confluent"):
+        for mode in ("direct", "network", "prebuilt", "confluent"):
             for topic, (rows, expected_sum, frames) in runs.items():
                 if mode not in frames:
                     continue
@@ -450,22 +453,25 @@ def main() -> None:
         print(f"\n{CORES} cores (local[{CORES}]), {PARTITIONS} partitions per topic; rows/s per core "
               f"(best of {REPEAT}, sources interleaved); python {platform.python_version()}")
         print(f"{'topic':6} {'query':6} {'direct':>12} {'network':>10} {'prebuilt':>12} {'confluent':>12}"
-              f" {'dir/pre':>8} {'dir/conf':>9}")
+              f" {'dir/pre':>8} {'dir/conf':>9} {'net/conf':>9}")
         headline: dict = {}
         for topic in datasets:
             for query in QUERIES:
-                d, p, c = (rates.get((topic, m, query)) for m in ("direct", "prebuilt", "confluent"))
+                d, nw, p, c = (rates.get((topic, m, query)) for m in ("direct", "network", "prebuilt", "confluent"))
                 r_pre = d / p if d and p else None
                 r_conf = d / c if d and c else None
+                r_net = nw / c if nw and c else None
                 fmt = lambda v: f"{v:12,.0f}" if v else f"{'-':>12}"  # noqa: E731
-                print(f"{topic:6} {query:6} {fmt(d)} {'-':>10} {fmt(p)} {fmt(c)} "
-                      f"{(f'{r_pre:8.2f}' if r_pre else '       -')} {(f'{r_conf:9.1f}' if r_conf else '        -')}")
+                print(f"{topic:6} {query:6} {fmt(d)} {fmt(nw)[2:]} {fmt(p)} {fmt(c)} "
+                      f"{(f'{r_pre:8.2f}' if r_pre else '       -')} {(f'{r_conf:9.1f}' if r_conf else '        -')} "
+                      f"{(f'{r_net:9.1f}' if r_net else '        -')}")
                 headline[f"{topic}_{query}_direct"] = round(d) if d else None
-                headline[f"{topic}_{query}_network"] = None
+                headline[f"{topic}_{query}_network"] = round(nw) if nw else None
                 headline[f"{topic}_{query}_prebuilt"] = round(p) if p else None
                 headline[f"{topic}_{query}_confluent"] = round(c) if c else None
                 headline[f"{topic}_{query}_ratio_direct_vs_prebuilt"] = round(r_pre, 3) if r_pre else None
                 headline[f"{topic}_{query}_ratio_direct_vs_confluent"] = round(r_conf, 2) if r_conf else None
+                headline[f"{topic}_{query}_ratio_network_vs_confluent"] = round(r_net, 2) if r_net else None
         for topic in datasets:
             mb = log_bytes[topic] / 1e6
             seconds = results.get((topic, "direct", "count"))
