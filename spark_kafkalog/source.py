@@ -177,6 +177,11 @@ class KafkaLogDataSource(DataSource):
     of the last query whose filters were pushed, and so reads only what that query
     selected. Call ``load()`` for each filtered query (cheap: nothing is read before an
     action) until pyspark keeps pushed-down plans per query.
+
+    Writing (``df.write.format("kafkalog").mode("append")``, ``df.writeStream``): options
+    ``kafka.bootstrap.servers``, ``topic``, ``kafka.*``, ``kafkalog.writeBatchHeaders``;
+    at-least-once across Spark task retries, no duplicates from producer retries; the
+    sink's manual is ``spark_kafkalog.writers``' docstring.
     """
 
     @classmethod
@@ -202,3 +207,11 @@ class KafkaLogDataSource(DataSource):
         if _planning_with_filter_pushdown():
             return KafkaLogPushdownReader(options)
         return KafkaLogBatchReader(options)
+
+    def writer(self, schema, overwrite):
+        from .writers import make_writer
+        return make_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema, overwrite):
+        from .writers import make_stream_writer
+        return make_stream_writer(self.options, schema, overwrite)
