@@ -227,6 +227,30 @@ SERVER_CONFIG_DEF = (
             "Forget an idle producer's state after this.", at_least(1))
     .define("group.initial.rebalance.delay.ms", INT, 3000, "Consumer groups (later).")
     .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
+    # The group coordinator's offsets topic (broker/server/group): Kafka's keys and defaults.
+    .define("offsets.topic.num.partitions", INT, 50,
+            "The number of partitions for the offset commit topic (should not change after "
+            "deployment: an existing __consumer_offsets keeps its own count).", at_least(1))
+    .define("offsets.topic.segment.bytes", INT, 104857600,
+            "The offsets topic segment bytes should be kept relatively small in order to "
+            "facilitate faster log compaction and cache loads.", at_least(14))
+    .define("offsets.topic.compression.codec", INT, 0,
+            "Compression codec for the offsets topic (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd); "
+            "each commit is one batch, hence atomic.", between(0, 4))
+    .define("offsets.load.buffer.size", INT, 5242880,
+            "Batch size for reading from the offsets segments when loading offsets into the "
+            "cache (soft-limit, overridden if records are too large).", at_least(1))
+    .define("offsets.retention.minutes", INT, 10080,
+            "Offsets of a standalone (assign()) consumer expire this long after their last "
+            "commit; those of a group with a protocol this long after it became empty.",
+            at_least(1))
+    .define("offsets.retention.check.interval.ms", LONG, 600000,
+            "Frequency at which to check for stale offsets.", at_least(1))
+    .define("offset.metadata.max.bytes", INT, 4096,
+            "The maximum size for a metadata entry associated with an offset commit.")
+    .define("offsets.commit.timeout.ms", INT, 5000,
+            "Accepted for compatibility: with one replica a commit is answered as soon as its "
+            "append returns (Kafka waits up to this for the offsets topic's replicas).", at_least(1))
     .define("transaction.state.log.replication.factor", INT, 1, "Always 1 on a single node.")
     .define("transaction.state.log.min.isr", INT, 1, "Always 1 on a single node.")
     .define("cluster.id", STRING, None, "Cluster id; generated once and kept in meta.properties.")

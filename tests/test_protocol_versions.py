@@ -40,6 +40,8 @@ EXPECTED = {
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_RECORDS: (0, 1),
+    ApiKey.ALTER_CONFIGS: (0, 1),  # not in PROTOCOL.md: its non-flexible versions
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
 }
 
 

@@ -68,10 +68,13 @@ def test_api_versions_advertises_only_implemented_apis(raw_client):
         assert r.error_code == 0
         assert {(a.api_key, a.min_version, a.max_version) for a in r.api_keys} == set(advertised_versions())
     keys = {a.api_key for a in r.api_keys}
-    # group APIs wait for the consumer-groups issue; SASL for security
-    for missing in (ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.SASL_HANDSHAKE):
+    # group membership is not served (offset storage is); SASL waits for security
+    for missing in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+                    ApiKey.SASL_HANDSHAKE):
         assert missing not in keys
     table = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+    assert table[ApiKey.FIND_COORDINATOR] == (0, 2) and table[ApiKey.OFFSET_COMMIT] == (2, 7)
+    assert table[ApiKey.OFFSET_FETCH] == (1, 5)
     assert table[ApiKey.PRODUCE] == (0, 8) and table[ApiKey.FETCH] == (4, 11)
     assert table[ApiKey.API_VERSIONS] == (0, 3) and table[ApiKey.METADATA] == (0, 8)
     for key, (lo, hi) in table.items():  # served ⊇ advertised, except Produce v0-2 (KAFKA-18659)

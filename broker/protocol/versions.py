@@ -62,6 +62,8 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3),
     _api(ApiKey.DESCRIBE_CONFIGS, 1, 3),
     _api(ApiKey.CREATE_PARTITIONS, 0, 1),
+    _api(ApiKey.ALTER_CONFIGS, 0, 1),  # v2 is flexible
+    _api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 0),  # v1 is flexible
     _api(ApiKey.DELETE_GROUPS, 0, 1),
 )
 

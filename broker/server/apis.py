@@ -50,7 +50,9 @@ from broker.server.handlers import (
     RequestContext,
     ServerState,
     api_versions,
+    configs,
     fetch,
+    group,
     leader_epoch,
     list_offsets,
     metadata,
@@ -86,6 +88,16 @@ HANDLERS: dict[int, ApiHandler] = {
                                         topics.describe_configs_error_response, 1, 3),
     ApiKey.CREATE_PARTITIONS: ApiHandler(topics.handle_create_partitions,
                                          topics.create_partitions_error_response, 0, 1),
+    ApiKey.FIND_COORDINATOR: ApiHandler(group.handle_find_coordinator, group.find_coordinator_error_response,
+                                        0, 2),
+    ApiKey.OFFSET_COMMIT: ApiHandler(group.handle_offset_commit, group.offset_commit_error_response, 2, 7),
+    ApiKey.OFFSET_FETCH: ApiHandler(group.handle_offset_fetch, group.offset_fetch_error_response, 1, 5),
+    ApiKey.LIST_GROUPS: ApiHandler(group.handle_list_groups, group.list_groups_error_response, 0, 2),
+    ApiKey.DESCRIBE_GROUPS: ApiHandler(group.handle_describe_groups, group.describe_groups_error_response, 0, 4),
+    ApiKey.DELETE_GROUPS: ApiHandler(group.handle_delete_groups, group.delete_groups_error_response, 0, 1),
+    ApiKey.ALTER_CONFIGS: ApiHandler(configs.handle_alter_configs, configs.alter_configs_error_response, 0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(configs.handle_incremental_alter_configs,
+                                                 configs.incremental_alter_configs_error_response, 0, 0),
 }
 
 

@@ -9,7 +9,8 @@ Owns the lifecycle:
   touching a file or a socket.
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
   ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the
-  registry's reconciliation with the partition directories, then the listeners
+  registry's reconciliation with the partition directories, the group coordinator's load
+  of ``__consumer_offsets`` (``broker.server.group``), then the listeners
   (``SocketServer``): the broker accepts connections only once every log is loaded. On
   failure everything started so far is stopped again and the exception propagates.
 * ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
@@ -35,6 +36,7 @@ from broker.config import ConfigError, server_config
 from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS, LogConfig, topic_defaults_from_server
 from broker.log.manager import LogManager
 from broker.server.apis import KafkaApis
+from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
 from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
@@ -99,6 +101,7 @@ class KafkaBroker:
         self.topics: TopicManager | None = None
         self.socket_server: SocketServer | None = None
         self.apis: KafkaApis | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -129,11 +132,14 @@ class KafkaBroker:
             self.log_manager.startup()
             self._logs_started = True
             self.topics.startup()
+            self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
+                                                      on_append=self.watchers.notify)
+            self.group_coordinator.startup()  # loads __consumer_offsets before any connection
             state = ServerState(
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
                 producer_ids=producer_ids, watchers=self.watchers,
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
-                static_keys=frozenset(self.props))
+                static_keys=frozenset(self.props), group_coordinator=self.group_coordinator)
             self.apis = KafkaApis(state)
             self.socket_server = SocketServer(
                 self.listeners, self.apis.handle,
@@ -161,6 +167,8 @@ class KafkaBroker:
             self.watchers.close()
             if self.socket_server is not None:
                 self.socket_server.shutdown()
+            if self.group_coordinator is not None:
+                self.group_coordinator.shutdown()
             if self._logs_started:  # a failed startup must not write clean-shutdown markers
                 self.log_manager.shutdown()
             self._stopped.set()

@@ -22,7 +22,8 @@ Owns:
 
 * ``TopicManager``: the registry plus the ``LogManager``: topic creation (name, partition,
   replication and config validation with Kafka's error codes), deletion, partition
-  additions, auto-creation, the effective ``LogConfig`` of each topic, and the startup
+  additions, config changes (Alter/IncrementalAlterConfigs: registry first, then the live
+  logs), auto-creation, the effective ``LogConfig`` of each topic, and the startup
   reconciliation with the partition directories found on disk:
 
   - a registry topic whose partition directory is missing gets an empty log (a crash
@@ -40,8 +41,8 @@ Invariants: the registry is written before logs are created and before they are
 deleted, so the file is the source of truth after any crash; a topic's partitions are
 0..n-1, each with a log; every name is valid (``validate_topic_name``).
 
-Thread-safety: ``TopicManager._lock`` serialises create/delete/add-partitions (admin
-requests are rare); readers (``get``, ``topics``, ``log_config``) take an immutable
+Thread-safety: ``TopicManager._lock`` serialises create/delete/add-partitions/alter-configs
+(admin requests are rare); readers (``get``, ``topics``, ``log_config``) take an immutable
 snapshot (``TopicInfo`` tuples in a dict replaced on every change) without locking.
 """
 
@@ -52,7 +53,7 @@ import logging
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from broker.config import ConfigError
 from broker.log import files
@@ -164,7 +165,7 @@ class TopicManager:
         self.topic_defaults = topic_defaults_from_server(server_config)
         self.default_log_config = LogConfig.from_props(defaults=self.topic_defaults)
         self.registry = TopicRegistry(log_manager.log_dirs, self.node_id)
-        self._configs: dict[str, LogConfig] = {}
+        self._configs: dict[str, tuple[TopicInfo, LogConfig]] = {}  # topic -> (info, its config)
         self._lock = threading.RLock()
 
     # --- startup ---
@@ -221,14 +222,17 @@ class TopicManager:
         return self.log_manager.get_log(topic, partition)
 
     def log_config(self, topic: str) -> LogConfig:
-        """The effective config of ``topic``: Kafka defaults < server log.* keys < overrides."""
-        config = self._configs.get(topic)
-        if config is None:
-            info = self.registry.topics.get(topic)
-            if info is None or not info.configs:
-                return self.default_log_config
-            config = LogConfig.from_props(info.configs, self.topic_defaults)
-            self._configs[topic] = config
+        """The effective config of ``topic``: Kafka defaults < server log.* keys < overrides.
+        Cached per ``TopicInfo`` object, so a config change (a new TopicInfo) is never
+        answered from a stale cache entry."""
+        info = self.registry.topics.get(topic)
+        if info is None or not info.configs:
+            return self.default_log_config
+        cached = self._configs.get(topic)
+        if cached is not None and cached[0] is info:
+            return cached[1]
+        config = LogConfig.from_props(info.configs, self.topic_defaults)
+        self._configs[topic] = (info, config)
         return config
 
     # --- validation ---
@@ -387,6 +391,32 @@ class TopicManager:
             self.registry.save(new, self.log_manager.live_log_dirs)
             self._create_logs(new[name], first)
         log.info("topic %s now has %d partitions", name, count)
+
+    def alter_topic_configs(self, name: str, update: Callable[[Mapping[str, str]], Mapping[str, str | None]],
+                            validate_only: bool = False) -> TopicInfo:
+        """Replace the overrides of ``name`` with ``update(current overrides)`` (Alter- and
+        IncrementalAlterConfigs): validated as CreateTopics validates (INVALID_CONFIG naming
+        the key, INVALID_REQUEST for a null value), written to the registry, then applied
+        to every live partition log at once (``LogManager.update_topic_config``). The read,
+        the update and the write happen under the topic lock, so concurrent changes of the
+        same topic never lose each other. Returns the new ``TopicInfo`` (unchanged with
+        ``validate_only``). UNKNOWN_TOPIC_OR_PARTITION when the topic does not exist."""
+        with self._lock:
+            topics = self.registry.topics
+            info = topics.get(name)
+            if info is None:
+                raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            configs = dict(update(info.configs))
+            config = self.validate_configs(configs)
+            if validate_only:
+                return info
+            new = dict(topics)
+            new[name] = info._replace(configs=configs)
+            self.registry.save(new, self.log_manager.live_log_dirs)
+            self._configs[name] = (new[name], config)
+            self.log_manager.update_topic_config(name, config)
+        log.info("topic %s: config overrides are now %s (were %s)", name, configs, dict(info.configs))
+        return new[name]
 
     # --- DescribeConfigs support ---
 

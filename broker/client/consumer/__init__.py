@@ -11,6 +11,8 @@ one can be assembled from them):
 * ``fetcher.py``: ``RangeFetcher`` / ``fetch_arrow``, the pipelined Fetch loop that turns
   one offset range of one partition into Arrow RecordBatches, with typed data-loss
   reports (``DataLoss``, ``DataLossError``, ``OffsetOutOfRangeError``).
+* ``group_offsets.py``: a group's committed offsets (``fetch_committed``,
+  ``commit_offsets``) and group listing / description / deletion, without membership.
 
 Like the rest of ``broker.client`` it imports ``broker.protocol`` and ``broker.record``
 only. Thread-safety: every object here belongs to one thread at a time.
@@ -19,6 +21,18 @@ only. Thread-safety: every object here belongs to one thread at a time.
 from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.config import ConsumerConfig
 from broker.client.consumer.fetcher import DataLoss, FetchStats, RangeFetcher, fetch_arrow
+from broker.client.consumer.group_offsets import (
+    GroupDescription,
+    GroupListing,
+    GroupsNotSupportedError,
+    MemberDescription,
+    commit_offsets,
+    delete_groups,
+    describe_groups,
+    fetch_committed,
+    list_group_offsets,
+    list_groups,
+)
 from broker.client.consumer.offsets import (
     EARLIEST,
     LATEST,
@@ -39,4 +53,6 @@ __all__ = [
     "FetchStats", "LATEST", "MAX_TIMESTAMP", "OffsetAndTimestamp", "OffsetOutOfRangeError",
     "RangeFetcher", "TopicPartition", "earliest_offsets", "fetch_arrow", "latest_offsets",
     "list_offsets", "list_topics", "offsets_for_times", "partitions_for",
+    "GroupDescription", "GroupListing", "GroupsNotSupportedError", "MemberDescription", "commit_offsets",
+    "delete_groups", "describe_groups", "fetch_committed", "list_group_offsets", "list_groups",
 ]

@@ -24,6 +24,8 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
                         DescribeConfigs (32)
     producer_id.py      InitProducerId (22) and the persistent producer-id allocator
     leader_epoch.py     OffsetForLeaderEpoch (23)
+    group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
+                        (16), DescribeGroups (15), DeleteGroups (42)
 
 Thread-safety: handlers run on connection threads concurrently; ``ServerState`` members
 are thread-safe (each documents how); ``RequestContext`` belongs to one request.
@@ -72,6 +74,8 @@ class ServerState:
     cluster_id: str | None = None
     # the keys server.properties and --override set (DescribeConfigs' STATIC_BROKER_CONFIG)
     static_keys: frozenset = frozenset()
+    # broker.server.group.GroupCoordinator (None: group APIs answer COORDINATOR_NOT_AVAILABLE)
+    group_coordinator: Any = None
 
     @property
     def auto_create_topics(self) -> bool:

@@ -17,6 +17,10 @@ Wire behaviour (PROTOCOL.md 3.7):
   leader -1 and this node in offline_replicas (v5+).
 * topic_authorized_operations (v8+) is Kafka's "not requested" INT32_MIN unless asked
   for; with no authorizer every topic operation is then allowed.
+* Internal topics (``__consumer_offsets``, ``__transaction_state``) are listed like the
+  others with is_internal=true (v1+), as Kafka does; clients leave them out of pattern
+  subscriptions (exclude.internal.topics). Auto-creating ``__consumer_offsets`` goes
+  through the group coordinator, so it gets its partition count and compaction.
 
 Thread-safety: reads the topic manager's snapshots; auto-creation is serialised there.
 """
@@ -28,6 +32,7 @@ import logging
 from broker.protocol import ErrorCode
 from broker.protocol.messages.metadata import METADATA_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group import INTERNAL_TOPICS, OFFSETS_TOPIC
 from broker.server.handlers import RequestContext, ServerState, leader_epoch_of
 
 log = logging.getLogger(__name__)
@@ -59,7 +64,7 @@ def _topic_entry(state: ServerState, name: str, include_ops: bool) -> object:
             partitions.append(Partition(error_code=ErrorCode.NONE, partition_index=p, leader_id=node,
                                         leader_epoch=leader_epoch_of(lg), replica_nodes=[node],
                                         isr_nodes=[node], offline_replicas=[]))
-    return Topic(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id, is_internal=False,
+    return Topic(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id, is_internal=name in INTERNAL_TOPICS,
                  partitions=partitions,
                  topic_authorized_operations=TOPIC_OPERATIONS if include_ops else INT32_MIN)
 
@@ -98,7 +103,10 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
                     state.topics.validate_name(name)
                     if not allow_create:
                         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    state.topics.auto_create(name)
+                    if name == OFFSETS_TOPIC and state.group_coordinator is not None:
+                        state.group_coordinator.ensure_offsets_topic()
+                    else:
+                        state.topics.auto_create(name)
                 except Exception as exc:  # noqa: BLE001 - answered with its code
                     if not is_expected(exc):
                         log.exception("auto-creating topic %r failed", name)

@@ -1,0 +1,746 @@
+"""AdminClient: topic and config administration, Kafka's ``Admin`` API in Python spelling.
+
+Owns:
+
+* ``AdminClient(config)``: a blocking client over the client core (``NetworkClient`` +
+  ``Metadata`` driven on the calling thread, as the consumer's ``ConsumerNetworkClient``
+  does). Operations, each bounded by ``timeout_ms`` (default ``default.api.timeout.ms``):
+
+      create_topics([NewTopic(name, num_partitions=-1, replication_factor=-1, configs={})],
+                    validate_only=False)                          -> AdminResults[str, None]
+      delete_topics(names)                                        -> AdminResults[str, None]
+      list_topics(include_internal=False)                         -> sorted list of names
+      describe_topics(names)                                      -> AdminResults[str, TopicDescription]
+      create_partitions({topic: new_total_count}, validate_only=False) -> AdminResults[str, None]
+      describe_configs([ConfigResource], include_synonyms=False)  -> AdminResults[ConfigResource, Config]
+      incremental_alter_configs({ConfigResource: [AlterConfigOp]}, validate_only=False)
+                                                                  -> AdminResults[ConfigResource, None]
+      alter_configs({ConfigResource: {key: value}}, validate_only=False)   (legacy: replaces
+                    every override of the resource)               -> AdminResults[ConfigResource, None]
+
+  CreateTopics, DeleteTopics and CreatePartitions go to the controller named by Metadata
+  (PROTOCOL.md 1.2), retried while it answers NOT_CONTROLLER; Metadata and TOPIC config
+  requests go to the least loaded node; BROKER config resources to that broker.
+
+* Results: ``AdminResults`` maps each resource to an ``AdminResult`` whose ``result()``
+  returns the value or raises the resource's typed error (``TopicAlreadyExistsError``,
+  ``UnknownTopicOrPartitionError``, ``InvalidConfigurationError`` ...: subclasses of
+  ``KafkaError`` whose message is ``"<Kafka error name>: <broker's error_message>"``);
+  ``AdminResults.all()`` returns every value or raises the first error. Failures of the
+  whole call (no broker reachable before the deadline, an API the broker lacks) raise at
+  once: ``KafkaTimeoutError`` naming the bootstrap addresses, ``UnsupportedVersionError``.
+
+* ``ADMIN_CONFIG_DEF``: the keys of Kafka's ``AdminClientConfig`` this client reads
+  (bootstrap.servers, client.id, request.timeout.ms, default.api.timeout.ms, retries,
+  backoffs, socket settings...), with Kafka's defaults; keys may be given with dots or as
+  keywords with underscores; unknown keys raise ``ConfigError``.
+
+Topic ids come from Metadata v10+ (asked for up to v12); against a broker that stops at
+v8, ``TopicDescription.topic_id`` is None.
+
+Thread-safety: every public method holds one lock, so an ``AdminClient`` may be shared by
+threads (calls run one at a time). ``close()`` (also on context-manager exit) closes the
+connections; later calls raise ``IllegalStateError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterable, Mapping, NamedTuple, TypeVar
+
+from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
+from broker.client.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from broker.client.metadata import Metadata, MetadataUpdater
+from broker.client.network import ClientResponse, NetworkClient, now_ms
+from broker.protocol import ApiKey, ErrorCode, request_schema
+
+__all__ = [
+    "ADMIN_CONFIG_DEF", "AdminClient", "AdminResult", "AdminResults", "AlterConfigOp", "AlterConfigOpType",
+    "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
+    "NewTopic", "TopicDescription", "TopicPartitionInfo", "admin_error",
+    "InvalidConfigurationError", "InvalidPartitionsError", "InvalidReplicaAssignmentError",
+    "InvalidReplicationFactorError", "InvalidRequestError", "InvalidTopicError", "NotControllerError",
+    "PolicyViolationError", "TopicAlreadyExistsError", "TopicAuthorizationFailedError",
+    "TopicDeletionDisabledError", "UnknownServerError", "UnknownTopicOrPartitionError",
+]
+
+ADMIN_CONFIG_DEF = (
+    ConfigDef()
+    .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
+    .define("client.id", STRING, "", "Sent in every request header (default adminclient-N).")
+    .define("security.protocol", STRING, "PLAINTEXT", "Only PLAINTEXT is supported.", one_of("PLAINTEXT"))
+    .define("request.timeout.ms", INT, 30000, "Bound of one request round trip.", at_least(0))
+    .define("default.api.timeout.ms", INT, 60000, "Bound of one admin call, retries included.",
+            at_least(0))
+    .define("retries", INT, 2147483647, "Attempts after the first (the deadline bounds them too).",
+            at_least(0))
+    .define("retry.backoff.ms", LONG, 100, "Wait before retrying a failed request.", at_least(0))
+    .define("retry.backoff.max.ms", LONG, 1000, "Cap of the retry backoff.", at_least(0))
+    .define("reconnect.backoff.ms", LONG, 50, "Base of the reconnect backoff.", at_least(0))
+    .define("reconnect.backoff.max.ms", LONG, 1000, "Cap of the reconnect backoff.", at_least(0))
+    .define("socket.connection.setup.timeout.ms", LONG, 10000, "Connect timeout.", at_least(0))
+    .define("socket.connection.setup.timeout.max.ms", LONG, 30000, "Accepted; the client uses the "
+            "base connect timeout.", at_least(0))
+    .define("connections.max.idle.ms", LONG, 300000, "Close idle connections.", at_least(-1))
+    .define("send.buffer.bytes", INT, 131072, "SO_SNDBUF (-1: OS default).", at_least(-1))
+    .define("receive.buffer.bytes", INT, 65536, "SO_RCVBUF (-1: OS default).", at_least(-1))
+    .define("metadata.max.age.ms", LONG, 300000, "Refresh metadata at least this often.", at_least(0))
+    .define("client.dns.lookup", STRING, "use_all_dns_ips", "Accepted; the first address is used.",
+            one_of("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"))
+    .define("auto.include.jmx.reporter", BOOLEAN, True, "Accepted; no effect.")
+)
+_ids = itertools.count(1)
+# Requests in flight per connection (an admin call has one at a time, plus metadata).
+MAX_IN_FLIGHT = 5
+# Longest single poll while waiting: bounds how stale "now" gets between deadline checks.
+MAX_POLL_MS = 1000.0
+
+# Highest versions this client builds; the broker's range decides (non-flexible and flexible
+# bodies are encoded alike by broker.protocol).
+_VERSIONS = {
+    ApiKey.METADATA: (1, 12), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CONFIGS: (1, 4), ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+}
+
+
+# --- typed errors ---
+
+class _AdminError(KafkaError):
+    CODE: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, self.CODE)
+
+
+def _error_class(name: str, code: ErrorCode, doc: str) -> type[KafkaError]:
+    return type(name, (_AdminError,), {"CODE": code, "__doc__": doc, "__module__": __name__})
+
+
+TopicAlreadyExistsError = _error_class("TopicAlreadyExistsError", ErrorCode.TOPIC_ALREADY_EXISTS,
+                                       "TOPIC_ALREADY_EXISTS (36).")
+UnknownTopicOrPartitionError = _error_class("UnknownTopicOrPartitionError", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                            "UNKNOWN_TOPIC_OR_PARTITION (3).")
+InvalidTopicError = _error_class("InvalidTopicError", ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 "INVALID_TOPIC_EXCEPTION (17): an illegal or colliding name.")
+InvalidPartitionsError = _error_class("InvalidPartitionsError", ErrorCode.INVALID_PARTITIONS,
+                                      "INVALID_PARTITIONS (37).")
+InvalidReplicationFactorError = _error_class("InvalidReplicationFactorError", ErrorCode.INVALID_REPLICATION_FACTOR,
+                                             "INVALID_REPLICATION_FACTOR (38).")
+InvalidReplicaAssignmentError = _error_class("InvalidReplicaAssignmentError", ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                             "INVALID_REPLICA_ASSIGNMENT (39).")
+InvalidConfigurationError = _error_class("InvalidConfigurationError", ErrorCode.INVALID_CONFIG,
+                                         "INVALID_CONFIG (40): an unknown key or an invalid value.")
+NotControllerError = _error_class("NotControllerError", ErrorCode.NOT_CONTROLLER, "NOT_CONTROLLER (41).")
+InvalidRequestError = _error_class("InvalidRequestError", ErrorCode.INVALID_REQUEST, "INVALID_REQUEST (42).")
+PolicyViolationError = _error_class("PolicyViolationError", ErrorCode.POLICY_VIOLATION, "POLICY_VIOLATION (44).")
+TopicDeletionDisabledError = _error_class("TopicDeletionDisabledError", ErrorCode.TOPIC_DELETION_DISABLED,
+                                          "TOPIC_DELETION_DISABLED (73).")
+TopicAuthorizationFailedError = _error_class("TopicAuthorizationFailedError", ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                             "TOPIC_AUTHORIZATION_FAILED (29).")
+UnknownServerError = _error_class("UnknownServerError", ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  "UNKNOWN_SERVER_ERROR (-1): the broker failed unexpectedly.")
+
+_ERRORS: dict[int, type[KafkaError]] = {cls.CODE: cls for cls in (  # type: ignore[attr-defined]
+    TopicAlreadyExistsError, UnknownTopicOrPartitionError, InvalidTopicError, InvalidPartitionsError,
+    InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigurationError, NotControllerError,
+    InvalidRequestError, PolicyViolationError, TopicDeletionDisabledError, TopicAuthorizationFailedError,
+    UnknownServerError)}
+
+
+def admin_error(code: int, message: str | None = None) -> KafkaError:
+    """The typed error for a broker error code (a plain ``KafkaError`` for other codes),
+    message ``"<NAME>: <message>"``."""
+    cls = _ERRORS.get(int(ErrorCode.lookup(code)))
+    if cls is not None:
+        return cls(message or "")
+    return KafkaError(message or "", code)
+
+
+# --- arguments and results ---
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create; -1 means the broker's num.partitions / default.replication.factor."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+class TopicPartitionInfo(NamedTuple):
+    partition: int
+    leader: int | None  # node id; None when the partition has no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class TopicDescription(NamedTuple):
+    name: str
+    topic_id: uuid.UUID | None  # None when the broker does not send ids (Metadata < v10)
+    internal: bool
+    partitions: tuple[TopicPartitionInfo, ...]
+
+
+class ConfigResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigResource(NamedTuple):
+    """``ConfigResource(ConfigResourceType.TOPIC, "orders")``; a BROKER resource is named
+    by the broker id ("" for the cluster-wide default)."""
+
+    type: ConfigResourceType
+    name: str
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ConfigSynonym(NamedTuple):
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None  # None for sensitive values
+    source: ConfigSource
+    is_read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+Config = dict  # config name -> ConfigEntry, in the broker's order
+
+
+class AlterConfigOpType(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class AlterConfigOp(NamedTuple):
+    """One incremental change: ``AlterConfigOp("retention.ms", "60000")`` sets,
+    ``AlterConfigOp("retention.ms", op=AlterConfigOpType.DELETE)`` removes the override."""
+
+    name: str
+    value: str | None = None
+    op: AlterConfigOpType = AlterConfigOpType.SET
+
+
+V = TypeVar("V")
+
+
+class AdminResult(Generic[V]):
+    """The outcome for one resource: ``result()`` returns the value or raises the error."""
+
+    __slots__ = ("value", "error")
+
+    def __init__(self, value: V | None = None, error: KafkaError | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    def result(self) -> V:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+    def exception(self) -> KafkaError | None:
+        return self.error
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def __repr__(self) -> str:
+        return f"AdminResult(error={self.error!r})" if self.error is not None else f"AdminResult({self.value!r})"
+
+
+class AdminResults(dict):
+    """resource -> ``AdminResult``, in the order the resources were given."""
+
+    def all(self) -> dict:
+        """Every resource's value; raises the first error (in resource order)."""
+        return {k: r.result() for k, r in self.items()}
+
+    def errors(self) -> dict:
+        return {k: r.error for k, r in self.items() if r.error is not None}
+
+
+# (error code, error message, value) per resource, as parsed from a response.
+Outcome = tuple[int, "str | None", Any]
+
+
+class _Driver:
+    """The blocking use of ``NetworkClient`` + ``Metadata`` on the calling thread, as
+    ``broker.client.consumer.client.ConsumerNetworkClient`` (mirrored rather than imported:
+    the consumer package loads the columnar decoder, pyarrow and numpy, a second of startup
+    that a command-line admin call should not pay)."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.metadata = Metadata(cfg["bootstrap.servers"], metadata_max_age_ms=cfg["metadata.max.age.ms"],
+                                 retry_backoff_ms=cfg["retry.backoff.ms"], allow_auto_topic_creation=False)
+        self.client = NetworkClient(
+            metadata=self.metadata, client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"],
+            reconnect_backoff_ms=cfg["reconnect.backoff.ms"],
+            reconnect_backoff_max_ms=max(cfg["reconnect.backoff.max.ms"], cfg["reconnect.backoff.ms"]),
+            max_in_flight=MAX_IN_FLIGHT, connection_setup_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
+            send_buffer_bytes=cfg["send.buffer.bytes"], receive_buffer_bytes=cfg["receive.buffer.bytes"],
+            connections_max_idle_ms=cfg["connections.max.idle.ms"], metadata_updater=MetadataUpdater(self.metadata))
+        self.servers = ",".join(cfg["bootstrap.servers"])
+        self.retry_backoff_ms: float = cfg["retry.backoff.ms"]
+        self.retry_backoff_max_ms: float = max(cfg["retry.backoff.max.ms"], cfg["retry.backoff.ms"])
+
+    def close(self) -> None:
+        self.client.close()
+        self.metadata.close()
+
+    def poll(self, timeout_ms: float) -> None:
+        self.client.poll(max(0.0, min(timeout_ms, MAX_POLL_MS)))
+
+    def backoff_ms(self, attempt: int) -> float:
+        return min(self.retry_backoff_ms * (2 ** min(attempt, 20)), self.retry_backoff_max_ms)
+
+    def sleep(self, ms: float, deadline: float) -> None:
+        end = min(now_ms() + ms, deadline)
+        while (left := end - now_ms()) > 0:
+            self.poll(left)
+
+    def await_ready(self, node_id: int, deadline: float) -> bool:
+        """True once a request can go to ``node_id``; False when a connection attempt to
+        it failed; ``KafkaTimeoutError`` at ``deadline``."""
+        client = self.client
+        attempting = False
+        while True:
+            now = now_ms()
+            if client.ready(node_id, now):
+                return True
+            state = client.state(node_id)
+            if state != "DISCONNECTED":
+                attempting = True
+            elif attempting:
+                return False
+            if now >= deadline:
+                raise KafkaTimeoutError(f"node {node_id} not ready before the deadline (state {state})")
+            self.poll(min(client.poll_delay_ms(node_id, now), deadline - now))
+
+    def request(self, node_id: int, api_key: int, build: Callable[[int], Any], our_min: int, our_max: int,
+                deadline: float) -> ClientResponse:
+        """Send to a ready node and poll until the response (which may carry ``error``)."""
+        box: list[ClientResponse] = []
+        self.client.send(node_id, api_key, build, callback=box.append, our_min=our_min, our_max=our_max)
+        while not box:
+            now = now_ms()
+            if now >= deadline:
+                raise KafkaTimeoutError(f"no answer from node {node_id} to api {api_key} before the deadline")
+            self.poll(deadline - now)
+        return box[0]
+
+    def least_loaded_node(self, deadline: float) -> int:
+        client = self.client
+        while True:
+            now = now_ms()
+            node = client.least_loaded_node(now)
+            if node is not None and client.ready(node, now):
+                return node.id
+            if now >= deadline:
+                raise KafkaTimeoutError(f"no broker of {self.servers} reachable before the deadline")
+            self.poll(min(client.reconnect_backoff_ms or 50.0, deadline - now))
+
+
+class AdminClient:
+    """See the module docstring. ``AdminClient({"bootstrap.servers": "host:9092"})`` or
+    ``AdminClient(bootstrap_servers="host:9092", client_id="me")``."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        props: dict[str, Any] = {}
+        keys = ADMIN_CONFIG_DEF.keys
+        for source in (config or {}), {k: v for k, v in kwargs.items() if v is not None}:
+            for k, v in source.items():
+                name = k if "." in k or k in keys else k.replace("_", ".")
+                if name not in keys:
+                    raise ConfigError(k, v, "unknown admin client configuration")
+                props[name] = v
+        values = ADMIN_CONFIG_DEF.parse(props)
+        if not values["bootstrap.servers"]:
+            raise ConfigError("bootstrap.servers", values["bootstrap.servers"], "at least one host:port is needed")
+        values["client.id"] = values["client.id"] or f"adminclient-{next(_ids)}"
+        self.config = values
+        self.client_id: str = values["client.id"]
+        self.bootstrap_servers: list[str] = list(values["bootstrap.servers"])
+        self.default_timeout_ms: int = values["default.api.timeout.ms"]
+        self.request_timeout_ms: int = values["request.timeout.ms"]
+        self.retries: int = values["retries"]
+        self._client = _Driver(values)
+        self._lock = threading.RLock()
+        self._closed = False
+        self._timeout_ms: float = self.default_timeout_ms  # of the call in progress (messages)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._client.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- topics --------------------------------------------------------------------------
+
+    def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: float | None = None) -> AdminResults:
+        topics = {t.name: t for t in new_topics}
+        schema_cache: dict[int, Any] = {}
+
+        def build(version: int, names: list[str]) -> Any:
+            schema = schema_cache.setdefault(version, request_schema(ApiKey.CREATE_TOPICS, version))
+            topic_cls, cfg_cls = schema.structs["CreatableTopic"], schema.structs["CreatableTopicConfig"]
+            return schema.cls(topics=[
+                topic_cls(name=n, num_partitions=topics[n].num_partitions,
+                          replication_factor=topics[n].replication_factor, assignments=[],
+                          configs=[cfg_cls(name=k, value=None if v is None else str(v))
+                                   for k, v in topics[n].configs.items()]) for n in names],
+                timeout_ms=int(self.request_timeout_ms), validate_only=validate_only)
+
+        def parse(body: Any) -> dict[str, Outcome]:
+            return {t.name: (t.error_code, t.error_message, None) for t in body.topics}
+
+        return self._call(ApiKey.CREATE_TOPICS, list(topics), build, parse, timeout_ms, to_controller=True)
+
+    def delete_topics(self, names: Iterable[str], *, timeout_ms: float | None = None) -> AdminResults:
+        def build(version: int, keys: list[str]) -> Any:
+            schema = request_schema(ApiKey.DELETE_TOPICS, version)
+            if version >= 6:
+                state = schema.structs["DeleteTopicState"]
+                return schema.cls(topics=[state(name=n) for n in keys], timeout_ms=int(self.request_timeout_ms))
+            return schema.cls(topic_names=list(keys), timeout_ms=int(self.request_timeout_ms))
+
+        def parse(body: Any) -> dict[str, Outcome]:
+            return {r.name: (r.error_code, getattr(r, "error_message", None), None) for r in body.responses}
+
+        return self._call(ApiKey.DELETE_TOPICS, list(dict.fromkeys(names)), build, parse, timeout_ms,
+                          to_controller=True)
+
+    def list_topics(self, *, include_internal: bool = False, timeout_ms: float | None = None) -> list[str]:
+        with self._lock:
+            self._check_open()
+            body = self._metadata(None, self._deadline(timeout_ms))
+        return sorted(t.name for t in body.topics
+                      if not t.error_code and (include_internal or not getattr(t, "is_internal", False)))
+
+    def describe_topics(self, names: Iterable[str], *, timeout_ms: float | None = None) -> AdminResults:
+        names = list(dict.fromkeys(names))
+        results = AdminResults()
+        with self._lock:
+            self._check_open()
+            deadline = self._deadline(timeout_ms)
+            pending = list(names)
+            attempt = 0
+            while pending:
+                body = self._metadata(pending, deadline)
+                by_name = {t.name: t for t in body.topics}
+                retry = []
+                for n in pending:
+                    t = by_name.get(n)
+                    if t is None:
+                        results[n] = AdminResult(error=UnknownTopicOrPartitionError(f"Topic '{n}' not in the "
+                                                                                    f"Metadata response"))
+                    elif t.error_code == ErrorCode.LEADER_NOT_AVAILABLE and now_ms() < deadline:
+                        retry.append(n)  # being created
+                    elif t.error_code:
+                        results[n] = AdminResult(error=admin_error(t.error_code, _topic_error_text(t.error_code, n)))
+                    else:
+                        results[n] = AdminResult(_description(t))
+                pending = retry
+                if pending:
+                    self._client.sleep(self._client.backoff_ms(attempt), deadline)
+                    attempt += 1
+        return AdminResults((n, results[n]) for n in names)
+
+    def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False,
+                          timeout_ms: float | None = None) -> AdminResults:
+        counts = dict(new_counts)
+
+        def build(version: int, names: list[str]) -> Any:
+            schema = request_schema(ApiKey.CREATE_PARTITIONS, version)
+            topic_cls = schema.structs["CreatePartitionsTopic"]
+            return schema.cls(topics=[topic_cls(name=n, count=int(counts[n]), assignments=None) for n in names],
+                              timeout_ms=int(self.request_timeout_ms), validate_only=validate_only)
+
+        def parse(body: Any) -> dict[str, Outcome]:
+            return {r.name: (r.error_code, r.error_message, None) for r in body.results}
+
+        return self._call(ApiKey.CREATE_PARTITIONS, list(counts), build, parse, timeout_ms, to_controller=True)
+
+    # -- configs -------------------------------------------------------------------------
+
+    def describe_configs(self, resources: Iterable[ConfigResource], *, include_synonyms: bool = False,
+                         include_documentation: bool = False, timeout_ms: float | None = None) -> AdminResults:
+        resources = [_resource(r) for r in resources]
+
+        def build(version: int, keys: list[ConfigResource]) -> Any:
+            schema = request_schema(ApiKey.DESCRIBE_CONFIGS, version)
+            res_cls = schema.structs["DescribeConfigsResource"]
+            return schema.cls(resources=[res_cls(resource_type=int(r.type), resource_name=r.name,
+                                                 configuration_keys=None) for r in keys],
+                              include_synonyms=include_synonyms, include_documentation=include_documentation)
+
+        def parse(body: Any) -> dict[ConfigResource, Outcome]:
+            return {_resource((r.resource_type, r.resource_name)): (r.error_code, r.error_message, _config(r))
+                    for r in body.results}
+
+        return self._by_node(ApiKey.DESCRIBE_CONFIGS, resources, build, parse, timeout_ms)
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
+                                  validate_only: bool = False, timeout_ms: float | None = None) -> AdminResults:
+        ops = {_resource(r): [_op(o) for o in v] for r, v in changes.items()}
+
+        def build(version: int, keys: list[ConfigResource]) -> Any:
+            schema = request_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+            res_cls, cfg_cls = schema.structs["AlterConfigsResource"], schema.structs["AlterableConfig"]
+            return schema.cls(resources=[res_cls(
+                resource_type=int(r.type), resource_name=r.name,
+                configs=[cfg_cls(name=o.name, config_operation=int(o.op), value=o.value) for o in ops[r]])
+                for r in keys], validate_only=validate_only)
+
+        return self._by_node(ApiKey.INCREMENTAL_ALTER_CONFIGS, list(ops), build, _alter_parse, timeout_ms)
+
+    def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *, validate_only: bool = False,
+                      timeout_ms: float | None = None) -> AdminResults:
+        """Kafka's legacy AlterConfigs: the given keys become the resource's only overrides."""
+        values = {_resource(r): dict(v) for r, v in configs.items()}
+
+        def build(version: int, keys: list[ConfigResource]) -> Any:
+            schema = request_schema(ApiKey.ALTER_CONFIGS, version)
+            res_cls, cfg_cls = schema.structs["AlterConfigsResource"], schema.structs["AlterableConfig"]
+            return schema.cls(resources=[res_cls(
+                resource_type=int(r.type), resource_name=r.name,
+                configs=[cfg_cls(name=k, value=None if v is None else str(v)) for k, v in values[r].items()])
+                for r in keys], validate_only=validate_only)
+
+        return self._by_node(ApiKey.ALTER_CONFIGS, list(values), build, _alter_parse, timeout_ms)
+
+    # -- the request engine --------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the admin client is closed")
+
+    def _deadline(self, timeout_ms: float | None) -> float:
+        self._timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        return now_ms() + self._timeout_ms
+
+    def _least_loaded(self, deadline: float) -> int:
+        try:
+            return self._client.least_loaded_node(deadline)
+        except KafkaTimeoutError:
+            raise KafkaTimeoutError(f"no broker of bootstrap.servers {','.join(self.bootstrap_servers)} "
+                                    f"reachable within {self._timeout_ms:g} ms") from None
+
+    def _request(self, node_id: int | None, api_key: ApiKey, build: Callable[[int], Any], deadline: float) -> Any:
+        """One request (to ``node_id``, or the least loaded node when None) retried on
+        connection failures and request timeouts until ``deadline``; the response body."""
+        lo, hi = _VERSIONS[api_key]
+        attempt = 0
+        last: Exception | None = None
+        while True:
+            node = self._least_loaded(deadline) if node_id is None else node_id
+            try:
+                if not self._client.await_ready(node, deadline):
+                    raise NetworkError(f"cannot connect to node {node}")
+                resp = self._client.request(node, api_key, build, lo, hi, deadline)
+                if resp.error is not None:
+                    raise resp.error
+                return resp.body
+            except UnsupportedVersionError as exc:
+                raise UnsupportedVersionError(f"the broker does not support {api_key.name} "
+                                              f"v{lo}-{hi}: {exc}") from None
+            except (NetworkError, RequestTimedOutError, KafkaTimeoutError) as exc:
+                last = exc
+            if now_ms() >= deadline or attempt >= self.retries:
+                peer = self._client.metadata.node(node)
+                where = f"node {node} ({peer.host}:{peer.port})" if peer is not None else f"node {node}"
+                raise KafkaTimeoutError(f"{api_key.name} got no answer from {where} within "
+                                        f"{self._timeout_ms:g} ms: {last}")
+            self._client.sleep(self._client.backoff_ms(attempt), deadline)
+            attempt += 1
+
+    def _metadata(self, names: list[str] | None, deadline: float) -> Any:
+        """A Metadata response for ``names`` (None: every topic; []: none, for brokers and
+        the controller); never creates topics. Updates the client's metadata."""
+        def build(version: int) -> Any:
+            schema = request_schema(ApiKey.METADATA, version)
+            topic_cls = schema.structs["MetadataRequestTopic"]
+            return schema.cls(topics=None if names is None else [topic_cls(name=n) for n in names],
+                              allow_auto_topic_creation=False)
+
+        body = self._request(None, ApiKey.METADATA, build, deadline)
+        requested = list(names) if names is not None else [t.name for t in body.topics]
+        self._client.metadata.update(body, now_ms(), requested)
+        return body
+
+    def _controller(self, deadline: float) -> int | None:
+        controller = self._metadata([], deadline).controller_id
+        return controller if controller is not None and controller >= 0 else None
+
+    def _call(self, api_key: ApiKey, keys: list, build: Callable[[int, list], Any],
+              parse: Callable[[Any], dict], timeout_ms: float | None, *, to_controller: bool = False,
+              node_id: int | None = None) -> AdminResults:
+        """Send ``keys`` in one request; per-key outcomes; keys answered NOT_CONTROLLER are
+        sent again (to the new controller) until the deadline."""
+        results: dict = {}
+        with self._lock:
+            self._check_open()
+            deadline = self._deadline(timeout_ms)
+            pending = list(keys)
+            attempt = 0
+            while pending:
+                node = self._controller(deadline) if to_controller else node_id
+                outcomes = parse(self._request(node, api_key, lambda v, ks=tuple(pending): build(v, list(ks)),
+                                               deadline))
+                retry = []
+                for k in pending:
+                    code, message, value = outcomes.get(k, (ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                            f"no result for {k!r} in the response", None))
+                    if code == ErrorCode.NONE:
+                        results[k] = AdminResult(value)
+                    elif code == ErrorCode.NOT_CONTROLLER and now_ms() < deadline and attempt < self.retries:
+                        retry.append(k)
+                    else:
+                        results[k] = AdminResult(error=admin_error(code, message or _key_text(k)))
+                pending = retry
+                if pending:
+                    self._client.sleep(self._client.backoff_ms(attempt), deadline)
+                    attempt += 1
+        return AdminResults((k, results[k]) for k in keys)
+
+    def _by_node(self, api_key: ApiKey, resources: list[ConfigResource], build: Callable[[int, list], Any],
+                 parse: Callable[[Any], dict], timeout_ms: float | None) -> AdminResults:
+        """Config requests: BROKER resources to their broker, the others to any node."""
+        groups: dict[int | None, list[ConfigResource]] = {}
+        for r in dict.fromkeys(resources):
+            node = None
+            if r.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and r.name:
+                try:
+                    node = int(r.name)
+                except ValueError:
+                    raise ValueError(f"a {r.type.name} resource is named by a broker id, not {r.name!r}") from None
+            groups.setdefault(node, []).append(r)
+        results: dict = {}
+        for node, group in groups.items():
+            if node is not None:
+                with self._lock:
+                    self._check_open()
+                    known = self._metadata([], self._deadline(timeout_ms)).brokers  # their addresses
+                if all(b.node_id != node for b in known):
+                    for r in group:
+                        results[r] = AdminResult(error=KafkaError(f"broker {node} is not in the cluster "
+                                                                  f"(brokers: {sorted(b.node_id for b in known)})"))
+                    continue
+            results.update(self._call(api_key, group, build, parse, timeout_ms, node_id=node))
+        return AdminResults((r, results[r]) for r in dict.fromkeys(resources))
+
+
+# --- response helpers ---
+
+def _resource(r: Any) -> ConfigResource:
+    if isinstance(r, ConfigResource):
+        return ConfigResource(ConfigResourceType(int(r.type)), r.name)
+    rtype, name = r
+    if isinstance(rtype, str):
+        rtype = ConfigResourceType[rtype.upper()]
+    return ConfigResource(ConfigResourceType(int(rtype)), name)
+
+
+def _op(o: Any) -> AlterConfigOp:
+    if isinstance(o, AlterConfigOp):
+        return o._replace(op=AlterConfigOpType(int(o.op)))
+    return AlterConfigOp(*o)
+
+
+def _alter_parse(body: Any) -> dict[ConfigResource, Outcome]:
+    return {_resource((r.resource_type, r.resource_name)): (r.error_code, r.error_message, None)
+            for r in body.responses}
+
+
+def _source(code: int) -> ConfigSource:
+    try:
+        return ConfigSource(code)
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+def _config(result: Any) -> dict[str, ConfigEntry]:
+    out = {}
+    for e in result.configs:
+        source = e.config_source
+        if source is None or source < 0:  # v0: only is_default
+            source = ConfigSource.DEFAULT_CONFIG if e.is_default else ConfigSource.UNKNOWN
+        out[e.name] = ConfigEntry(e.name, e.value, _source(source), e.read_only, e.is_sensitive,
+                                  tuple(ConfigSynonym(s.name, s.value, _source(s.source)) for s in e.synonyms or ()),
+                                  getattr(e, "documentation", None))
+    return out
+
+
+def _description(t: Any) -> TopicDescription:
+    tid = getattr(t, "topic_id", None)
+    if tid is not None and tid.int == 0:
+        tid = None
+    parts = tuple(TopicPartitionInfo(p.partition_index, p.leader_id if p.leader_id >= 0 else None,
+                                     tuple(p.replica_nodes), tuple(p.isr_nodes))
+                  for p in sorted(t.partitions, key=lambda p: p.partition_index))
+    return TopicDescription(t.name, tid, bool(getattr(t, "is_internal", False)), parts)
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, ConfigResource):
+        return f"{key.type.name} resource '{key.name}'"
+    return f"topic '{key}'"
+
+
+def _topic_error_text(code: int, name: str) -> str:
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return f"Topic '{name}' does not exist."
+    return f"topic '{name}'"
+

@@ -1,0 +1,525 @@
+"""``GroupCoordinator``: committed offsets of consumer groups, kept in ``__consumer_offsets``
+(the "simple consumer group" part of Kafka's group coordinator: standalone consumers that
+assign() their partitions and commit offsets; no JoinGroup / SyncGroup / Heartbeat
+membership yet, so every group is ``Empty``).
+
+Owns:
+
+* the offset cache: group id -> ``GroupMetadata`` (the group's committed offsets, and the
+  protocol type / generation of a group whose ``GroupMetadataValue`` was loaded from a log
+  Kafka wrote). A group exists while it has offsets or such a record; every group is in
+  state ``Empty`` with no members.
+* its persistence in the compacted internal topic ``__consumer_offsets``: every commit is
+  ONE record batch (all of the request's offsets, all-or-nothing) appended with
+  ``AppendOrigin.COORDINATOR`` to partition ``abs(java_hashCode(group_id)) % partitions``,
+  keys and values as Kafka writes them (``records.py``), the cache changed only after the
+  append returned: a commit is acknowledged once it is in the log, as durable as the
+  topic's flush policy makes it (flush.messages / log.flush.interval.messages). A deleted
+  offset or group is a tombstone (null value). The topic is created on first write with
+  ``offsets.topic.num.partitions`` partitions and Kafka's internal-topic configs
+  (cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes,
+  compression.type=producer); when it already exists its own partition count is used, as
+  Kafka does, so that a changed setting never moves a group.
+* loading: ``startup()`` replays every partition of the topic from its log start offset
+  before the broker accepts connections (so COORDINATOR_LOAD_IN_PROGRESS never happens):
+  records apply in log order, a tombstone removes, transactional offset commits apply at
+  their COMMIT marker and are dropped at ABORT, unreadable batches or records and record
+  types this broker does not use (KIP-848, share groups) are logged and skipped.
+* expiration (``offsets.retention.minutes``, checked every
+  ``offsets.retention.check.interval.ms`` on the log manager's scheduler), as Kafka 2.1+
+  (KIP-211): an offset committed with an explicit retention (OffsetCommit v2-v4
+  ``retention_time_ms``) expires at its expire timestamp; otherwise an offset of a simple
+  group expires ``offsets.retention.minutes`` after its commit, and all offsets of a group
+  with a protocol type expire that long after the group became empty. Expired offsets are
+  removed with tombstones; a group left without offsets disappears.
+
+Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``, every group being
+empty): generation -1 (a simple consumer, an admin tool) is accepted, creating the group
+if needed; a generation >= 0 gets ILLEGAL_GENERATION when the group does not exist and
+UNKNOWN_MEMBER_ID when it does (it has no members). Metadata longer than
+``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE for that partition only.
+Append failures map as Kafka's ``GroupMetadataManager.storeOffsets``: a missing log or
+partition -> COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a batch too
+large -> INVALID_COMMIT_OFFSET_SIZE. Empty group ids are refused with INVALID_GROUP_ID.
+
+Thread-safety: handlers call concurrently. One lock per ``__consumer_offsets`` partition
+serialises the append-then-cache-update of the groups hashing to it (so the cache always
+ends in log order); ``_lock`` guards the cache's structure for short moments (reads take
+copies under it). Loading runs before any request; expiration runs on the scheduler
+thread under the same partition locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from broker.log.clock import SYSTEM_TIME, Time
+from broker.log.unified_log import LOG_END
+from broker.log.validator import AppendOrigin
+from broker.protocol import ErrorCode
+from broker.record.batch import decode_records, encode_batch, ensure_valid, iter_batch_headers, records_payload
+from broker.record.control import ControlRecordType, parse_control_type
+from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordFormatError,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_key,
+    encode_offset_commit_value,
+)
+from broker.server.handlers import leader_epoch_of
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"  # Kafka's GROUP_METADATA_TOPIC_NAME
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+STATE_EMPTY = "Empty"
+STATE_DEAD = "Dead"  # what DescribeGroups answers for a group that does not exist
+
+# Append errors of an offset commit, as Kafka's GroupMetadataManager.storeOffsets maps them.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+# Decompressed size bound while loading (a batch is at most max.message.bytes compressed).
+_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()``: 31*h + c over the UTF-16 code units, int32 arithmetic."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (abs(MIN_VALUE) is 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+def _utf16_length(s: str) -> int:
+    """Java's ``String.length()``: what offset.metadata.max.bytes is compared with."""
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1  # -1: none
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1  # -1: none (OffsetCommit v2-v4 retention_time_ms sets one)
+
+
+@dataclass
+class GroupMetadata:
+    """One group in the cache. ``protocol_type`` None: a simple group (offsets only)."""
+
+    group_id: str
+    protocol_type: str | None = None
+    generation: int = 0
+    protocol: str | None = None
+    leader: str | None = None
+    current_state_timestamp: int = -1
+    has_metadata_record: bool = False
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return STATE_EMPTY
+
+    def is_empty_shell(self) -> bool:
+        """No offsets and no group record: the group no longer exists."""
+        return not self.offsets and not self.has_metadata_record
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple = ()
+
+
+class GroupCoordinator:
+    """See the module docstring. ``topics`` is the broker's ``TopicManager``; ``config`` the
+    parsed server config; ``on_append((topic, partition))`` wakes fetches waiting on it."""
+
+    def __init__(self, topics: Any, config: Mapping[str, Any], *, time: Time = SYSTEM_TIME,
+                 scheduler: Any = None, on_append: Callable[[tuple[str, int]], None] | None = None) -> None:
+        self.topics = topics
+        self.time = time
+        self.scheduler = scheduler
+        self.on_append = on_append
+        self.configured_partitions = int(config.get("offsets.topic.num.partitions", 50))
+        self.segment_bytes = int(config.get("offsets.topic.segment.bytes", 104857600))
+        self.compression_codec = int(config.get("offsets.topic.compression.codec", 0))
+        self.load_buffer_size = int(config.get("offsets.load.buffer.size", 5242880))
+        self.retention_ms = int(config.get("offsets.retention.minutes", 10080)) * 60_000
+        self.retention_check_interval_ms = int(config.get("offsets.retention.check.interval.ms", 600000))
+        self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes", 4096))
+        replication = int(config.get("offsets.topic.replication.factor", 1))
+        if replication > 1:
+            log.warning("offsets.topic.replication.factor=%d: a single node keeps one replica of %s",
+                        replication, OFFSETS_TOPIC)
+        self._groups: dict[str, GroupMetadata] = {}
+        self._lock = threading.Lock()
+        self.num_partitions = self.configured_partitions
+        self._partition_locks: list[threading.Lock] = []
+        self._expiry_task = None
+        self._started = False
+
+    # --- lifecycle ---
+
+    def startup(self) -> None:
+        """Load the cache from ``__consumer_offsets`` and schedule offset expiration."""
+        info = self.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = info.partitions
+            if info.partitions != self.configured_partitions:
+                log.info("%s has %d partitions (offsets.topic.num.partitions=%d): using %d",
+                         OFFSETS_TOPIC, info.partitions, self.configured_partitions, info.partitions)
+        self._partition_locks = [threading.Lock() for _ in range(self.num_partitions)]
+        if info is not None:
+            loaded = 0
+            for p in range(info.partitions):
+                loaded += self._load_partition(p)
+            log.info("loaded %d records of %d groups from %s", loaded, len(self._groups), OFFSETS_TOPIC)
+        if self.scheduler is not None and 0 < self.retention_check_interval_ms:
+            self._expiry_task = self.scheduler.schedule(
+                "delete-expired-group-metadata", self.delete_expired_offsets,
+                self.retention_check_interval_ms, self.retention_check_interval_ms)
+        self._started = True
+
+    def shutdown(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            self._expiry_task = None
+        self._started = False
+
+    # --- the topic ---
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def topic_configs(self) -> dict[str, str]:
+        """Kafka's ``groupMetadataTopicConfigs``."""
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                "compression.type": "producer"}
+
+    def ensure_offsets_topic(self) -> Any:
+        """The ``TopicInfo`` of ``__consumer_offsets``, created if missing (Metadata's
+        auto-creation of the name also lands here, so it always gets these configs)."""
+        info = self.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            return info
+        try:
+            info = self.topics.create_topic(OFFSETS_TOPIC, self.num_partitions, self.topic_configs())
+            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+            return info
+        except ApiError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # a concurrent creation won
+                existing = self.topics.get(OFFSETS_TOPIC)
+                if existing is not None:
+                    return existing
+            raise
+
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Append ``records`` (key, value) as one batch; raises ApiError with the code a
+        commit answers."""
+        try:
+            self.ensure_offsets_topic()
+            lg = self.topics.get_log(OFFSETS_TOPIC, partition)
+            if lg is None:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               f"{OFFSETS_TOPIC}-{partition} is not available")
+            now = self.time.milliseconds()
+            batch = encode_batch([(k, v, now) for k, v in records], compression=self.compression_codec)
+            lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a group error code
+            code = error_code_for(exc)
+            if not is_expected(exc):
+                log.exception("appending to %s-%d failed", OFFSETS_TOPIC, partition)
+            raise ApiError(_APPEND_ERRORS.get(code, code), str(exc)) from exc
+        if self.on_append is not None:
+            self.on_append((OFFSETS_TOPIC, partition))
+
+    # --- commits ---
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                       offsets: Iterable[tuple[str, int, int, int, str | None]],
+                       retention_time_ms: int = -1) -> list[int]:
+        """Commit ``offsets`` ((topic, partition, offset, leader_epoch, metadata) in request
+        order; topics already checked to exist); returns one error code per entry."""
+        entries = list(offsets)
+        if not group_id:
+            return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+        p = self.partition_for(group_id)
+        with self._partition_locks[p]:
+            group = self._groups.get(group_id)
+            code = self._validate_commit(group, generation_id, member_id, group_instance_id)
+            if code != ErrorCode.NONE:
+                return [code] * len(entries)
+            now = self.time.milliseconds()
+            expire = now + retention_time_ms if retention_time_ms is not None and retention_time_ms >= 0 else -1
+            results: list[int] = []
+            records: list[tuple[bytes, bytes]] = []
+            accepted: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+            for topic, partition, offset, leader_epoch, metadata in entries:
+                metadata = metadata or ""
+                if _utf16_length(metadata) > self.metadata_max_bytes:
+                    results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                    continue
+                om = OffsetAndMetadata(offset, leader_epoch if leader_epoch >= 0 else -1, metadata, now, expire)
+                records.append((encode_key(OffsetCommitKey(group_id, topic, partition)),
+                                encode_offset_commit_value(OffsetCommitValue(
+                                    om.offset, om.metadata, om.commit_timestamp, om.leader_epoch,
+                                    om.expire_timestamp))))
+                accepted.append(((topic, partition), om))
+                results.append(ErrorCode.NONE)
+            if not records:
+                return results
+            try:
+                self._append(p, records)
+            except ApiError as exc:
+                log.info("offset commit of group %s failed: %s", group_id, exc)
+                return [exc.code if r == ErrorCode.NONE else r for r in results]
+            with self._lock:
+                group = self._groups.get(group_id)
+                if group is None:
+                    group = self._groups[group_id] = GroupMetadata(group_id)
+                for tp, om in accepted:
+                    group.offsets[tp] = om
+        return results
+
+    @staticmethod
+    def _validate_commit(group: GroupMetadata | None, generation_id: int, member_id: str,
+                         group_instance_id: str | None) -> int:
+        if generation_id < 0:
+            return ErrorCode.NONE  # a simple consumer or an admin tool: accepted while Empty
+        if group is None:
+            return ErrorCode.ILLEGAL_GENERATION  # no such group: the generation is from elsewhere
+        return ErrorCode.UNKNOWN_MEMBER_ID  # the group has no members (no membership served)
+
+    # --- fetches and descriptions ---
+
+    def fetch_offsets(self, group_id: str, tps: Iterable[tuple[str, int]] | None
+                      ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        """The committed offset of each of ``tps`` (None: not committed), or with ``tps``
+        None every committed offset of the group. ApiError(INVALID_GROUP_ID) for ""."""
+        if not group_id:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        with self._lock:
+            group = self._groups.get(group_id)
+            committed = dict(group.offsets) if group is not None else {}
+        if tps is None:
+            return dict(sorted(committed.items()))
+        return {tp: committed.get(tp) for tp in tps}
+
+    def list_groups(self) -> list[GroupSummary]:
+        with self._lock:
+            groups = list(self._groups.values())
+        return sorted((self._summary(g) for g in groups), key=lambda s: s.group_id)
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        """The group's summary; a group that does not exist is ``Dead`` (Kafka's answer)."""
+        if not group_id:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        with self._lock:
+            group = self._groups.get(group_id)
+        if group is None:
+            return GroupSummary(group_id, STATE_DEAD, "", "")
+        return self._summary(group)
+
+    @staticmethod
+    def _summary(group: GroupMetadata) -> GroupSummary:
+        # Kafka reports no protocol name unless the group is Stable.
+        return GroupSummary(group.group_id, group.state, group.protocol_type or "", "")
+
+    # --- deletion and expiration ---
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete the group and its offsets (tombstones); ApiError: INVALID_GROUP_ID,
+        GROUP_ID_NOT_FOUND, or the append's error."""
+        if not group_id:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        p = self.partition_for(group_id)
+        with self._partition_locks[p]:
+            group = self._groups.get(group_id)
+            if group is None:
+                raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+            records = [(encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(group.offsets)]
+            records.append((encode_key(GroupMetadataKey(group_id)), None))
+            self._append(p, records)
+            with self._lock:
+                self._groups.pop(group_id, None)
+        log.info("deleted group %s and its %d offsets", group_id, len(records) - 1)
+
+    def delete_expired_offsets(self, now_ms: int | None = None) -> int:
+        """Remove the offsets past retention (rules in the module docstring); returns how
+        many were removed."""
+        now = self.time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            group_ids = list(self._groups)
+        removed = 0
+        for group_id in group_ids:
+            p = self.partition_for(group_id)
+            with self._partition_locks[p]:
+                group = self._groups.get(group_id)
+                if group is None:
+                    continue
+                expired = [tp for tp, om in group.offsets.items() if self._expired(group, om, now)]
+                if not expired:
+                    continue
+                records: list[tuple[bytes, bytes | None]] = [
+                    (encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(expired)]
+                dead = len(expired) == len(group.offsets)
+                if dead and group.has_metadata_record and group.generation > 0:
+                    records.append((encode_key(GroupMetadataKey(group_id)), None))
+                try:
+                    self._append(p, records)
+                except ApiError as exc:
+                    log.warning("expiring offsets of group %s failed: %s", group_id, exc)
+                    continue
+                with self._lock:
+                    for tp in expired:
+                        group.offsets.pop(tp, None)
+                    if dead:
+                        self._groups.pop(group_id, None)
+                removed += len(expired)
+        if removed:
+            log.info("removed %d expired offsets", removed)
+        return removed
+
+    def _expired(self, group: GroupMetadata, om: OffsetAndMetadata, now: int) -> bool:
+        if om.expire_timestamp >= 0:
+            return now >= om.expire_timestamp
+        if group.protocol_type and group.current_state_timestamp >= 0:
+            base = group.current_state_timestamp  # since the group became empty
+        else:
+            base = om.commit_timestamp
+        return now - base >= self.retention_ms
+
+    # --- loading ---
+
+    def _load_partition(self, partition: int) -> int:
+        """Replay ``__consumer_offsets``-``partition`` into the cache; returns the records
+        applied. Never raises for bad data (logged and skipped)."""
+        lg = self.topics.get_log(OFFSETS_TOPIC, partition)
+        if lg is None:
+            log.warning("%s-%d is not available: its groups start empty", OFFSETS_TOPIC, partition)
+            return 0
+        name = f"{OFFSETS_TOPIC}-{partition}"
+        pending: dict[int, list[tuple[Any, bytes | None]]] = {}  # producer id -> txn records
+        applied = 0
+        try:
+            offset, end = lg.log_start_offset, lg.log_end_offset
+            while offset < end:
+                data = lg.read(offset, self.load_buffer_size, LOG_END, min_one_message=True).records.read_bytes()
+                next_offset = offset
+                for pos, header in iter_batch_headers(data):
+                    next_offset = header.next_offset
+                    try:
+                        ensure_valid(data, pos, header)
+                        records = decode_records(records_payload(data, pos, header, _MAX_DECOMPRESSED), header)
+                    except Exception as exc:  # noqa: BLE001 - a damaged batch is skipped, not fatal
+                        log.error("%s: skipping unreadable batch at offset %d: %s", name, header.base_offset, exc)
+                        continue
+                    if header.is_control:
+                        self._end_transaction(name, pending, header.producer_id, records)
+                        continue
+                    for rec in records:
+                        if rec.offset < offset:
+                            continue
+                        if header.is_transactional:
+                            pending.setdefault(header.producer_id, []).append((rec.key, rec.value))
+                        elif self._replay(name, rec.key, rec.value):
+                            applied += 1
+                if next_offset <= offset:
+                    log.error("%s: no readable batch at offset %d; loading stops there", name, offset)
+                    break
+                offset = next_offset
+        except Exception:  # noqa: BLE001 - an unreadable log must not stop the broker
+            log.exception("loading %s failed; its groups keep what was read so far", name)
+        return applied
+
+    def _end_transaction(self, name: str, pending: dict, producer_id: int, records: list) -> None:
+        for rec in records:
+            try:
+                kind = parse_control_type(rec.key)
+            except Exception:  # noqa: BLE001 - not a marker
+                continue
+            if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                continue
+            txn = pending.pop(producer_id, [])
+            if kind == ControlRecordType.COMMIT:
+                for key, value in txn:
+                    self._replay(name, key, value)
+
+    def _replay(self, name: str, key_bytes: bytes | None, value_bytes: bytes | None) -> bool:
+        """Apply one record to the cache; False when it was skipped."""
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetCommitKey):
+                value = None if value_bytes is None else decode_offset_commit_value(value_bytes)
+                group = self._groups.get(key.group)
+                tp = (key.topic, key.partition)
+                if value is None:
+                    if group is not None:
+                        group.offsets.pop(tp, None)
+                        if group.is_empty_shell():
+                            del self._groups[key.group]
+                    return True
+                if group is None:
+                    group = self._groups[key.group] = GroupMetadata(key.group)
+                group.offsets[tp] = OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata,
+                                                      value.commit_timestamp, value.expire_timestamp)
+                return True
+            if isinstance(key, GroupMetadataKey):
+                if value_bytes is None:
+                    group = self._groups.get(key.group)
+                    if group is not None:
+                        group.has_metadata_record = False
+                        group.protocol_type, group.generation = None, 0
+                        if group.is_empty_shell():
+                            del self._groups[key.group]
+                    return True
+                gm: GroupMetadataValue = decode_group_metadata_value(value_bytes)
+                group = self._groups.setdefault(key.group, GroupMetadata(key.group))
+                group.protocol_type = gm.protocol_type or None
+                group.generation = gm.generation
+                group.protocol = gm.protocol
+                group.leader = gm.leader
+                group.current_state_timestamp = gm.current_state_timestamp
+                group.has_metadata_record = True
+                return True
+            log.debug("%s: skipping a record of type %d (not used by this broker)", name, key.version)
+            return False
+        except RecordFormatError as exc:
+            log.warning("%s: skipping an unreadable record: %s", name, exc)
+            return False
+
+
+__all__ = ["GroupCoordinator", "GroupMetadata", "GroupSummary", "INTERNAL_TOPICS", "OFFSETS_TOPIC",
+           "OffsetAndMetadata", "STATE_DEAD", "STATE_EMPTY", "TRANSACTION_STATE_TOPIC", "java_string_hash",
+           "partition_for"]

@@ -1,0 +1,253 @@
+"""Consumer-group offset APIs: FindCoordinator (10) v0-2, OffsetCommit (8) v2-7, OffsetFetch
+(9) v1-5, ListGroups (16) v0-2, DescribeGroups (15) v0-4, DeleteGroups (42) v0-1, over the
+``GroupCoordinator`` (``broker.server.group``). The versions are PROTOCOL.md section 2's
+(no flexible version; OffsetFetch v8+, the batched multi-group form, is flexible-only and
+no client needs it while v5 is offered).
+
+Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
+
+* FindCoordinator: this node coordinates every group (key_type 0, and v0 which has no
+  key_type), at the endpoint advertised for the listener the request came in on. There
+  is no transaction coordinator: key_type 1 gets COORDINATOR_NOT_AVAILABLE with an error
+  message (v1+); any other key type INVALID_REQUEST.
+* OffsetCommit: a partition of a topic that does not exist (or beyond its partition
+  count) gets UNKNOWN_TOPIC_OR_PARTITION; the others go to the coordinator, which
+  answers INVALID_GROUP_ID for an empty group id, ILLEGAL_GENERATION /
+  UNKNOWN_MEMBER_ID for a generation >= 0 (no group has members here), and
+  OFFSET_METADATA_TOO_LARGE per partition for metadata longer than
+  offset.metadata.max.bytes. A commit is answered once its batch is in the log.
+  retention_time_ms (v2-v4) other than -1 sets the offsets' expire timestamp.
+* OffsetFetch: -1 / leader epoch -1 / metadata "" for a partition without a committed
+  offset (error NONE); a null topic list (v2+) returns every committed offset of the
+  group. A group-level error (INVALID_GROUP_ID) is the top-level error_code at v2+, and
+  each requested partition's error at v1 (which has no top-level code).
+* ListGroups: every group, with its protocol type ("" for a simple group; "consumer" for
+  one loaded from a log Kafka wrote). No filter at v0-2.
+* DescribeGroups: state Empty, protocol "" and no members for a group that exists; Dead
+  for one that does not (error NONE, as Kafka up to DescribeGroups v5);
+  INVALID_GROUP_ID for "". authorized_operations (v3+) when asked: READ, DELETE and
+  DESCRIBE (no authorizer).
+* DeleteGroups: the group's offsets and its record become tombstones;
+  GROUP_ID_NOT_FOUND for a group that does not exist, INVALID_GROUP_ID for "".
+
+Not served, and not advertised: JoinGroup, SyncGroup, Heartbeat, LeaveGroup (group
+membership). A consumer that subscribe()s therefore fails on its client side, before any
+request, with the client's "not supported by the broker" error instead of joining a group
+that does not work: confluent-kafka / librdkafka (kcat -G too) delivers a consumer error
+_UNSUPPORTED_FEATURE "JoinGroup failed: Local: Required feature not supported by broker";
+kafka-python's poll() raises IncompatibleBrokerVersion ("does not support the
+'JoinGroupRequest'"); aiokafka logs IncompatibleBrokerVersion for JoinGroupRequest and
+keeps retrying without delivering records. Consumers that assign() partitions and commit
+(librdkafka with group.id, kafka-python / aiokafka with a group_id) work unchanged.
+
+Thread-safety: the coordinator is thread-safe; handlers keep no state.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.protocol import ErrorCode
+from broker.protocol.messages.delete_groups import DELETE_GROUPS_RESPONSE
+from broker.protocol.messages.describe_groups import DESCRIBE_GROUPS_RESPONSE
+from broker.protocol.messages.find_coordinator import FIND_COORDINATOR_RESPONSE
+from broker.protocol.messages.list_groups import LIST_GROUPS_RESPONSE
+from broker.protocol.messages.offset_commit import OFFSET_COMMIT_RESPONSE
+from broker.protocol.messages.offset_fetch import OFFSET_FETCH_RESPONSE
+from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.handlers import RequestContext, ServerState
+
+log = logging.getLogger(__name__)
+
+FindCoordinatorResponse = FIND_COORDINATOR_RESPONSE.cls
+OffsetCommitResponse = OFFSET_COMMIT_RESPONSE.cls
+CommitTopic = OFFSET_COMMIT_RESPONSE.structs["OffsetCommitResponseTopic"]
+CommitPartition = OFFSET_COMMIT_RESPONSE.structs["OffsetCommitResponsePartition"]
+OffsetFetchResponse = OFFSET_FETCH_RESPONSE.cls
+FetchTopic = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponseTopic"]
+FetchPartition = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponsePartition"]
+ListGroupsResponse = LIST_GROUPS_RESPONSE.cls
+ListedGroup = LIST_GROUPS_RESPONSE.structs["ListedGroup"]
+DescribeGroupsResponse = DESCRIBE_GROUPS_RESPONSE.cls
+DescribedGroup = DESCRIBE_GROUPS_RESPONSE.structs["DescribedGroup"]
+DeleteGroupsResponse = DELETE_GROUPS_RESPONSE.cls
+DeletableGroupResult = DELETE_GROUPS_RESPONSE.structs["DeletableGroupResult"]
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+INT32_MIN = -(1 << 31)
+# AclOperation codes a group supports (READ, DELETE, DESCRIBE), as a bit field.
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+NO_METADATA = ""  # Kafka's OffsetFetchResponse.NO_METADATA
+
+
+def _coordinator(state: ServerState):
+    coordinator = state.group_coordinator
+    if coordinator is None:
+        raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
+    return coordinator
+
+
+# --- FindCoordinator ---
+
+def handle_find_coordinator(state: ServerState, ctx: RequestContext, body) -> object:
+    key_type = body.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
+    if key_type == KEY_TYPE_TRANSACTION:
+        return _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                  "this broker has no transaction coordinator (transactions are not supported)")
+    if key_type != KEY_TYPE_GROUP:
+        return _coordinator_error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}")
+    _coordinator(state)
+    host, port = state.advertised_endpoint(ctx.listener, ctx.local_address)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                                   node_id=state.node_id, host=host, port=port)
+
+
+def _coordinator_error(code: int, message: str | None = None) -> object:
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                   node_id=-1, host="", port=-1)
+
+
+def find_coordinator_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return _coordinator_error(code)
+
+
+# --- OffsetCommit ---
+
+def handle_offset_commit(state: ServerState, ctx: RequestContext, body) -> object:
+    version = ctx.api_version
+    slots: list[tuple[int, int]] = []  # (topic index, partition index) of each coordinator entry
+    entries = []
+    topics = []
+    for t_index, t in enumerate(body.topics):
+        info = state.topics.get(t.name)
+        partitions = []
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                partitions.append(CommitPartition(partition_index=p.partition_index,
+                                                  error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            slots.append((t_index, len(partitions)))
+            partitions.append(CommitPartition(partition_index=p.partition_index, error_code=ErrorCode.NONE))
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            entries.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+        topics.append(CommitTopic(name=t.name, partitions=partitions))
+    if entries:
+        coordinator = _coordinator(state)
+        codes = coordinator.commit_offsets(
+            body.group_id, body.generation_id_or_member_epoch, body.member_id,
+            body.group_instance_id if version >= 7 else None, entries,
+            retention_time_ms=body.retention_time_ms if 2 <= version <= 4 else -1)
+        for (t_index, p_index), code in zip(slots, codes):
+            topics[t_index].partitions[p_index].error_code = code
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+def offset_commit_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        CommitTopic(name=t.name, partitions=[CommitPartition(partition_index=p.partition_index, error_code=code)
+                                            for p in t.partitions]) for t in body.topics])
+
+
+# --- OffsetFetch ---
+
+def _fetch_partition(index: int, om, code: int = ErrorCode.NONE) -> object:
+    if om is None:
+        return FetchPartition(partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
+                              metadata=NO_METADATA, error_code=code)
+    return FetchPartition(partition_index=index, committed_offset=om.offset,
+                          committed_leader_epoch=om.leader_epoch, metadata=om.metadata, error_code=code)
+
+
+def handle_offset_fetch(state: ServerState, ctx: RequestContext, body) -> object:
+    requested = body.topics
+    try:
+        coordinator = _coordinator(state)
+        tps = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+        committed = coordinator.fetch_offsets(body.group_id, tps)
+    except ApiError as exc:
+        return offset_fetch_error_response(state, ctx, body, exc.code)
+    topics: dict[str, list] = {}
+    if requested is None:
+        for (topic, partition), om in committed.items():
+            topics.setdefault(topic, []).append(_fetch_partition(partition, om))
+    else:
+        for t in requested:
+            parts = topics.setdefault(t.name, [])
+            for p in t.partition_indexes:
+                parts.append(_fetch_partition(p, committed.get((t.name, p))))
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                               topics=[FetchTopic(name=name, partitions=parts) for name, parts in topics.items()])
+
+
+def offset_fetch_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    """Kafka's ``OffsetFetchRequest.getErrorResponse``: the top-level code at v2+, each
+    requested partition's code below v2."""
+    topics = []
+    if ctx.api_version < 2:
+        topics = [FetchTopic(name=t.name, partitions=[_fetch_partition(p, None, code) for p in t.partition_indexes])
+                  for t in body.topics or []]
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=topics)
+
+
+# --- ListGroups, DescribeGroups ---
+
+def handle_list_groups(state: ServerState, ctx: RequestContext, body) -> object:
+    groups = _coordinator(state).list_groups()
+    return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+        for g in groups])
+
+
+def list_groups_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=[])
+
+
+def handle_describe_groups(state: ServerState, ctx: RequestContext, body) -> object:
+    coordinator = _coordinator(state)
+    ops = GROUP_OPERATIONS if ctx.api_version >= 3 and body.include_authorized_operations else INT32_MIN
+    described = []
+    for group_id in body.groups:
+        try:
+            s = coordinator.describe_group(group_id)
+            described.append(DescribedGroup(error_code=ErrorCode.NONE, group_id=group_id, group_state=s.state,
+                                            protocol_type=s.protocol_type, protocol_data=s.protocol,
+                                            members=[], authorized_operations=ops))
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            described.append(_described_error(group_id, _code(exc, f"DescribeGroups {group_id!r}")))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+def _described_error(group_id: str, code: int) -> object:
+    return DescribedGroup(error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                          members=[], authorized_operations=INT32_MIN)
+
+
+def describe_groups_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_described_error(g, code) for g in body.groups])
+
+
+# --- DeleteGroups ---
+
+def handle_delete_groups(state: ServerState, ctx: RequestContext, body) -> object:
+    coordinator = _coordinator(state)
+    results = []
+    for group_id in dict.fromkeys(body.groups_names):
+        try:
+            coordinator.delete_group(group_id)
+            code = ErrorCode.NONE
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            code = _code(exc, f"DeleteGroups {group_id!r}")
+        results.append(DeletableGroupResult(group_id=group_id, error_code=code))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+def delete_groups_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        DeletableGroupResult(group_id=g, error_code=code) for g in dict.fromkeys(body.groups_names)])
+
+
+def _code(exc: Exception, what: str) -> int:
+    if not is_expected(exc):
+        log.exception("%s failed", what)
+    return error_code_for(exc)
