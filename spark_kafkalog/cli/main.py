@@ -46,6 +46,10 @@ PROG = "kafkalog"
 SUBCOMMANDS: tuple[str, ...] = (
     "spark_kafkalog.cli.broker_cmd",
     "spark_kafkalog.cli.dump_log",
+    "spark_kafkalog.cli.topics_cmd",
+    "spark_kafkalog.cli.produce_cmd",
+    "spark_kafkalog.cli.consume_cmd",
+    "spark_kafkalog.cli.groups_cmd",
 )
 
 EXIT_OK = 0

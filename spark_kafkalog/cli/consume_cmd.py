@@ -1,0 +1,346 @@
+"""Print the records of a topic on stdout, one line each, like Kafka's
+kafka-console-consumer.sh: from the end (or the beginning, or an offset) and then
+following new records until Ctrl-C, a message count or an idle timeout.
+
+Owns the ``kafkalog consume`` subcommand: its options, where each partition starts, the
+poll-and-print loop, the consumer group commit and the exit code. Fetching is
+``broker.client.consumer.poller.PartitionPoller``; the line layout is
+``records_format.MessageFormatter`` (Kafka's ``DefaultMessageFormatter``).
+
+Behaviour:
+
+- Partitions: every partition of ``--topic``, or only ``--partition N``. The topic must
+  exist (a typo is an error, not a wait; consuming never creates a topic).
+- Start: the latest offset (only new records), ``--from-beginning`` (the log start), or,
+  with ``--partition``, ``--offset N|earliest|latest`` (Kafka's rules: ``--offset`` needs
+  ``--partition`` and excludes ``--from-beginning``). An ``--offset`` outside the log
+  follows ``auto.offset.reset`` (``latest`` unless set), as Kafka's consumer does.
+- End: after ``--max-messages N`` records; after ``--timeout-ms N`` without a record
+  (Kafka's option; here the exit code is 0); on Ctrl-C (exit 130); otherwise never
+  (following). ``Processed a total of N messages`` goes to stderr at the end, as in
+  Kafka.
+- Output: one line per record on stdout, the value only by default; ``--print-key``,
+  ``--print-headers``, ``--print-timestamp``, ``--print-offset``, ``--print-partition``
+  or Kafka's ``--property print.key=true`` (and ``key.separator``, ``line.separator``,
+  ``headers.separator``, ``null.literal``, ``print.value``) add fields in Kafka's layout.
+  Keys, values and header values are UTF-8; other bytes print as ``\\xNN``. Output is
+  flushed after each poll's records; a closed stdout (``| head``) ends the command
+  quietly (exit 141).
+- ``--group G`` (or ``group.id`` in the config): each partition starts from the
+  group's committed offset, else as above (``--from-beginning``: earliest, else latest,
+  Kafka's ``auto.offset.reset`` for a group without offsets); an explicit ``--offset``
+  wins. At exit (``--max-messages``, ``--timeout-ms``, Ctrl-C) the next offset to read of
+  every partition is committed: exactly the records printed are consumed. A closed
+  stdout commits nothing (the reader may not have read what was written: the records
+  come again, at-least-once). Offsets are stored by the broker through
+  ``broker.client.consumer.group_offsets`` (commit / fetch of a group's offsets only: no
+  group membership or rebalancing, so two consumers of one group both read everything).
+- Settings: ``--consumer.config FILE`` < ``--consumer-property K=V`` < dedicated options
+  (``--bootstrap-server``, ``--isolation-level``, ``--group``). The first offset lookups
+  wait at most ``default.api.timeout.ms`` (60 s) for the broker. While following, a lost
+  broker is retried for ever (one warning on stderr per outage), as Kafka's tool does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from .common import CliError, warn
+from .records_format import (
+    DEFAULT_BOOTSTRAP,
+    InterruptGuard,
+    MessageFormatter,
+    add_bootstrap_argument,
+    build_config,
+    key_values,
+    load_client_properties,
+    merge_client_config,
+)
+
+NAME = "consume"
+SUMMARY = "print the records of a topic (like kafka-console-consumer.sh)"
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+PRINT_FLAGS = ("timestamp", "key", "headers", "offset", "partition")
+# Longest single wait of the loop: bounds how late Ctrl-C's commit and --timeout-ms are.
+POLL_MS = 1000.0
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 is not positive")
+    return value
+
+
+def _offset(text: str) -> int | str:
+    low = text.strip().lower()
+    if low in ("earliest", "latest"):
+        return low
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an offset (a number, earliest or latest)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative (use earliest or latest)")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap_argument(parser)
+    parser.add_argument("--topic", required=True, help="the topic to consume")
+    parser.add_argument("--partition", type=_non_negative, metavar="N",
+                        help="only this partition (default: all of them)")
+    parser.add_argument("--offset", type=_offset, metavar="N|earliest|latest",
+                        help="where to start in --partition (default latest)")
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="start with the earliest record rather than the latest")
+    parser.add_argument("--max-messages", type=_positive, metavar="N",
+                        help="exit after N records")
+    parser.add_argument("--timeout-ms", type=_positive, metavar="N",
+                        help="exit when no record arrived for N ms (default: follow until "
+                             "Ctrl-C)")
+    parser.add_argument("--group", metavar="G",
+                        help="the consumer group: start from its committed offsets and "
+                             "commit what was printed at exit")
+    parser.add_argument("--isolation-level", choices=ISOLATION_LEVELS,
+                        help="read_committed hides aborted transactions (default "
+                             "read_uncommitted)")
+    for flag in PRINT_FLAGS:
+        parser.add_argument(f"--print-{flag}", action="store_true",
+                            help=f"print each record's {flag} (print.{flag}=true)")
+    parser.add_argument("--property", action="append", metavar="K=V",
+                        help="formatter property, Kafka's names: print.timestamp, "
+                             "print.partition, print.offset, print.headers, print.key, "
+                             "print.value, key.separator, line.separator, "
+                             "headers.separator, null.literal")
+    parser.add_argument("--consumer-property", action="append", metavar="K=V",
+                        help="a consumer config key (repeatable), e.g. fetch.max.wait.ms=100")
+    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+                        help="a Java properties file of consumer config keys "
+                             "(see conf/consumer.properties)")
+
+
+# --- configuration ---------------------------------------------------------------------
+
+def consumer_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+    layers: list[tuple[str, dict[str, Any]]] = []
+    if args.consumer_config:
+        layers.append((f"--consumer.config {args.consumer_config}",
+                       load_client_properties(args.consumer_config, "--consumer.config")))
+    layers.append(("--consumer-property", key_values(args.consumer_property,
+                                                     "--consumer-property")))
+    options: dict[str, Any] = {}
+    if args.bootstrap_server:
+        options["bootstrap.servers"] = args.bootstrap_server
+    if args.isolation_level:
+        options["isolation.level"] = args.isolation_level
+    if args.group:
+        options["group.id"] = args.group
+    layers.append(("the command line", options))
+    merged, sources = merge_client_config(layers)
+    merged.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
+    reset = str(merged.get("auto.offset.reset", "")).strip().lower()
+    if args.from_beginning:
+        if reset not in ("", "earliest"):
+            raise CliError(f"--from-beginning contradicts auto.offset.reset={reset} (from "
+                           f"{sources['auto.offset.reset']})")
+        merged["auto.offset.reset"] = "earliest"
+        sources["auto.offset.reset"] = "--from-beginning"
+    elif not reset:
+        merged["auto.offset.reset"] = "latest"
+    return merged, sources
+
+
+def formatter(args: argparse.Namespace) -> MessageFormatter:
+    props = key_values(args.property, "--property", strip=False)
+    for flag in PRINT_FLAGS:
+        if getattr(args, f"print_{flag}"):
+            props[f"print.{flag}"] = "true"
+    return MessageFormatter(props)
+
+
+def check_options(args: argparse.Namespace) -> None:
+    if args.offset is not None and args.partition is None:
+        raise CliError("--offset needs --partition (the offset of which partition?)")
+    if args.offset is not None and args.from_beginning:
+        raise CliError("--offset and --from-beginning cannot be given together")
+
+
+# --- the group's offsets (another module: imported only with --group) -----------------
+
+def _group_offsets() -> Any:
+    name = "broker.client.consumer.group_offsets"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise CliError(f"--group: {name} cannot be imported: {exc}") from None
+        raise CliError(f"--group is not available: this installation has no consumer group "
+                       f"client ({name})") from None
+
+
+def _group_error(exc: BaseException, group: str, servers: str) -> CliError:
+    """One line for a failed group call (``GroupsNotSupportedError`` already names the
+    broker and the missing API)."""
+    return CliError(f"--group {group}: {exc}")
+
+
+# --- run -------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace) -> int:
+    from broker.client.consumer import ConsumerConfig, ConsumerNetworkClient, partitions_for
+    from broker.client.consumer.offsets import EARLIEST, LATEST, TopicPartition
+    from broker.client.consumer.poller import PartitionPoller
+    from broker.client.errors import KafkaError
+    from broker.client.network import now_ms
+    from broker.record.errors import DecodeError
+
+    check_options(args)
+    fmt = formatter(args)
+    settings, sources = consumer_settings(args)
+    cfg = build_config(ConsumerConfig, settings, sources)
+    servers = ",".join(cfg["bootstrap.servers"])
+    topic = args.topic
+    group = cfg["group.id"] or None
+    group_api = _group_offsets() if group else None
+    try:
+        client = ConsumerNetworkClient(cfg)
+    except KafkaError as exc:  # a malformed bootstrap address
+        raise CliError(str(exc)) from None
+    count = 0
+    stdout = sys.stdout.buffer
+    commit: dict[TopicPartition, int] | None = None
+    pending: list[Any] = []  # records of the current poll not printed yet
+    poller = None
+    try:
+        try:
+            infos = partitions_for(client, [topic]).get(topic)
+        except KafkaError as exc:
+            raise CliError(_unreachable(exc, servers, client.default_timeout_ms)) from None
+        if not infos:
+            raise CliError(f"topic {topic} does not exist on {servers}")
+        partitions = [p.partition for p in infos]
+        if args.partition is not None:
+            if args.partition not in partitions:
+                raise CliError(f"--partition {args.partition}: topic {topic} has "
+                               f"{len(partitions)} partition{'s' if len(partitions) != 1 else ''}"
+                               f" (0-{len(partitions) - 1})")
+            partitions = [args.partition]
+        tps = [TopicPartition(topic, p) for p in partitions]
+        default = EARLIEST if cfg["auto.offset.reset"] == "earliest" else LATEST
+        specs: dict[TopicPartition, int] = {tp: default for tp in tps}
+        if group_api is not None:
+            try:
+                committed = group_api.fetch_committed(client, group, tps)
+            except KafkaError as exc:
+                raise _group_error(exc, group, servers) from None
+            for tp in tps:
+                offset = committed.get(tp)
+                if offset is not None and offset >= 0:
+                    specs[tp] = offset
+        if args.offset is not None:
+            specs[tps[0]] = {"earliest": EARLIEST, "latest": LATEST}.get(args.offset, args.offset)
+        poller = PartitionPoller(client)
+        try:
+            poller.assign(specs)
+        except KafkaError as exc:
+            raise CliError(_unreachable(exc, servers, client.default_timeout_ms)) from None
+        commit = poller.positions()
+        limit = args.max_messages
+        idle_ms = args.timeout_ms
+        last_record = now_ms()
+        warned = False
+        with InterruptGuard() as guard:
+            while limit is None or count < limit:
+                wait = POLL_MS if idle_ms is None else min(POLL_MS, max(
+                    0.0, last_record + idle_ms - now_ms()))
+                guard.interruptible = True  # Ctrl-C interrupts the wait at once...
+                try:
+                    records = poller.poll(wait)
+                finally:
+                    guard.interruptible = False  # ...and the printing once it is done
+                if poller.last_error is None:
+                    warned = False
+                elif not warned:
+                    warn(NAME, f"cannot fetch from {servers} ({poller.last_error}); retrying")
+                    warned = True
+                if not records:
+                    commit = poller.positions()  # past markers and aborted data, if any
+                    if idle_ms is not None and now_ms() - last_record >= idle_ms:
+                        break
+                else:
+                    last_record = now_ms()
+                    pending = records
+                    take = len(records) if limit is None else min(len(records), limit - count)
+                    stdout.write(b"".join(map(fmt.format, records[:take])))
+                    stdout.flush()
+                    count += take
+                    commit = _first_unprinted(poller.positions(), records[take:])
+                    pending = []
+                if guard.stop:
+                    raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        if commit is not None and pending:
+            commit = _first_unprinted({**commit, **poller.positions()}, pending)
+        _finish(group_api, cfg, group, commit, count, servers)
+        return 130
+    except (KafkaError, DecodeError) as exc:  # commit what was printed, then one line
+        _finish(group_api, cfg, group, commit, count, servers)
+        raise CliError(f"{exc.__class__.__name__}: {exc}" if isinstance(exc, DecodeError)
+                       else str(exc)) from None
+    finally:
+        if poller is not None:
+            poller.close()
+        client.close()
+    _finish(group_api, cfg, group, commit, count, servers)
+    return 0
+
+
+def _first_unprinted(positions: dict[Any, int], unprinted: list[Any]) -> dict[Any, int]:
+    """The next offset to read per partition: the poller's ``positions`` (just after the
+    records it returned), moved back to the first record of each partition that was
+    returned but not printed (cut by --max-messages or Ctrl-C)."""
+    out = dict(positions)
+    for r in reversed(unprinted):
+        out[(r.topic, r.partition)] = r.offset
+    return out
+
+
+def _finish(group_api: Any, cfg: Any, group: str | None, commit: dict[Any, int] | None,
+            count: int, servers: str) -> None:
+    """Commit the group's offsets (a client of its own: the loop's may have been cut
+    mid-request by Ctrl-C) and print the total."""
+    from broker.client.errors import KafkaError
+
+    try:
+        if group_api is not None and commit:
+            try:
+                group_api.commit_offsets(cfg, group, dict(commit))
+            except KafkaError as exc:
+                raise _group_error(exc, group, servers) from None
+    finally:
+        print(f"Processed a total of {count} messages", file=sys.stderr, flush=True)
+
+
+def _unreachable(exc: BaseException, servers: str, timeout_ms: float) -> str:
+    from broker.client.errors import KafkaTimeoutError
+
+    if isinstance(exc, KafkaTimeoutError):
+        return (f"cannot reach the broker at {servers} within {timeout_ms:g} ms "
+                f"(default.api.timeout.ms): {exc}")
+    return str(exc)

@@ -1,0 +1,178 @@
+"""Tests of spark_kafkalog/cli/groups_cmd.py: ``kafkalog groups --list | --describe |
+--delete`` against the real broker (the console script in a subprocess, and ``main(argv)``):
+kafka-consumer-groups.sh's table with committed offsets, log end offsets and lag, "-" for
+what is unknown, deletion, and one-line errors with exit status 1 (usage, a group that does
+not exist, an unreachable broker, a broker without consumer-group support)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.client.consumer import commit_offsets
+from broker.protocol import ApiKey
+from broker.record.batch import encode_batch
+from spark_kafkalog.cli.main import main
+
+from conftest import RawClient
+
+pytestmark = pytest.mark.timeout(120)
+
+HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+          "CLIENT-ID"]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def topic_with_records(broker, partitions: dict[int, int]) -> str:
+    """A new topic with ``count`` records in each ``partition``."""
+    topic = unique("cli-groups")
+    with RawClient(broker.host, broker.port) as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+            {"name": topic, "num_partitions": max(partitions) + 1, "replication_factor": 1, "assignments": [],
+             "configs": []}], "timeout_ms": 1000})
+        assert r.topics[0].error_code == 0
+        for p, count in partitions.items():
+            batch = encode_batch([(None, b"v", 1_700_000_000_000)] * count)
+            r = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 1000,
+                                              "topic_data": [{"name": topic, "partition_data": [
+                                                  {"index": p, "records": batch}]}]})
+            assert r.responses[0].partition_responses[0].error_code == 0
+    return topic
+
+
+def table(out: str) -> list[list[str]]:
+    lines = out.splitlines()
+    assert lines[0] == ""  # a blank line before each table, as kafka-consumer-groups.sh prints
+    assert lines[1].split() == HEADER
+    return [line.split() for line in lines[2:]]
+
+
+def kafkalog_script() -> Path:
+    script = Path(sys.executable).parent / "kafkalog"
+    if not script.exists():
+        pytest.skip("the kafkalog console script is not installed (pip install -e .)")
+    return script
+
+
+def test_list_describe_and_delete(kafka_broker, capsys):
+    topic = topic_with_records(kafka_broker, {0: 10, 1: 5})
+    group = unique("cli-g")
+    commit_offsets({"bootstrap.servers": kafka_broker.bootstrap}, group, {(topic, 0): 4, (topic, 1): 5})
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--list")
+    assert (code, err) == (0, "")
+    assert group in out.splitlines() and out.splitlines() == sorted(out.splitlines())
+    # the describe through the console script, in a subprocess
+    described = subprocess.run([str(kafkalog_script()), "groups", "--bootstrap-servers", kafka_broker.bootstrap,
+                                "--describe", "--group", group], capture_output=True, text=True, timeout=60)
+    assert described.returncode == 0
+    assert described.stderr == f"Consumer group '{group}' has no active members.\n"
+    assert table(described.stdout) == [[group, topic, "0", "4", "10", "6", "-", "-", "-"],
+                                       [group, topic, "1", "5", "5", "0", "-", "-", "-"]]
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--delete", "--group", group)
+    assert (code, err) == (0, "")
+    assert out == f"Deletion of requested consumer groups ('{group}') was successful.\n"
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe", "--group", group)
+    assert (code, out) == (1, "")
+    assert err == f"kafkalog groups: error: Consumer group '{group}' does not exist.\n"
+
+
+def test_describe_all_groups_and_unknown_log_ends(kafka_broker, capsys):
+    topic = topic_with_records(kafka_broker, {0: 3})
+    doomed = topic_with_records(kafka_broker, {0: 2})
+    a, b = unique("cli-a"), unique("cli-b" + "x" * 20)  # a long id widens the GROUP column
+    cfg = {"bootstrap.servers": kafka_broker.bootstrap}
+    commit_offsets(cfg, a, {(topic, 0): 1})
+    commit_offsets(cfg, b, {(doomed, 0): 2, (topic, 0): 3})
+    with RawClient(kafka_broker.host, kafka_broker.port) as c:
+        r = c.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": [doomed], "timeout_ms": 1000})
+        assert r.responses[0].error_code == 0
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe",
+                         "--group", b)
+    assert code == 0
+    rows = table(out)
+    assert sorted(rows) == sorted([[b, doomed, "0", "2", "-", "-", "-", "-", "-"],
+                                   [b, topic, "0", "3", "3", "0", "-", "-", "-"]])
+    header_line = out.splitlines()[1]
+    assert header_line.index("TOPIC") == len(b) + 1  # the GROUP column is as wide as the longest id
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe",
+                         "--all-groups")
+    assert code == 0
+    lines = out.splitlines()
+    headers = [i for i, line in enumerate(lines) if line.split() == HEADER]
+    assert len(headers) >= 2 and all(lines[i - 1] == "" for i in headers)  # a blank line, a header per group
+    rows = [line.split() for line in lines if line and line.split() != HEADER]
+    assert [a, topic, "0", "1", "3", "2", "-", "-", "-"] in rows
+    assert [b, topic, "0", "3", "3", "0", "-", "-", "-"] in rows
+    assert f"Consumer group '{a}' has no active members." in err.splitlines()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--list", "--describe"], "argument --describe: not allowed with argument --list"),
+    (["--describe"], "--describe needs exactly one of --group or --all-groups"),
+    (["--describe", "--group", "g", "--all-groups"], "--describe needs exactly one of --group or --all-groups"),
+    (["--delete"], "--delete needs --group"),
+    (["--delete", "--all-groups"], "--all-groups can only be used with --describe"),
+    (["--list", "--group", "g"], "--list takes no --group or --all-groups"),
+    (["--delete", "--group", ""], "--group must not be empty"),
+    ([], "one of the arguments --list --describe --delete is required"),
+])
+def test_usage_errors_are_one_line(capsys, argv, message):
+    code, out, err = run(capsys, "groups", *argv)
+    assert code == 1 and out == ""
+    assert message in one_line(err) and one_line(err).startswith("kafkalog groups: error: ")
+
+
+def test_delete_failure_and_unreachable_broker(kafka_broker, capsys, tmp_path):
+    ghost = unique("ghost")
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--delete", "--group", ghost)
+    assert code == 1 and out == ""
+    line = one_line(err)
+    assert line.startswith("kafkalog groups: error: Deletion of some consumer groups failed: ")
+    assert "GROUP_ID_NOT_FOUND" in line and ghost in line
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    props = tmp_path / "client.properties"
+    props.write_text(f"bootstrap.servers=127.0.0.1:{port}\ndefault.api.timeout.ms=1500\nretries=3\n")
+    code, out, err = run(capsys, "groups", "--command-config", str(props), "--list")
+    assert code == 1 and out == ""
+    lines = err.splitlines()
+    assert lines[0] == f"kafkalog groups: warning: {props}: retries is not a client setting used here; ignored"
+    assert len(lines) == 2 and lines[1].startswith("kafkalog groups: error: ") and f"127.0.0.1:{port}" in lines[1]
+
+
+def test_broker_without_group_support(tmp_path, capsys):
+    from broker.server import KafkaBroker
+
+    broker = KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")})
+    broker.start()
+    try:
+        state = broker.apis.state
+        state.api_versions = tuple(a for a in state.api_versions if a[0] != ApiKey.LIST_GROUPS)
+        code, out, err = run(capsys, "groups", "--bootstrap-server", broker.bootstrap_servers, "--list")
+    finally:
+        broker.shutdown()
+    assert code == 1 and out == ""
+    line = one_line(err)
+    assert "does not support consumer groups" in line and broker.bootstrap_servers in line
