@@ -9,21 +9,33 @@ options *mean* against a log (resolving offsets, splitting) is ``planning.py``'s
 Rules kept from Spark's Kafka source:
 - exactly one of ``assign`` / ``subscribe`` / ``subscribePattern``;
 - starting bound precedence ``startingTimestamp`` > ``startingOffsetsByTimestamp`` >
-  ``startingOffsets`` (default ``earliest``), the same for the ending bound (default
-  ``latest``);
+  ``startingOffsets`` (default ``earliest`` in batch queries, ``latest`` in streaming
+  queries), the same for the ending bound of batch queries (default ``latest``);
 - batch queries refuse ``startingOffsets=latest``, ``endingOffsets=earliest``, a JSON
-  ``-1`` in ``startingOffsets`` and a JSON ``-2`` in ``endingOffsets``;
+  ``-1`` in ``startingOffsets`` and a JSON ``-2`` in ``endingOffsets``
+  (``validateBatchOptions``); streaming queries refuse every ending bound
+  (``validateStreamOptions``: ``endingOffsets``, ``endingTimestamp``,
+  ``endingOffsetsByTimestamp``) and a ``minOffsetsPerTrigger`` above
+  ``maxOffsetsPerTrigger``;
 - ``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
   ``kafka.enable.auto.commit``, ``kafka.interceptor.classes`` are refused; any other
   ``kafka.*`` key is passed through (network mode gives them to the consumer);
 - streaming-only options (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
-  ``maxTriggerDelay``) are accepted and ignored with a warning, as Spark does; the
+  ``maxTriggerDelay``: Spark's time string, e.g. ``15m``, its default) are used by
+  streaming queries and ignored with a warning by batch queries, as Spark does; the
   consumer-tuning options (``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
   ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``) are validated and used by network
   mode only.
 
 Unlike Spark's Kafka source, an unknown option is an error (``KafkaLogOptionError``) that
 names it and lists the valid ones, so that a typo never silently reads something else.
+
+Which rules apply depends on the query: ``parse_options(options)`` checks a batch read,
+``parse_options(options, streaming=True)`` a streaming read, and
+``parse_options(options, streaming=None)`` only the rules both share: what
+``DataSource.schema()`` can check at ``load()``, where pyspark does not tell a batch read
+from a streaming one (the batch-only and streaming-only rules are then checked when the
+query is planned or started).
 
 Invariants: ``parse_options`` either returns a fully validated ``ReadOptions`` or raises
 ``KafkaLogOptionError`` (a ``ValueError``) naming the offending option; it never touches a
@@ -44,6 +56,7 @@ from typing import Mapping
 __all__ = [
     "KafkaLogOptionError", "ReadOptions", "Strategy", "OffsetSpec", "parse_options",
     "EARLIEST", "LATEST", "OPTION_NAMES", "DEFAULT_MAX_BYTES_PER_BATCH",
+    "DEFAULT_MAX_TRIGGER_DELAY_MS", "parse_duration_ms",
 ]
 
 log = logging.getLogger("spark_kafkalog")
@@ -57,6 +70,7 @@ LATEST = -1    # KafkaOffsetRangeLimit.LATEST
 # 16 MiB, measured by bench/spark_read.py. Larger budgets stop paying past 16 MiB.
 DEFAULT_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
 MIN_MAX_BYTES_PER_BATCH = 64 * 1024
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's maxTriggerDelay default, "15m"
 
 # The user-facing spelling of every option, keyed by its lower-cased form.
 _SPARK_OPTIONS = [
@@ -153,6 +167,11 @@ class ReadOptions:
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
     group_id_prefix: str = "spark-kafka-relation"
+    # streaming queries only (parse_options(..., streaming=True))
+    streaming: bool = False
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
 
     @property
     def mode(self) -> str:
@@ -317,8 +336,32 @@ def _tps(m) -> str:
     return "{" + ", ".join(_tp(tp) for tp in sorted(m)) + "}"
 
 
-def parse_options(options: Mapping[str, str]) -> ReadOptions:
-    """Validate the options of a batch read (keys in any case) into ``ReadOptions``."""
+# Spark's Utils.timeStringAsMs units
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                  "d": 86_400_000}
+
+
+def parse_duration_ms(text: str, name: str) -> int:
+    """Milliseconds of a Spark time string (``500``, ``500ms``, ``10s``, ``15m``, ``1h``,
+    ``1d``; no unit: milliseconds), as ``Utils.timeStringAsMs``."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(text).lower())
+    if m is None or (m.group(2) and m.group(2) not in _TIME_UNITS_MS):
+        raise _fail(f"Invalid value '{text}' for option '{name}': expected a duration such as "
+                    "'500ms', '10s', '15m' or '1h' (no unit: milliseconds)")
+    return int(int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"])
+
+
+_ENDING_KEYS = {  # validateStreamOptions
+    "endingoffsets": "ending offset not valid in streaming queries",
+    "endingtimestamp": "ending timestamp not valid in streaming queries",
+    "endingoffsetsbytimestamp": "ending timestamp not valid in streaming queries",
+}
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
+    """Validate the options of a read (keys in any case) into ``ReadOptions``: a batch read
+    (``streaming=False``), a streaming read (``True``), or either (``None``: only the rules
+    both kinds share, for ``load()``; the result's bounds are then a batch read's)."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
     unknown = sorted(k for k in opts if k not in OPTION_NAMES and not k.startswith("kafka."))
     if unknown:
@@ -362,13 +405,17 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     if ts_strategy not in ("error", "latest"):
         raise _fail(f"Invalid value '{opts['startingoffsetsbytimestampstrategy']}' for option "
                     "'startingOffsetsByTimestampStrategy': expected 'error' or 'latest'")
+    if streaming:
+        for key, message in _ENDING_KEYS.items():
+            if key in opts:
+                raise _fail(message)
     starting = _offset_spec(opts, "startingtimestamp", "startingoffsetsbytimestamp", "startingoffsets",
-                            "earliest", ts_strategy)
+                            "latest" if streaming else "earliest", ts_strategy)
     ending = _offset_spec(opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets",
                           "latest", ts_strategy)
-    if starting.kind == "latest":
+    if streaming is False and starting.kind == "latest":
         raise _fail("starting offset can't be latest for batch queries on Kafka")
-    if starting.kind == "offsets":
+    if streaming is False and starting.kind == "offsets":
         for tp, off in sorted(starting.offsets.items()):
             if off == LATEST:
                 raise _fail(f"startingOffsets for {_tp(tp)} can't be latest for batch queries on Kafka")
@@ -402,11 +449,19 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     poll_timeout = _long(opts, "kafkaconsumer.polltimeoutms", non_negative=True)
     retries = _long(opts, "fetchoffset.numretries", non_negative=True)
     retry_interval = _long(opts, "fetchoffset.retryintervalms", non_negative=True)
-    for key in ("maxoffsetspertrigger", "minoffsetspertrigger"):
-        _long(opts, key, positive=True)
-    for key in _STREAMING_ONLY_OPTIONS:
-        if key.lower() in opts:
-            log.warning("%s option ignored in batch queries", key)
+    max_offsets = _long(opts, "maxoffsetspertrigger", positive=True)
+    min_offsets = _long(opts, "minoffsetspertrigger", positive=True)
+    max_delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS
+    if streaming:
+        if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+            raise _fail(f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
+                        f"maxOffsetsPerTrigger({max_offsets}).")
+        if "maxtriggerdelay" in opts:
+            max_delay_ms = parse_duration_ms(opts["maxtriggerdelay"], "maxTriggerDelay")
+    elif streaming is False:
+        for key in _STREAMING_ONLY_OPTIONS:
+            if key.lower() in opts:
+                log.warning("%s option ignored in batch queries", key)
 
     # kafka.* passthrough
     kafka_params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
@@ -436,6 +491,9 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         fetch_offset_num_retries=3 if retries is None else retries,
         fetch_offset_retry_interval_ms=1000 if retry_interval is None else retry_interval,
         group_id_prefix=opts.get("groupidprefix", "spark-kafka-relation"),
+        streaming=bool(streaming), max_offsets_per_trigger=max_offsets if streaming else None,
+        min_offsets_per_trigger=min_offsets if streaming else None,
+        max_trigger_delay_ms=max_delay_ms,
     )
 
 

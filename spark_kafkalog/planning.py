@@ -1,4 +1,5 @@
-"""Planning a batch read on the driver: from options to input partitions.
+"""Planning a read on the driver: from options to input partitions (batch reads), and
+from offsets to micro-batches (streaming reads).
 
 Owns: which topic-partitions a strategy selects, resolving the starting and ending bounds
 to offsets (earliest, latest, JSON offsets, timestamps), the data-loss checks against the
@@ -30,10 +31,23 @@ The steps, in order (``plan_ranges``):
    fewer ranges than minPartitions, large ranges into pieces in proportion to their size
    (Spark's rounding); empty ranges are dropped.
 
+Streaming reads (``readers/stream.py``) use the same steps per micro-batch: the offsets
+Spark checkpoints are Spark's ``KafkaSourceOffset`` JSON (``offsets_json`` /
+``offsets_from_json``: ``{"topic": {"0": 42, "1": 7}}``, the next offset to read per
+partition, sorted by topic and partition because the engine compares offsets as JSON
+text); ``initial_offsets`` resolves startingOffsets (steps 1-2); ``rate_limit`` is Spark's
+``KafkaMicroBatchStream.rateLimit`` (maxOffsetsPerTrigger spread over the partitions in
+proportion to their lag); ``stream_ranges`` turns a micro-batch's start and end offsets
+into ranges as Spark's ``getOffsetRangesFromResolvedOffsets`` does (partitions that
+appeared start at their log start offset, vanished partitions and offsets are data loss)
+and then applies steps 3 and 5.
+
 Invariants: the output is sorted by (topic, partition, start) and depends only on the
 options, the filters and the offsets the reader reports (deterministic); ranges of one
 partition never overlap and together cover exactly the planned range; every filter
 ``PushedFilters.accept`` takes is applied exactly (by the narrowing or by ``row_mask``).
+A micro-batch's ranges lie within its [start, end) offsets, so consecutive micro-batches
+never overlap and leave no gap but the data loss they report.
 
 Thread-safety: pure functions; ``PushedFilters`` is mutated only while filters are
 pushed, on the planning worker, then only read.
@@ -42,6 +56,7 @@ pushed, on the planning worker, then only read.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import logging
 import math
 import re
@@ -56,6 +71,8 @@ if TYPE_CHECKING:
 __all__ = [
     "OffsetRange", "OffsetReader", "PushedFilters", "KafkaDataLossError", "assigned_partitions",
     "resolve_bounds", "plan_ranges", "report_data_loss", "check_range", "split_ranges", "INTERNAL_TOPICS",
+    "offsets_json", "offsets_from_json", "initial_offsets", "latest_partition_offsets", "rate_limit",
+    "pending_records", "stream_ranges",
 ]
 
 log = logging.getLogger("spark_kafkalog")
@@ -509,3 +526,134 @@ def plan_ranges(options: ReadOptions, reader: OffsetReader,
         ranges = _narrow(ranges, filters, reader)
     ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     return sorted(ranges)
+
+
+# --- streaming ---
+
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's KafkaSourceOffset JSON of ``offsets`` (``{"topic": {"0": 42}}``), topics and
+    partitions sorted: Spark compares a source's offsets by their JSON text."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(value) -> dict[TopicPartition, int]:
+    """The offsets of a KafkaSourceOffset JSON (text or parsed), as checkpointed."""
+    obj = json.loads(value) if isinstance(value, str) else value
+    example = '{"topicA":{"0":23,"1":42}}'
+    if not isinstance(obj, dict):
+        raise KafkaLogOptionError(f"Invalid kafkalog source offset: expected e.g. {example}, got {value}")
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in obj.items():
+        if not isinstance(parts, dict):
+            raise KafkaLogOptionError(f"Invalid kafkalog source offset: expected e.g. {example}, got {value}")
+        for key, offset in parts.items():
+            if not (isinstance(key, str) and key.isdigit() and _is_int(offset) and offset >= 0):
+                raise KafkaLogOptionError(
+                    f"Invalid kafkalog source offset: expected e.g. {example}, got {value}")
+            out[(topic, int(key))] = offset
+    return out
+
+
+def initial_offsets(options: ReadOptions, reader: OffsetReader) -> dict[TopicPartition, int]:
+    """Where a new streaming query starts: startingOffsets (or the starting timestamps)
+    resolved for the partitions assigned now (steps 1-2). Offsets given in JSON are kept
+    as given; those the log no longer holds are reported when they are read."""
+    tps = assigned_partitions(options.strategy, reader, options.kafka_params)
+    start, _, _, _ = resolve_bounds(options, reader, tps)
+    return start
+
+
+def latest_partition_offsets(options: ReadOptions, reader: OffsetReader) -> dict[TopicPartition, int]:
+    """The log end offset (latest) of every partition assigned now."""
+    tps = assigned_partitions(options.strategy, reader, options.kafka_params)
+    return reader.latest_offsets(tps) if tps else {}
+
+
+def _begin(tp: TopicPartition, start: Mapping[TopicPartition, int],
+           new_earliest: Mapping[TopicPartition, int]) -> int | None:
+    return start[tp] if tp in start else new_earliest.get(tp)
+
+
+def rate_limit(limit: int, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+               new_earliest: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """Spark's KafkaMicroBatchStream.rateLimit: the end offsets of a micro-batch of about
+    ``limit`` records from ``start`` towards ``latest``, spread over the partitions in
+    proportion to their lag (a partition with a lag gets at least one record; partitions
+    not in ``start`` begin at ``new_earliest``)."""
+    sizes: dict[TopicPartition, int] = {}
+    for tp, end in latest.items():
+        begin = _begin(tp, start, new_earliest)
+        if begin is not None and end - begin > 0:
+            sizes[tp] = end - begin
+    total = float(sum(sizes.values()))
+    if total < 1:
+        return dict(latest)
+    out = {}
+    for tp, end in latest.items():
+        if tp not in sizes:
+            out[tp] = end
+            continue
+        prorate = limit * (sizes[tp] / total)
+        admitted = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        out[tp] = min(end, _begin(tp, start, new_earliest) + admitted)
+    return out
+
+
+def pending_records(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+                    new_earliest: Mapping[TopicPartition, int]) -> int:
+    """Records between ``start`` and ``latest`` (minOffsetsPerTrigger's count)."""
+    total = 0
+    for tp, end in latest.items():
+        begin = _begin(tp, start, new_earliest)
+        if begin is not None:
+            total += max(end - begin, 0)
+    return total
+
+
+def _lost(reason: str, fail: bool) -> None:
+    if fail:
+        raise KafkaDataLossError(f"{DATA_LOSS_INSTRUCTION} Reason: {reason}")
+    log.warning("%s failOnDataLoss=false: the query goes on.", reason)
+
+
+def stream_ranges(options: ReadOptions, reader: OffsetReader, start: Mapping[TopicPartition, int],
+                  end: Mapping[TopicPartition, int]) -> list[OffsetRange]:
+    """The input partitions of the micro-batch [start, end) (Spark's
+    getOffsetRangesFromResolvedOffsets, then steps 3 and 5): partitions of ``end`` not in
+    ``start`` (created since) start at their log start offset, and one that does not
+    start at 0 is data loss, as in Spark; partitions of ``start`` missing from ``end`` or
+    from the log, an end below its start and offsets outside the log are data loss
+    (failOnDataLoss: an error naming them, else a warning and what remains is read)."""
+    fail = options.fail_on_data_loss
+    gone = [tp for tp in start if tp not in end]
+    if gone:
+        _lost(f"{_tps(gone)} are gone. Some data may have been missed.", fail)
+    topics = sorted({t for t, _ in end})
+    existing = set(reader.topic_partitions(topics)) if topics else set()
+    vanished = [tp for tp in end if tp not in existing]
+    if vanished:
+        _lost(f"{_tps(vanished)} no longer exist in {reader.describe()}. Some data may have been "
+              "missed.", fail)
+    present = [tp for tp in sorted(end) if tp in existing]
+    earliest = reader.earliest_offsets(present) if present else {}
+    latest = reader.latest_offsets(present) if present else {}
+    ranges = []
+    for tp in present:
+        if tp in start:
+            begin = start[tp]
+        else:
+            begin = earliest[tp]
+            if begin != 0:
+                _lost(f"Added partition {_tp(tp)} starts from {begin} instead of 0. Some data may "
+                      "have been missed.", fail)
+        until = end[tp]
+        if until < begin:
+            _lost(f"Partition {_tp(tp)}'s offset was changed from {begin} to {until}, some data may "
+                  "have been missed.", fail)
+            continue
+        begin, until = check_range(tp, begin, until, earliest[tp], latest[tp], fail)
+        ranges.append(OffsetRange(tp[0], tp[1], begin, until))
+    return sorted(split_ranges(ranges, options.min_partitions, options.max_records_per_partition))

@@ -1,10 +1,13 @@
 """The ``kafkalog`` Spark data source; the class docstring below is its user manual.
 
-Owns: ``KafkaLogDataSource`` (name, schema, reader choice) and the detection of pyspark's
-filter-pushdown planner (see ``readers/batch.py`` for why it matters).
+Owns: ``KafkaLogDataSource`` (name, schema, reader choice: batch, batch with filter
+pushdown, streaming) and the detection of pyspark's filter-pushdown planner (see
+``readers/batch.py`` for why it matters).
 
-Invariants: options are validated at ``load()`` (``schema()``) and again when the read is
-planned; a user-given schema other than the fixed one is refused.
+Invariants: options are validated at ``load()`` (``schema()``: the rules batch and
+streaming reads share, since pyspark calls it the same way for both) and in full when the
+read is planned (batch) or the streaming query starts; a user-given schema other than the
+fixed one is refused.
 
 Thread-safety: a data source object is created per query, pickled to the planning
 worker, and never shared.
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 
 __all__ = ["KafkaLogDataSource"]
 
@@ -34,10 +37,22 @@ def _planning_with_filter_pushdown() -> bool:
     return False
 
 
+def _check_schema(schema, include_headers: bool) -> None:
+    from .options import KafkaLogOptionError
+    from .schema import kafka_schema
+
+    expected = kafka_schema(include_headers)
+    if schema is not None and schema.jsonValue() != expected.jsonValue():
+        raise KafkaLogOptionError(
+            f"The kafkalog source has a fixed schema and cannot be set with a custom one: "
+            f"expected {expected.simpleString()}, got {schema.simpleString()}")
+
+
 class KafkaLogDataSource(DataSource):
-    """``spark.read.format("kafkalog")``: Kafka topics as a DataFrame, with the options
-    and the row schema of Spark's own Kafka source, read straight from a Kafka log
-    directory (direct mode) or from brokers (network mode).
+    """``spark.read.format("kafkalog")`` and ``spark.readStream.format("kafkalog")``: Kafka
+    topics as a DataFrame or a stream of micro-batches, with the options and the row
+    schema of Spark's own Kafka source, read straight from a Kafka log directory (direct
+    mode) or from brokers (network mode). Streaming reads: see "Streaming" below.
 
     Registration: installing the ``spark-kafkalog`` distribution installs the top-level
     module ``pyspark_kafkalog``, which pyspark finds on its own (``DefaultSource``), so
@@ -104,11 +119,12 @@ class KafkaLogDataSource(DataSource):
 
     Which offsets (per partition the rows with offsets in [start, end)):
 
-    ``startingOffsets`` (default ``earliest``)
+    ``startingOffsets`` (default ``earliest``; ``latest`` in streaming queries)
         ``earliest`` (the log start offset) or JSON
         ``{"topicA":{"0":23,"1":-2},"topicB":{"0":-2}}`` naming every assigned partition
-        (-2 = earliest). ``latest`` and -1 are refused in batch queries, as in Spark.
-    ``endingOffsets`` (default ``latest``)
+        (-2 = earliest). ``latest`` and -1 are refused in batch queries, as in Spark (when
+        the query is planned: ``load()`` cannot tell a batch read from a streaming one).
+    ``endingOffsets`` (default ``latest``; batch queries only)
         ``latest`` (the log end offset when the query is planned) or JSON (-1 = latest);
         ``earliest`` and -2 are refused.
     ``startingTimestamp`` / ``endingTimestamp``
@@ -155,9 +171,10 @@ class KafkaLogDataSource(DataSource):
     Accepted for compatibility with Spark's Kafka source: ``kafkaConsumer.pollTimeoutMs``,
     ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``
     (validated, used by network mode only) and the streaming-only
-    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (ignored in a
-    batch query, with a warning, as Spark does). Any other option is an error that names
-    it and lists the valid ones. Option names are case-insensitive.
+    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (see
+    "Streaming"; ignored in a batch query, with a warning, as Spark does). Any other
+    option is an error that names it and lists the valid ones. Option names are
+    case-insensitive.
 
     Filter pushdown (beyond Spark's Kafka source; pyspark >= 4.1 with
     ``spark.sql.python.filterPushdown.enabled=true``): filters on ``topic`` (=, IN, <>),
@@ -178,6 +195,90 @@ class KafkaLogDataSource(DataSource):
     selected. Call ``load()`` for each filtered query (cheap: nothing is read before an
     action) until pyspark keeps pushed-down plans per query.
 
+    Streaming (``spark.readStream.format("kafkalog")``), in both modes::
+
+        stream = (spark.readStream.format("kafkalog")
+                  .option("kafka.bootstrap.servers", "localhost:9092")  # or .load(log_dir)
+                  .option("subscribe", "orders")
+                  .option("maxOffsetsPerTrigger", 100000)
+                  .load())
+        (stream.writeStream.format("parquet").option("path", "/out")
+         .option("checkpointLocation", "/chk").trigger(availableNow=True).start())
+
+    Same schema, same options as a batch read (``assign`` / ``subscribe`` /
+    ``subscribePattern``, ``kafka.*``, ``includeHeaders``, ``failOnDataLoss``,
+    ``minPartitions``, ``maxRecordsPerPartition``, ``maxBytesPerBatch``), with Spark's
+    streaming rules:
+
+    Offsets
+        Each micro-batch reads the offsets [start, end) of every partition. Offsets are
+        Spark's ``KafkaSourceOffset`` JSON, the next offset to read per partition:
+        ``{"orders": {"0": 42, "1": 7}}``, shown as ``startOffset`` / ``endOffset`` in
+        ``query.lastProgress["sources"]`` (``latestOffset``: what the log held when the
+        batch was planned) and written to the checkpoint's offset log. A query restarted
+        from its checkpoint goes on exactly where its last micro-batch ended: with a sink
+        that is exactly-once (file sinks, ``foreachBatch`` keyed on the batch id) every
+        record is written once, none skipped. Nothing is committed to Kafka (no group).
+        The first micro-batch of a new query always runs, possibly reading nothing, so
+        that the offsets ``startingOffsets`` resolved to are in the checkpoint (pyspark
+        keeps no other place for them): a query stopped before any record arrived
+        resumes from there, it does not resolve ``latest`` again.
+    ``startingOffsets`` (default ``latest``)
+        Where a new query starts (a restarted query ignores it and resumes from its
+        checkpoint): ``latest``, ``earliest`` or JSON naming every assigned partition
+        (-1 = latest, -2 = earliest); ``startingTimestamp`` /
+        ``startingOffsetsByTimestamp`` (with ``startingOffsetsByTimestampStrategy``) as
+        in batch reads, with the same precedence.
+    ``endingOffsets``, ``endingTimestamp``, ``endingOffsetsByTimestamp``
+        Refused (``ending offset not valid in streaming queries``), as in Spark; the
+        query fails when it starts.
+    New partitions
+        Partitions that appear while the query runs (a topic gets more partitions, a new
+        topic matches ``subscribePattern`` or a ``subscribe``d topic is created) are read
+        from their earliest offset; as in Spark, one whose log does not start at 0 is
+        reported as data loss (see ``failOnDataLoss``).
+    ``maxOffsetsPerTrigger``
+        At most about this many records per micro-batch, spread over the partitions in
+        proportion to their lag, as Spark's ``KafkaMicroBatchStream.rateLimit`` (a
+        partition that has records gets at least one, so a batch may exceed the limit
+        by less than the number of partitions). Without it a micro-batch reads
+        everything available.
+    ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (default ``15m``)
+        Skip a trigger while fewer than ``minOffsetsPerTrigger`` records are waiting,
+        unless ``maxTriggerDelay`` (Spark's time string: ``500ms``, ``10s``, ``15m``,
+        ``1h``) passed since the last micro-batch; must not exceed
+        ``maxOffsetsPerTrigger``. Ignored by Trigger.AvailableNow and Trigger.Once.
+    Triggers
+        Processing-time triggers (the default) read what is new at each trigger, within
+        the limits above. ``trigger(availableNow=True)`` takes the latest offsets when the
+        query starts as its target, reads up to them (in several micro-batches when
+        ``maxOffsetsPerTrigger`` is set; records that arrive later, and partitions created
+        later, are left for the next run) and stops. ``trigger(once=True)`` reads
+        everything in one micro-batch, ignoring the limits. Continuous processing is not
+        supported by Python data sources.
+    ``failOnDataLoss`` (default ``true``)
+        Offsets a micro-batch should read that the log no longer holds (retention or
+        DeleteRecords removed them before they were read, a partition or topic was
+        deleted, a log now ends before the offset read last): with ``true`` the query
+        fails with ``KafkaDataLossError`` naming the topic-partition and the offsets
+        (``Could not read records in offset [10, 25) for topic partition orders-0``,
+        ``Partition orders-1's offset was changed from 40 to 3``, ``{orders-2} are
+        gone``); with ``false`` a warning is logged and the query reads what remains
+        and goes on. The check runs when the micro-batch is planned and again on the
+        executors while they read. ``failOnDataLoss`` may be changed when a failed query
+        is restarted.
+    Parallelism
+        Each micro-batch is split like a batch read: one task per partition's range,
+        ``minPartitions`` / ``maxRecordsPerPartition`` splitting, the same direct-mode
+        segment scans or network-mode fetches, Arrow batches out.
+
+    Limitations: pyspark gives a Python source no place of its own in the checkpoint
+    (Spark's Kafka source keeps its resolved starting offsets in ``sources/0``), so a
+    query that fails or is stopped while its very first micro-batch runs resolves
+    ``startingOffsets`` again when restarted: with ``latest`` (or a timestamp) and new
+    records in between, that batch then reports data loss (``offset was changed``).
+    Filter pushdown applies to batch reads only.
+
     Writing (``df.write.format("kafkalog").mode("append")``, ``df.writeStream``): options
     ``kafka.bootstrap.servers``, ``topic``, ``kafka.*``, ``kafkalog.writeBatchHeaders``;
     at-least-once across Spark task retries, no duplicates from producer retries; the
@@ -191,22 +292,26 @@ class KafkaLogDataSource(DataSource):
     def schema(self):
         from .options import parse_options
         from .schema import kafka_schema
-        return kafka_schema(parse_options(self.options).include_headers)
+        # pyspark calls schema() alike for read and readStream: only the shared rules here
+        return kafka_schema(parse_options(self.options, streaming=None).include_headers)
 
     def reader(self, schema) -> DataSourceReader:
-        from .options import KafkaLogOptionError, parse_options
+        from .options import parse_options
         from .readers.batch import KafkaLogBatchReader, KafkaLogPushdownReader
-        from .schema import kafka_schema
 
         options = parse_options(self.options)
-        expected = kafka_schema(options.include_headers)
-        if schema is not None and schema.jsonValue() != expected.jsonValue():
-            raise KafkaLogOptionError(
-                f"The kafkalog source has a fixed schema and cannot be set with a custom one: "
-                f"expected {expected.simpleString()}, got {schema.simpleString()}")
+        _check_schema(schema, options.include_headers)
         if _planning_with_filter_pushdown():
             return KafkaLogPushdownReader(options)
         return KafkaLogBatchReader(options)
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        from .options import parse_options
+        from .readers.stream import KafkaLogStreamReader
+
+        options = parse_options(self.options, streaming=True)
+        _check_schema(schema, options.include_headers)
+        return KafkaLogStreamReader(options)
 
     def writer(self, schema, overwrite):
         from .writers import make_writer

@@ -269,13 +269,17 @@ def test_splitting_covers_exactly_and_is_deterministic():
 
 # --- through Spark: where the errors surface ---
 
-def test_option_errors_surface_at_load(spark, two_topics):
+def test_option_errors_surface_at_load_or_the_first_action(spark, two_topics):
+    """Unknown options fail at load(); a rule of batch queries only (latest at the start)
+    fails at the first action: pyspark asks a Python source for its schema in the same way
+    for read and readStream, and a stream may start at latest."""
     with pytest.raises(Exception, match="'startingoffset'"):
         spark.read.format("kafkalog").option("subscribe", "t").option("startingOffset", "earliest") \
             .load(str(two_topics))
+    df = spark.read.format("kafkalog").option("subscribe", "t").option("startingOffsets", "latest") \
+        .load(str(two_topics))
     with pytest.raises(Exception, match="starting offset can't be latest for batch queries"):
-        spark.read.format("kafkalog").option("subscribe", "t").option("startingOffsets", "latest") \
-            .load(str(two_topics))
+        df.count()
 
 
 def test_network_mode_with_an_unreachable_broker_fails_with_a_clear_error(spark):

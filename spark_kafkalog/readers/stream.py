@@ -1,0 +1,230 @@
+"""The streaming ``DataSourceStreamReader`` of the ``kafkalog`` source (micro-batches).
+
+Owns: ``KafkaLogStreamReader``: ``spark.readStream.format("kafkalog")`` in direct mode
+(a log directory) and network mode (``kafka.bootstrap.servers``), with the offsets,
+admission control and data-loss rules of Spark's ``KafkaMicroBatchStream``. Offsets are
+resolved on the driver through the mode's ``planning.OffsetReader``; each micro-batch is
+split and read exactly as a batch read (``planning.stream_ranges`` ->
+``KafkaLogInputPartition`` -> the mode's ``RangeReader`` -> ``schema.SparkBatchBuilder``).
+
+Offsets (what Spark writes to the checkpoint's offset log and hands back on restart):
+Spark's ``KafkaSourceOffset`` JSON, ``{"topic": {"0": 42, "1": 7}}``, the next offset to
+read of every partition (``planning.offsets_json``). A micro-batch reads [start, end) of
+each partition, so a query restarted from its checkpoint goes on at the last batch's end:
+no record twice, none skipped (except data loss, which is reported).
+
+The first micro-batch of a new query always runs, even when it reads nothing: Spark
+writes only a batch's *end* offsets to the offset log, and pyspark gives a Python source
+no place of its own in the checkpoint (Spark's Kafka source keeps its resolved starting
+offsets in ``sources/0``), so without that batch a query stopped before any record
+arrived would resolve ``startingOffsets=latest`` again when restarted and skip what came
+in between (an AvailableNow query with ``latest`` would never read anything).
+``initialOffset`` therefore returns the resolved offsets plus the key ``_INITIAL``
+(``"kafkalog:initial": true``; ``:`` is not allowed in Kafka topic names), whose JSON
+never equals what ``latestOffset`` returns; the key is dropped wherever offsets are read.
+
+How pyspark 4.3 drives it (``pyspark/sql/streaming/python_streaming_source_runner.py``):
+one instance lives in a planner process on the driver for the whole query and gets
+``initialOffset`` (new queries), ``getDefaultReadLimit``, ``latestOffset(start, limit)``
+(``limit`` is the default read limit, or ``ReadAllAvailable`` for Trigger.Once),
+``reportLatestOffset`` (the progress' ``latestOffset``), ``partitions(start, end)``,
+``commit`` and ``stop``. Since the class is a ``SupportsTriggerAvailableNow``, pyspark
+calls ``prepareForTriggerAvailableNow`` for Trigger.AvailableNow (instead of wrapping the
+source, which would read everything in one batch): the latest offsets at that moment
+become the target that ``latestOffset`` never passes, still in several micro-batches
+when maxOffsetsPerTrigger is set, and the query stops once the target is reached. The
+executors get other instances (pickled without the driver's connection) and only call
+``read``.
+
+Invariants: every offset returned is canonical JSON (sorted), so "no new data" is
+recognised by Spark's text comparison; ``latestOffset`` never returns an offset beyond
+the AvailableNow target; with a limit other than ``ReadAllAvailable`` a micro-batch holds
+about ``maxOffsetsPerTrigger`` records at most (Spark's proportional split, rounding
+included); ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` may hold a trigger back, except
+under Trigger.AvailableNow (it must reach its target) and Trigger.Once.
+
+Thread-safety: pyspark calls a reader from one thread. The network-mode offset reader
+(one ``ConsumerNetworkClient``) is kept for the query on the driver, dropped after any
+error and closed by ``stop``; direct mode lists the log directory afresh on every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow)
+
+from ..options import ReadOptions
+from .batch import KafkaLogInputPartition
+
+__all__ = ["KafkaLogStreamReader"]
+
+log = logging.getLogger("spark_kafkalog")
+
+_INITIAL = "kafkalog:initial"  # marks initialOffset's result (see the module docstring)
+
+
+def _offsets(offset: dict) -> dict:
+    from ..planning import offsets_from_json
+
+    return offsets_from_json({k: v for k, v in offset.items() if k != _INITIAL})
+
+
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of the ``kafkalog`` source (see the module docstring)."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._network = None           # network mode: NetworkOffsetReader kept for the query
+        self._initial: dict | None = None   # resolved startingOffsets (new queries)
+        self._target: dict | None = None    # Trigger.AvailableNow: the offsets not to pass
+        self._latest: dict | None = None    # latest offsets seen last (reportLatestOffset)
+        self._last_trigger_ms = 0.0         # minOffsetsPerTrigger / maxTriggerDelay
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_network"] = None  # a socket never travels to the executors
+        return state
+
+    # -- offsets (driver) --
+
+    @contextlib.contextmanager
+    def _offset_reader(self):
+        from . import open_offset_reader
+
+        if self.options.mode == "direct":
+            reader = open_offset_reader(self.options)
+            try:
+                yield reader
+            finally:
+                reader.close()
+            return
+        if self._network is None:
+            self._network = open_offset_reader(self.options)
+        try:
+            yield self._network
+        except BaseException:
+            self._close_network()  # a fresh connection next time
+            raise
+
+    def _close_network(self) -> None:
+        network, self._network = self._network, None
+        if network is not None:
+            try:
+                network.close()
+            except Exception:  # pragma: no cover - closing a broken client
+                log.debug("closing the offset reader failed", exc_info=True)
+
+    def _resolve_initial(self, reader) -> dict:
+        from ..planning import initial_offsets
+
+        if self._initial is None:
+            self._initial = initial_offsets(self.options, reader)
+        return self._initial
+
+    def initialOffset(self) -> dict:
+        from ..planning import offsets_json
+
+        with self._offset_reader() as reader:
+            out = offsets_json(self._resolve_initial(reader))
+        out[_INITIAL] = True
+        return out
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        from ..planning import latest_partition_offsets
+
+        with self._offset_reader() as reader:
+            # A new query's starting offsets are resolved before the target, so that
+            # startingOffsets=latest never lies beyond it. A restarted query does not need
+            # them (it resumes from its checkpoint): a failure here is left to
+            # initialOffset, which Spark calls only for a new query.
+            try:
+                self._resolve_initial(reader)
+            except Exception:
+                log.debug("starting offsets not resolved before the AvailableNow target",
+                          exc_info=True)
+            self._target = latest_partition_offsets(self.options, reader)
+        self._latest = dict(self._target)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        from ..planning import latest_partition_offsets, offsets_json, pending_records, rate_limit
+
+        begin = _offsets(start)
+        with self._offset_reader() as reader:
+            if self._target is not None:
+                latest = dict(self._target)
+            else:
+                latest = latest_partition_offsets(self.options, reader)
+            self._latest = latest
+            if isinstance(limit, ReadAllAvailable):
+                return offsets_json(latest)
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) \
+                else self.options.max_offsets_per_trigger
+            min_rows = limit.min_rows if isinstance(limit, ReadMinRows) \
+                else self.options.min_offsets_per_trigger
+            if self._target is not None:
+                min_rows = None  # AvailableNow must reach its target: never wait for more
+            new = [tp for tp in latest if tp not in begin]
+            new_earliest = reader.earliest_offsets(new) if new and (max_rows or min_rows) else {}
+        if min_rows is not None and self._delay_batch(
+                min_rows, pending_records(begin, latest, new_earliest)):
+            return offsets_json(begin)
+        if max_rows is not None:
+            return offsets_json(rate_limit(max_rows, begin, latest, new_earliest))
+        return offsets_json(latest)
+
+    def _delay_batch(self, min_rows: int, pending: int) -> bool:
+        """Spark's delayBatch: wait for ``minOffsetsPerTrigger`` records, at most
+        ``maxTriggerDelay`` after the last micro-batch."""
+        now = time.time() * 1000
+        if now - self._last_trigger_ms >= self.options.max_trigger_delay_ms or pending >= min_rows:
+            self._last_trigger_ms = now
+            return False
+        return True
+
+    def reportLatestOffset(self) -> dict | None:
+        from ..planning import offsets_json
+
+        return None if self._latest is None else offsets_json(self._latest)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        from ..planning import stream_ranges
+
+        begin, until = _offsets(start), _offsets(end)
+        if begin == until:
+            return []
+        with self._offset_reader() as reader:
+            ranges = stream_ranges(self.options, reader, begin, until)
+        return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the offsets live in Spark's checkpoint, none in Kafka."""
+
+    def stop(self) -> None:
+        self._close_network()
+
+    # -- rows (executors) --
+
+    def read(self, partition: InputPartition) -> Iterator:
+        if not isinstance(partition, KafkaLogInputPartition):
+            return
+        from ..schema import SparkBatchBuilder
+        from . import open_range_reader
+
+        builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
+        reader = open_range_reader(self.options)
+        for decoded in reader.read(partition.topic, partition.partition, partition.start, partition.end):
+            if decoded.num_rows:
+                yield builder.build(decoded)
