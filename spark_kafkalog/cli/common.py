@@ -15,8 +15,14 @@ Owns:
   stdout is not (a terminal filling with output lines already shows progress, and the bar
   would tear them); otherwise it is a silent object with the same methods, so callers
   never branch. Updates are batched (``_REFRESH_BYTES``) so that per-batch calls stay cheap.
+- ``offset_progress``: the same kind of bar counting offsets of a planned read (``kafkalog
+  export``: offsets read so far out of the planned total). It shows whenever stderr is a
+  terminal and there is something to read; stdout does not matter, since such a command
+  prints its summary only after the (transient) bar is gone. ``OffsetProgress.update``
+  takes the absolute count and may be called from another thread (rich locks).
 
-Thread-safety: none needed; a command runs on one thread.
+Thread-safety: none needed; a command runs on one thread (``OffsetProgress.update`` alone
+may be called from a monitoring thread).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import sys
 from typing import TextIO
 
 __all__ = ["CliError", "parse_key_value", "warn", "progress", "ByteProgress",
-           "PROGRESS_THRESHOLD_BYTES"]
+           "PROGRESS_THRESHOLD_BYTES", "offset_progress", "OffsetProgress"]
 
 # A command that handles less than this finishes in a few seconds: no bar.
 PROGRESS_THRESHOLD_BYTES = 64 * 1024 * 1024
@@ -116,3 +122,58 @@ def _isatty(stream) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # replaced or closed streams
         return False
+
+
+class OffsetProgress:
+    """A progress bar counting offsets out of a planned total; ``enabled=False`` makes
+    every method a no-op. ``update(done)`` sets the absolute count (never backwards)."""
+
+    def __init__(self, total: int, description: str, *, enabled: bool,
+                 file: TextIO | None = None) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.done = 0
+        self._progress = None
+        self._task = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            console = Console(file=file or sys.stderr)
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(),
+                TextColumn("{task.completed:,.0f}/{task.total:,.0f} offsets"),
+                TaskProgressColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._task = self._progress.add_task(description, total=total)
+
+    def __enter__(self) -> "OffsetProgress":
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def update(self, done: int, total: int | None = None) -> None:
+        """``done`` offsets of ``total`` (default: the planned total) are read; usable
+        directly as ``kafkalog export``'s ``progress`` callback."""
+        if done <= self.done and (total is None or total == self.total):
+            return
+        self.done = max(self.done, done)
+        if total is not None:
+            self.total = total
+        if self._progress is not None:
+            self._progress.update(self._task, completed=self.done, total=self.total)
+
+
+def offset_progress(total_offsets: int, description: str, *, enabled: bool | None = None,
+                    file: TextIO | None = None) -> OffsetProgress:
+    """An ``OffsetProgress`` for ``total_offsets``, shown when stderr is a terminal and
+    there is anything to read, unless ``enabled`` forces it on or off. Use it as a
+    context manager."""
+    if enabled is None:
+        enabled = total_offsets > 0 and _isatty(sys.stderr)
+    return OffsetProgress(total_offsets, description, enabled=enabled, file=file)

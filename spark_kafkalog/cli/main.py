@@ -49,6 +49,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "spark_kafkalog.cli.topics_cmd",
     "spark_kafkalog.cli.produce_cmd",
     "spark_kafkalog.cli.consume_cmd",
+    "spark_kafkalog.cli.export_cmd",
     "spark_kafkalog.cli.groups_cmd",
 )
 

@@ -1,0 +1,205 @@
+"""Export topics to Parquet, CSV or JSON files with a Spark batch job, from a Kafka cluster
+(--bootstrap-servers) or straight from a broker's log directory (--path).
+
+Owns the ``kafkalog export`` subcommand: its options, the checks made before any JVM
+starts (exactly one of --bootstrap-servers / --path, an existing --output without
+--mode, and the whole offset planning: unknown topics, bad offsets JSON, an unreachable
+cluster), the SparkSession it runs in, the progress bar and the closing summary. The job
+itself (columns per format, binary encodings, progress granularity, counts) is
+``spark_kafkalog/jobs/export.py``, whose docstring is the manual.
+
+The session: an active one is used as it is; under ``spark-submit`` the one spark-submit
+configured (its --master, --conf); otherwise a local one, ``--master`` (default
+``local[*]``), Arrow on, no UI, no console progress, Python workers on this interpreter,
+and a log4j2 configuration of its own: start-up chatter off, then only ERROR lines, never
+with a stack trace. The command stops the session it built. (Under spark-submit the log
+configuration is spark-submit's; the level is set to ERROR once the session is up.)
+
+Output: a progress bar of the offsets read (stderr, only on a terminal; --no-progress
+turns it off), then one paragraph on stdout: records, partitions, output directory,
+files, bytes, seconds. Errors: one line ``kafkalog export: error: ...``, exit 1, never a
+Java stack trace (a failure inside the Spark job may be preceded by Spark's own one-line
+ERROR log messages, such as ``ERROR FileFormatWriter: Aborting job ...``).
+
+Examples::
+
+    kafkalog export --topic clicks --format parquet --output /tmp/clicks --path data/kafka-logs
+    kafkalog export --topic a,b --format csv --binary-encoding base64 --output out \\
+        --bootstrap-servers localhost:9092 --ending-offsets '{"a":{"0":100},"b":{"0":-1}}'
+
+Thread-safety: runs on the main thread; the job's monitoring thread updates the bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+from .common import CliError, offset_progress, parse_key_value
+
+NAME = "export"
+SUMMARY = "export topics to Parquet, CSV or JSON files with a Spark batch job"
+
+_LOG4J2 = """\
+# kafkalog export: Spark's log quiet from the JVM's start (WARN, as Spark's shells, so
+# that Spark does not announce its default level; then ERROR once the session is up)
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+# the command reports failures itself, in one line: never a stack trace on the terminal
+appender.console.layout.alwaysWriteExceptions = false
+"""
+# pyspark 4.3 warns at import about pandas 3; it says nothing about this command.
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from spark_kafkalog.jobs.export import BINARY_ENCODINGS, FORMATS, MODES
+
+    parser.add_argument("--topic", action="append", required=True, metavar="TOPIC",
+                        help="topic to export (repeatable, or a comma-separated list)")
+    parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt",
+                        help="file format of the output")
+    parser.add_argument("--output", required=True, metavar="DIR",
+                        help="output directory (local path or any Hadoop file system URI)")
+    parser.add_argument("--bootstrap-servers", "--bootstrap-server", dest="bootstrap_servers",
+                        metavar="HOST:PORT[,...]",
+                        help="network mode: fetch from this Kafka cluster")
+    parser.add_argument("--path", action="append", metavar="LOGDIR",
+                        help="direct mode: read this Kafka log directory (a log.dirs entry; "
+                             "repeatable for several)")
+    parser.add_argument("--starting-offsets", default="earliest", metavar="SPEC",
+                        help="Spark's startingOffsets: earliest (default) or JSON "
+                             "{\"topic\":{\"0\":23,\"1\":-2}}")
+    parser.add_argument("--ending-offsets", default="latest", metavar="SPEC",
+                        help="Spark's endingOffsets: latest (default, as planned at the "
+                             "start) or JSON {\"topic\":{\"0\":100,\"1\":-1}}")
+    parser.add_argument("--partitions", type=_positive_int, metavar="N",
+                        help="Spark's minPartitions: split the read into at least about N "
+                             "tasks (default: about 4 per core, 100000+ offsets each); each "
+                             "task writes one file")
+    parser.add_argument("--mode", choices=MODES, default="errorifexists",
+                        help="when --output exists: fail (default), replace it, or add files")
+    parser.add_argument("--include-headers", action="store_true",
+                        help="add the headers column (a JSON string in CSV)")
+    parser.add_argument("--binary-encoding", choices=BINARY_ENCODINGS, metavar="ENC",
+                        help="how key, value and header values become text: utf8 (default "
+                             "for csv and json), base64 or hex; Parquet keeps bytes unless "
+                             "this is given")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the kafkalog reader (repeatable), e.g. "
+                             "failOnDataLoss=false, kafka.isolation.level=read_committed, "
+                             "startingTimestamp=1700000000000")
+    parser.add_argument("--master", metavar="URL",
+                        help="Spark master when the command builds its own session "
+                             "(default local[*]; under spark-submit, spark-submit's)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="never show the progress bar")
+
+
+def _under_spark_submit() -> bool:
+    """spark-submit's PythonRunner hands the driver its JVM gateway through this."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _session(master: str | None):
+    """(session, owned, log4j file to remove)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False, None
+    builder = (SparkSession.builder.appName("kafkalog-export")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    log4j = None
+    if _under_spark_submit():
+        if master:
+            builder = builder.master(master)
+        spark, owned = builder.getOrCreate(), False
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYTHONWARNINGS", f"ignore:{_PANDAS_WARNING}:FutureWarning")
+        fd, log4j = tempfile.mkstemp(prefix="kafkalog-export-log4j2-", suffix=".properties")
+        with os.fdopen(fd, "w") as f:
+            f.write(_LOG4J2)
+        builder = (builder.master(master or "local[*]")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.driver.defaultJavaOptions",
+                           f"-Dlog4j2.configurationFile=file:{log4j}"))
+        spark, owned = builder.getOrCreate(), True
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, owned, log4j
+
+
+def run(args: argparse.Namespace) -> int:
+    from spark_kafkalog.jobs.export import ExportError, _local_output, plan_export, run_export
+
+    topics = [t.strip() for item in args.topic for t in item.split(",") if t.strip()]
+    if not topics:
+        raise CliError("--topic names no topic")
+    if (args.bootstrap_servers is None) == (args.path is None):
+        raise CliError("give exactly one of --bootstrap-servers (network mode) or --path "
+                       "(direct mode)")
+    options: dict[str, str] = {}
+    for item in args.option:
+        key, value = parse_key_value(item, "--option")
+        options[key] = value
+    if args.partitions is not None:
+        if any(k.lower() == "minpartitions" for k in options):
+            raise CliError("give --partitions or --option minPartitions=N, not both")
+        options["minPartitions"] = str(args.partitions)
+    local = _local_output(args.output)
+    if args.mode == "errorifexists" and local is not None and os.path.exists(local):
+        raise CliError(f"--output {args.output} already exists: use --mode overwrite or "
+                       "--mode append")
+    try:
+        plan = plan_export(topics, bootstrap_servers=args.bootstrap_servers,
+                           path=args.path if args.path is None or len(args.path) > 1 else args.path[0],
+                           starting_offsets=args.starting_offsets,
+                           ending_offsets=args.ending_offsets,
+                           include_headers=args.include_headers, options=options)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+
+    spark, owned, log4j = _session(args.master)
+    try:
+        with offset_progress(plan.total_offsets, f"export {', '.join(plan.topics)}",
+                             enabled=False if args.no_progress else None) as bar:
+            result = run_export(spark, plan, fmt=args.fmt, output=args.output, mode=args.mode,
+                                binary_encoding=args.binary_encoding, progress=bar.update)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if owned:
+            spark.stop()
+        if log4j is not None:
+            try:
+                os.unlink(log4j)
+            except OSError:
+                pass
+    print(result.summary(), flush=True)
+    return 0
