@@ -3,9 +3,8 @@
 * conf/server.properties lists every key the broker reads (SERVER_CONFIG_DEF and the
   log.* server forms of the topic-level keys), each commented default equal to the
   broker's default, and nothing the broker does not know.
-* conf/spark-defaults.conf parses (the main job's reader), ${VAR} expands from the
-  environment, and an unset variable leaves Spark's own default. (spark-submit reads the
-  file in tests/test_pipeline.py.)
+* conf/spark-defaults.conf parses with the main job's reader (spark-submit reads the file
+  in tests/test_pipeline.py).
 """
 
 from __future__ import annotations
@@ -71,13 +70,15 @@ def test_server_properties_parses_with_every_value_valid() -> None:
     SERVER_CONFIG_DEF.parse({k: v for k, v in props.items() if k in SERVER_CONFIG_DEF.keys})
 
 
-def test_spark_defaults_conf(monkeypatch) -> None:
-    path = ROOT / "conf" / "spark-defaults.conf"
-    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python")
-    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
-    conf = read_spark_conf(path)
-    assert conf["spark.pyspark.python"] == "/opt/py/bin/python"
-    assert "spark.pyspark.driver.python" not in conf  # unset: Spark's default
+def test_spark_defaults_conf(tmp_path, monkeypatch) -> None:
+    conf = read_spark_conf(ROOT / "conf" / "spark-defaults.conf")
     assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
     assert conf["spark.sql.python.filterPushdown.enabled"] == "true"
     assert all(k.startswith("spark.") for k in conf)
+    # the main job's reader: "key value" or "key=value", ${VAR} from the environment,
+    # a line with an unset variable left to Spark's default
+    own = tmp_path / "spark-defaults.conf"
+    own.write_text("# comment\nspark.a  1\nspark.b=two words\nspark.c ${KL_SET}\nspark.d ${KL_UNSET}\n")
+    monkeypatch.setenv("KL_SET", "/opt/py")
+    monkeypatch.delenv("KL_UNSET", raising=False)
+    assert read_spark_conf(own) == {"spark.a": "1", "spark.b": "two words", "spark.c": "/opt/py"}

@@ -8,12 +8,9 @@ cluster), the SparkSession it runs in, the progress bar and the closing summary.
 itself (columns per format, binary encodings, progress granularity, counts) is
 ``spark_kafkalog/jobs/export.py``, whose docstring is the manual.
 
-The session: an active one is used as it is; under ``spark-submit`` the one spark-submit
-configured (its --master, --conf); otherwise a local one, ``--master`` (default
-``local[*]``), Arrow on, no UI, no console progress, Python workers on this interpreter,
-and a log4j2 configuration of its own: start-up chatter off, then only ERROR lines, never
-with a stack trace. The command stops the session it built. (Under spark-submit the log
-configuration is spark-submit's; the level is set to ERROR once the session is up.)
+The session (``spark_kafkalog/jobs/session.py``): an active one is used as it is; under
+``spark-submit`` the one spark-submit configured; otherwise a quiet local one on
+``--master`` (default ``local[*]``), which the command stops at the end.
 
 Output: a progress bar of the offsets read (stderr, only on a terminal; --no-progress
 turns it off), then one paragraph on stdout: records, partitions, output directory,
@@ -34,33 +31,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-import tempfile
 
 from .common import CliError, offset_progress, parse_key_value
 
 NAME = "export"
 SUMMARY = "export topics to Parquet, CSV or JSON files with a Spark batch job"
 
-_LOG4J2 = """\
-# kafkalog export: Spark's log quiet from the JVM's start (WARN, as Spark's shells, so
-# that Spark does not announce its default level; then ERROR once the session is up)
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-logger.native.name = org.apache.hadoop.util.NativeCodeLoader
-logger.native.level = error
-logger.utils.name = org.apache.spark.util.Utils
-logger.utils.level = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
-# the command reports failures itself, in one line: never a stack trace on the terminal
-appender.console.layout.alwaysWriteExceptions = false
-"""
-# pyspark 4.3 warns at import about pandas 3; it says nothing about this command.
-_PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 
 def _positive_int(text: str) -> int:
@@ -117,46 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="never show the progress bar")
 
 
-def _under_spark_submit() -> bool:
-    """spark-submit's PythonRunner hands the driver its JVM gateway through this."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
-def _session(master: str | None):
-    """(session, owned, log4j file to remove)."""
-    import warnings
-
-    warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False, None
-    builder = (SparkSession.builder.appName("kafkalog-export")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
-    log4j = None
-    if _under_spark_submit():
-        if master:
-            builder = builder.master(master)
-        spark, owned = builder.getOrCreate(), False
-    else:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYTHONWARNINGS", f"ignore:{_PANDAS_WARNING}:FutureWarning")
-        fd, log4j = tempfile.mkstemp(prefix="kafkalog-export-log4j2-", suffix=".properties")
-        with os.fdopen(fd, "w") as f:
-            f.write(_LOG4J2)
-        builder = (builder.master(master or "local[*]")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.driver.defaultJavaOptions",
-                           f"-Dlog4j2.configurationFile=file:{log4j}"))
-        spark, owned = builder.getOrCreate(), True
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark, owned, log4j
-
-
 def run(args: argparse.Namespace) -> int:
     from spark_kafkalog.jobs.export import ExportError, _local_output, plan_export, run_export
+    from spark_kafkalog.jobs.session import job_session
 
     topics = [t.strip() for item in args.topic for t in item.split(",") if t.strip()]
     if not topics:
@@ -185,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as exc:
         raise CliError(str(exc)) from None
 
-    spark, owned, log4j = _session(args.master)
+    session = job_session("kafkalog-export", master=args.master)
+    spark = session.spark
     try:
         with offset_progress(plan.total_offsets, f"export {', '.join(plan.topics)}",
                              enabled=False if args.no_progress else None) as bar:
@@ -194,12 +134,6 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as exc:
         raise CliError(str(exc)) from None
     finally:
-        if owned:
-            spark.stop()
-        if log4j is not None:
-            try:
-                os.unlink(log4j)
-            except OSError:
-                pass
+        session.stop()
     print(result.summary(), flush=True)
     return 0

@@ -80,8 +80,10 @@ KAFKA_PREFIX = "kafka."
 # The user-facing spelling of every option, keyed by its lower-cased form (Spark hands
 # options over with lower-cased keys). checkpointLocation is Spark's own (streaming): it
 # arrives with the options and is not the sink's business.
+# checkpointLocation and queryName: Spark passes them to the sink with the user's options
+# (DataStreamWriter.queryName() lands here too); the sink accepts and ignores them.
 WRITE_OPTION_NAMES: dict[str, str] = {
-    name.lower(): name for name in (OPT_TOPIC, OPT_BATCH_HEADERS, "checkpointLocation")
+    name.lower(): name for name in (OPT_TOPIC, OPT_BATCH_HEADERS, "checkpointLocation", "queryName")
 }
 
 _REFUSED_KAFKA = {
