@@ -358,30 +358,42 @@ def iter_batches(buf, pos: int = 0, end: int | None = None, *, verify_crc: bool 
 HeaderList = Sequence[tuple[str, bytes | None]]
 
 
+# Zigzag varints of the signed values 0..8191 (the lengths, counts and deltas of nearly
+# every record), precomputed: one list index instead of a function call per field.
+_SMALL_VARINTS = tuple(encode_varint(n) for n in range(8192))
+
+
+def _varint(n: int, _small=_SMALL_VARINTS, _limit=len(_SMALL_VARINTS)) -> bytes:
+    return _small[n] if 0 <= n < _limit else encode_varint(n)
+
+
 def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
                   value: bytes | None, headers: HeaderList = ()) -> bytes:
     """The bytes of one record, length prefix included."""
-    parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
+    small = _SMALL_VARINTS
+    parts = [b"\x00",
+             small[timestamp_delta] if 0 <= timestamp_delta < 8192 else encode_varlong(timestamp_delta),
+             _varint(offset_delta)]
     for blob in (key, value):
         if blob is None:
             parts.append(b"\x01")  # zigzag(-1)
         else:
-            parts.append(encode_varint(len(blob)))
-            parts.append(bytes(blob))
-    parts.append(encode_varint(len(headers)))
+            parts.append(_varint(len(blob)))
+            parts.append(blob if blob.__class__ is bytes else bytes(blob))
+    parts.append(_varint(len(headers)))
     for hkey, hvalue in headers:
         if not isinstance(hkey, str):
             raise EncodeError(f"header key must be str, not {type(hkey).__name__}")
         kb = hkey.encode("utf-8")
-        parts.append(encode_varint(len(kb)))
+        parts.append(_varint(len(kb)))
         parts.append(kb)
         if hvalue is None:
             parts.append(b"\x01")
         else:
-            parts.append(encode_varint(len(hvalue)))
-            parts.append(bytes(hvalue))
+            parts.append(_varint(len(hvalue)))
+            parts.append(hvalue if hvalue.__class__ is bytes else bytes(hvalue))
     body = b"".join(parts)
-    return encode_varint(len(body)) + body
+    return _varint(len(body)) + body
 
 
 def build_batch(records_bytes: bytes, *, count: int, base_offset: int = 0,
