@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# Until the main job (issue 8) exists: the broker with the default configuration.
+# The main job: a clickstream pipeline on an embedded broker (./data is kept between runs).
+# RUN_ARGS passes options, e.g. RUN_ARGS='--events 1000000' or '--bootstrap-servers host:9092'.
 run: setup
-	$(PY) -m broker conf/server.properties $(RUN_ARGS)
+	$(PY) -m spark_kafkalog.jobs.pipeline --data-dir data $(RUN_ARGS)
 
 bench: setup
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -39,7 +39,6 @@ Thread-safety: a script; everything runs on the main thread (plus the clients' t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -131,31 +130,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # --- events ---
 
+_EVENT_JSON = ('{{"event_id":"{:x}-{}","user_id":"{}","session_id":"{}-s{}","ts":{},"page":"{}",'
+               '"action":"{}","device":"{}","country":"{}","price":{}}}')
+
+
 def generate_events(n: int, seed: int, start_ms: int, users: int = 20_000):
-    """Yield ``(key, value, headers, timestamp_ms)`` of ``n`` clickstream events."""
+    """Yield ``(key, value, headers, timestamp_ms)`` of ``n`` clickstream events: JSON
+    values (``EVENT_SCHEMA``), the user id as key, headers ``source`` and ``schema``;
+    deterministic for a seed, timestamps spread over the hour after ``start_ms``."""
     rng = random.Random(seed)
+    rand = rng.random
     actions = [a for a, _ in ACTIONS]
     weights = [w for _, w in ACTIONS]
     picks = rng.choices(actions, weights, k=n)
-    span_ms = 3_600_000  # one hour of traffic, ending now
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    span_ms = 3_600_000  # one hour of traffic
+    schema = ("schema", b"clickstream.v1")
+    n_pages, n_countries = len(PAGES), len(COUNTRIES)
     for i in range(n):
-        user = f"user-{rng.randrange(users):05d}"
+        user = f"user-{int(rand() * users):05d}"
         action = picks[i]
-        ts = start_ms + (i * span_ms) // max(n, 1)
-        event = {
-            "event_id": f"{seed:x}-{i}",
-            "user_id": user,
-            "session_id": f"{user}-s{rng.randrange(8)}",
-            "ts": ts,
-            "page": PAGES[rng.randrange(len(PAGES))] if action != "purchase" else "/checkout",
-            "action": action,
-            "device": DEVICES[rng.randrange(3)],
-            "country": COUNTRIES[rng.randrange(len(COUNTRIES))],
-            "price": round(rng.uniform(5, 250), 2) if action in ("add_to_cart", "purchase") else None,
-        }
-        headers = [("source", SOURCES[rng.randrange(3)]), ("schema", b"clickstream.v1")]
-        yield user.encode(), dumps(event).encode(), headers, ts
+        ts = start_ms + (i * span_ms) // n
+        page = "/checkout" if action == "purchase" else PAGES[int(rand() * n_pages)]
+        price = f"{5 + rand() * 245:.2f}" if action in ("add_to_cart", "purchase") else "null"
+        value = _EVENT_JSON.format(seed, i, user, user, int(rand() * 8), ts, page, action,
+                                   DEVICES[int(rand() * 3)], COUNTRIES[int(rand() * n_countries)], price)
+        yield user.encode(), value.encode(), [("source", SOURCES[int(rand() * 3)]), schema], ts
 
 
 def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> Stage:
@@ -256,16 +255,15 @@ def batch_job(spark, args: argparse.Namespace, summary: Summary, log_dir: Path |
     raw = source_reader(spark, args, summary, log_dir, stream=False).load()
     events = raw.select(F.length("value").alias("size"),
                         F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("size", "e.*")
-    events.cache()
-    totals = events.agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).first()
     stats = (events.groupBy("page", "action")
              .agg(F.count("*").alias("events"),
                   F.approx_count_distinct("user_id").alias("users"),
-                  F.round(F.sum(F.coalesce("price", F.lit(0.0))), 2).alias("revenue"))
+                  F.round(F.sum(F.coalesce("price", F.lit(0.0))), 2).alias("revenue"),
+                  F.sum("size").alias("bytes"))
              .orderBy(F.desc("events")))
-    rows = stats.collect()
-    events.unpersist()
-    summary.batch_read = Stage(totals["n"] or 0, totals["bytes"] or 0, time.perf_counter() - begin)
+    rows = stats.collect()  # one pass over the topic
+    summary.batch_read = Stage(sum(r["events"] for r in rows), sum(r["bytes"] for r in rows),
+                               time.perf_counter() - begin)
     by_page: dict[str, int] = {}
     for r in rows:
         by_page[r["page"]] = by_page.get(r["page"], 0) + r["events"]

@@ -1,0 +1,103 @@
+"""The README's five-minute tour, run as written.
+
+The blocks after ``<!-- tour:shell -->`` and ``<!-- tour:python -->`` are taken from
+README.md. The shell block's first line starts the broker with conf/server.properties; the
+test starts that same command (on a free port, with ./data under a temporary directory)
+and runs the rest of the block with bash (``set -euo pipefail``), with ``localhost:9092``
+replaced by the broker's address and ``/tmp/`` by the test's directory. The Python block
+then runs against the same broker in the suite's Spark session. What each step printed or
+wrote is checked, so a README that drifts from the code fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.client.consumer import fetch_arrow, latest_offsets, partitions_for
+from spark_kafkalog.embedded import EmbeddedBroker
+from tests.spark_fixtures import get_spark
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BROKER_LINE = "kafkalog broker conf/server.properties &"
+
+
+def tour_block(tag: str) -> str:
+    m = re.search(rf"<!-- tour:{tag} -->\n```\w+\n(.*?)```", README, re.S)
+    assert m, f"README.md has no <!-- tour:{tag} --> block"
+    return m.group(1)
+
+
+def _records(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    cfg = {"bootstrap.servers": bootstrap}
+    out = []
+    tps = [(topic, i.partition) for i in partitions_for(cfg, [topic])[topic]]
+    for (t, p), end in latest_offsets(cfg, tps).items():
+        for batch in fetch_arrow(cfg, t, p, 0, end):
+            out.extend(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tour")
+    script = tour_block("shell")
+    first, rest = script.split("\n", 1)
+    assert first.split("#")[0].strip() == BROKER_LINE
+    broker = EmbeddedBroker(work / "data" / "kafka-logs", config_file=ROOT / "conf" / "server.properties",
+                            overrides={"log.retention.ms": -1}).start()
+    rest = rest.replace("localhost:9092", broker.bootstrap_servers).replace("/tmp/", f"{work}/")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               PYSPARK_PYTHON=sys.executable)
+    try:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", rest], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=300)
+        yield broker, work, proc
+    finally:
+        broker.stop()
+
+
+def test_shell_tour(tour) -> None:
+    broker, work, proc = tour
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "Created topic clicks." in out
+    assert "PartitionCount: 3" in out
+    # the consumer printed the three records with keys and headers, and committed
+    assert re.search(r'source:tour\talice\t\{"page":"/"\}', out), out
+    assert re.search(r'source:tour\tbob\t\{"page":"/cart"\}', out), out
+    assert re.search(r'NO_HEADERS\tcarol\t\{"page":"/help"\}', out), out
+    assert "Processed a total of 3 messages" in proc.stderr
+    describe = [line.split() for line in out.splitlines() if line.startswith("tour ")]
+    assert sum(int(cols[3]) for cols in describe) == 3 and all(cols[5] == "0" for cols in describe)
+    assert "Completed updating config for topic clicks." in out
+    assert "baseOffset" in out  # dump-log of clicks-0
+    exported = [json.loads(line) for f in sorted((work / "clicks-json").glob("*.json"))
+                for line in f.read_text().splitlines()]
+    assert sorted(r["value"] for r in exported) == ['{"page":"/"}', '{"page":"/cart"}', '{"page":"/help"}']
+    assert sorted(_records(broker.bootstrap_servers, "clicks")) == sorted(
+        [(b"alice", b'{"page":"/"}'), (b"bob", b'{"page":"/cart"}'), (b"carol", b'{"page":"/help"}')])
+
+
+def test_python_tour(tour, capsys) -> None:
+    broker, work, proc = tour
+    assert proc.returncode == 0
+    get_spark()  # the suite's session: the block's getOrCreate() returns it
+    code = (tour_block("python").replace("localhost:9092", broker.bootstrap_servers)
+            .replace('"data/kafka-logs"', repr(str(broker.log_dir))).replace("/tmp/", f"{work}/"))
+    namespace: dict = {}
+    exec(compile(code, "README.md:tour:python", "exec"), namespace)
+    shown = capsys.readouterr().out
+    assert '{"page":"/cart"}' in shown and "carol" in shown
+    upper = _records(broker.bootstrap_servers, "clicks-upper")
+    assert sorted(v for _, v in upper) == [b'{"PAGE":"/"}', b'{"PAGE":"/CART"}', b'{"PAGE":"/HELP"}']
+    copy = _records(broker.bootstrap_servers, "clicks-copy")
+    assert sorted(copy) == sorted(_records(broker.bootstrap_servers, "clicks"))
+    assert namespace["query"].lastProgress is not None
