@@ -1,8 +1,12 @@
 """Spark data source ``kafkalog``: Kafka topics as DataFrames, with the options and schema of
-Spark's own Kafka source, read straight from Kafka log directories.
+Spark's own Kafka source, read straight from Kafka log directories or fetched from brokers,
+written with idempotent producers, and streamed with exact offsets.
 
 Owns: the package's public entry points: ``register(spark)`` and ``__version__``. The
-user manual is ``spark_kafkalog.source.KafkaLogDataSource``'s docstring.
+user manual is ``spark_kafkalog.source.KafkaLogDataSource``'s docstring (the sink's is
+``spark_kafkalog.writers``'). Around the source: ``embedded`` (an embedded broker for
+notebooks, tests and the main job), ``jobs`` (the main pipeline and the export job) and
+``cli`` (the ``kafkalog`` command).
 
 Invariants: importing the package is cheap (no pyarrow, numpy or JVM work): pyspark
 imports ``pyspark_kafkalog`` in every planning worker to discover the source.

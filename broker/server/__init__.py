@@ -9,6 +9,7 @@ Modules (each docstring states its wire behaviour, invariants and thread-safety)
                        what is advertised, error containment
     handlers/          one module per API family (Produce, Fetch, Metadata, ...)
     metadata.py        topic registry (kafkalog-topics.json) and TopicManager
+    group/             GroupCoordinator: committed offsets in __consumer_offsets
     errors.py          exceptions -> Kafka error codes
     broker.py          KafkaBroker: wiring, start, bound ports, shutdown
 

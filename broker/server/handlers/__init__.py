@@ -24,6 +24,7 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
                         DescribeConfigs (32)
     producer_id.py      InitProducerId (22) and the persistent producer-id allocator
     leader_epoch.py     OffsetForLeaderEpoch (23)
+    configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
 
