@@ -2,9 +2,9 @@
 
 Owns:
 
-* ``AdminClient(config)``: a blocking client over the client core (``NetworkClient`` +
-  ``Metadata`` driven on the calling thread, as the consumer's ``ConsumerNetworkClient``
-  does). Operations, each bounded by ``timeout_ms`` (default ``default.api.timeout.ms``):
+* ``AdminClient(config)``: a blocking client over the client core, driven on the calling
+  thread by a ``ConsumerNetworkClient`` (the blocking driver of ``NetworkClient`` +
+  ``Metadata``; importing it loads no Arrow code). Operations, each bounded by ``timeout_ms`` (default ``default.api.timeout.ms``):
 
       create_topics([NewTopic(name, num_partitions=-1, replication_factor=-1, configs={})],
                     validate_only=False)                          -> AdminResults[str, None]
@@ -61,8 +61,8 @@ from broker.client.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
-from broker.client.metadata import Metadata, MetadataUpdater
-from broker.client.network import ClientResponse, NetworkClient, now_ms
+from broker.client.consumer.client import ConsumerNetworkClient
+from broker.client.network import now_ms
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
 __all__ = [
@@ -101,10 +101,12 @@ ADMIN_CONFIG_DEF = (
     .define("auto.include.jmx.reporter", BOOLEAN, True, "Accepted; no effect.")
 )
 _ids = itertools.count(1)
-# Requests in flight per connection (an admin call has one at a time, plus metadata).
-MAX_IN_FLIGHT = 5
-# Longest single poll while waiting: bounds how stale "now" gets between deadline checks.
-MAX_POLL_MS = 1000.0
+# The keys the blocking network driver (ConsumerNetworkClient) takes from this config.
+_DRIVER_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
+                "retry.backoff.ms", "retry.backoff.max.ms", "reconnect.backoff.ms",
+                "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
+                "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes",
+                "metadata.max.age.ms")
 
 # Highest versions this client builds; the broker's range decides (non-flexible and flexible
 # bodies are encoded alike by broker.protocol).
@@ -303,83 +305,6 @@ class AdminResults(dict):
 Outcome = tuple[int, "str | None", Any]
 
 
-class _Driver:
-    """The blocking use of ``NetworkClient`` + ``Metadata`` on the calling thread, as
-    ``broker.client.consumer.client.ConsumerNetworkClient`` (mirrored rather than imported:
-    the consumer package loads the columnar decoder, pyarrow and numpy, a second of startup
-    that a command-line admin call should not pay)."""
-
-    def __init__(self, cfg: Mapping[str, Any]) -> None:
-        self.metadata = Metadata(cfg["bootstrap.servers"], metadata_max_age_ms=cfg["metadata.max.age.ms"],
-                                 retry_backoff_ms=cfg["retry.backoff.ms"], allow_auto_topic_creation=False)
-        self.client = NetworkClient(
-            metadata=self.metadata, client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"],
-            reconnect_backoff_ms=cfg["reconnect.backoff.ms"],
-            reconnect_backoff_max_ms=max(cfg["reconnect.backoff.max.ms"], cfg["reconnect.backoff.ms"]),
-            max_in_flight=MAX_IN_FLIGHT, connection_setup_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
-            send_buffer_bytes=cfg["send.buffer.bytes"], receive_buffer_bytes=cfg["receive.buffer.bytes"],
-            connections_max_idle_ms=cfg["connections.max.idle.ms"], metadata_updater=MetadataUpdater(self.metadata))
-        self.servers = ",".join(cfg["bootstrap.servers"])
-        self.retry_backoff_ms: float = cfg["retry.backoff.ms"]
-        self.retry_backoff_max_ms: float = max(cfg["retry.backoff.max.ms"], cfg["retry.backoff.ms"])
-
-    def close(self) -> None:
-        self.client.close()
-        self.metadata.close()
-
-    def poll(self, timeout_ms: float) -> None:
-        self.client.poll(max(0.0, min(timeout_ms, MAX_POLL_MS)))
-
-    def backoff_ms(self, attempt: int) -> float:
-        return min(self.retry_backoff_ms * (2 ** min(attempt, 20)), self.retry_backoff_max_ms)
-
-    def sleep(self, ms: float, deadline: float) -> None:
-        end = min(now_ms() + ms, deadline)
-        while (left := end - now_ms()) > 0:
-            self.poll(left)
-
-    def await_ready(self, node_id: int, deadline: float) -> bool:
-        """True once a request can go to ``node_id``; False when a connection attempt to
-        it failed; ``KafkaTimeoutError`` at ``deadline``."""
-        client = self.client
-        attempting = False
-        while True:
-            now = now_ms()
-            if client.ready(node_id, now):
-                return True
-            state = client.state(node_id)
-            if state != "DISCONNECTED":
-                attempting = True
-            elif attempting:
-                return False
-            if now >= deadline:
-                raise KafkaTimeoutError(f"node {node_id} not ready before the deadline (state {state})")
-            self.poll(min(client.poll_delay_ms(node_id, now), deadline - now))
-
-    def request(self, node_id: int, api_key: int, build: Callable[[int], Any], our_min: int, our_max: int,
-                deadline: float) -> ClientResponse:
-        """Send to a ready node and poll until the response (which may carry ``error``)."""
-        box: list[ClientResponse] = []
-        self.client.send(node_id, api_key, build, callback=box.append, our_min=our_min, our_max=our_max)
-        while not box:
-            now = now_ms()
-            if now >= deadline:
-                raise KafkaTimeoutError(f"no answer from node {node_id} to api {api_key} before the deadline")
-            self.poll(deadline - now)
-        return box[0]
-
-    def least_loaded_node(self, deadline: float) -> int:
-        client = self.client
-        while True:
-            now = now_ms()
-            node = client.least_loaded_node(now)
-            if node is not None and client.ready(node, now):
-                return node.id
-            if now >= deadline:
-                raise KafkaTimeoutError(f"no broker of {self.servers} reachable before the deadline")
-            self.poll(min(client.reconnect_backoff_ms or 50.0, deadline - now))
-
-
 class AdminClient:
     """See the module docstring. ``AdminClient({"bootstrap.servers": "host:9092"})`` or
     ``AdminClient(bootstrap_servers="host:9092", client_id="me")``."""
@@ -403,7 +328,10 @@ class AdminClient:
         self.default_timeout_ms: int = values["default.api.timeout.ms"]
         self.request_timeout_ms: int = values["request.timeout.ms"]
         self.retries: int = values["retries"]
-        self._client = _Driver(values)
+        driver = {key: values[key] for key in _DRIVER_KEYS}
+        driver["reconnect.backoff.max.ms"] = max(values["reconnect.backoff.max.ms"], values["reconnect.backoff.ms"])
+        driver["retry.backoff.max.ms"] = max(values["retry.backoff.max.ms"], values["retry.backoff.ms"])
+        self._client = ConsumerNetworkClient(driver, allow_auto_create_topics=False)
         self._lock = threading.RLock()
         self._closed = False
         self._timeout_ms: float = self.default_timeout_ms  # of the call in progress (messages)
@@ -589,7 +517,8 @@ class AdminClient:
             try:
                 if not self._client.await_ready(node, deadline):
                     raise NetworkError(f"cannot connect to node {node}")
-                resp = self._client.request(node, api_key, build, lo, hi, deadline)
+                resp = self._client.wait(self._client.send(node, api_key, build, our_min=lo, our_max=hi),
+                                         deadline)
                 if resp.error is not None:
                     raise resp.error
                 return resp.body

@@ -20,7 +20,6 @@ only. Thread-safety: every object here belongs to one thread at a time.
 
 from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.config import ConsumerConfig
-from broker.client.consumer.fetcher import DataLoss, FetchStats, RangeFetcher, fetch_arrow
 from broker.client.consumer.group_offsets import (
     GroupDescription,
     GroupListing,
@@ -56,3 +55,19 @@ __all__ = [
     "GroupDescription", "GroupListing", "GroupsNotSupportedError", "MemberDescription", "commit_offsets",
     "delete_groups", "describe_groups", "fetch_committed", "list_group_offsets", "list_groups",
 ]
+
+# The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the
+# admin client, the offsets helpers and the command line start without them.
+_LAZY = {"DataLoss": "fetcher", "FetchStats": "fetcher", "RangeFetcher": "fetcher",
+         "fetch_arrow": "fetcher"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
