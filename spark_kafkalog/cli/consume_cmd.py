@@ -50,14 +50,12 @@ from typing import Any
 
 from .common import CliError, warn
 from .records_format import (
-    DEFAULT_BOOTSTRAP,
     InterruptGuard,
     MessageFormatter,
     add_bootstrap_argument,
     build_config,
+    client_settings,
     key_values,
-    load_client_properties,
-    merge_client_config,
 )
 
 NAME = "consume"
@@ -138,22 +136,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- configuration ---------------------------------------------------------------------
 
 def consumer_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
-    layers: list[tuple[str, dict[str, Any]]] = []
-    if args.consumer_config:
-        layers.append((f"--consumer.config {args.consumer_config}",
-                       load_client_properties(args.consumer_config, "--consumer.config")))
-    layers.append(("--consumer-property", key_values(args.consumer_property,
-                                                     "--consumer-property")))
-    options: dict[str, Any] = {}
-    if args.bootstrap_server:
-        options["bootstrap.servers"] = args.bootstrap_server
-    if args.isolation_level:
-        options["isolation.level"] = args.isolation_level
-    if args.group:
-        options["group.id"] = args.group
-    layers.append(("the command line", options))
-    merged, sources = merge_client_config(layers)
-    merged.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
+    merged, sources = client_settings("consumer", args.consumer_config, args.consumer_property, {
+        "bootstrap.servers": args.bootstrap_server, "isolation.level": args.isolation_level,
+        "group.id": args.group})
     reset = str(merged.get("auto.offset.reset", "")).strip().lower()
     if args.from_beginning:
         if reset not in ("", "earliest"):

@@ -51,15 +51,13 @@ from typing import Any, BinaryIO
 
 from .common import PROGRESS_THRESHOLD_BYTES, CliError, parse_key_value, progress
 from .records_format import (
-    DEFAULT_BOOTSTRAP,
     InterruptGuard,
     LineError,
     LineParser,
     add_bootstrap_argument,
     build_config,
+    client_settings,
     key_values,
-    load_client_properties,
-    merge_client_config,
 )
 
 NAME = "produce"
@@ -125,23 +123,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def producer_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     """The merged producer config keys and where each came from."""
-    layers: list[tuple[str, dict[str, Any]]] = []
-    if args.producer_config:
-        layers.append((f"--producer.config {args.producer_config}",
-                       load_client_properties(args.producer_config, "--producer.config")))
-    layers.append(("--producer-property", key_values(args.producer_property,
-                                                     "--producer-property")))
-    options: dict[str, Any] = {}
-    if args.bootstrap_server:
-        options["bootstrap.servers"] = args.bootstrap_server
-    if args.compression:
-        options["compression.type"] = args.compression
-    if args.acks:
-        options["acks"] = args.acks
-    layers.append(("the command line", options))
-    merged, sources = merge_client_config(layers)
-    merged.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    return merged, sources
+    return client_settings("producer", args.producer_config, args.producer_property, {
+        "bootstrap.servers": args.bootstrap_server, "compression.type": args.compression,
+        "acks": args.acks})
 
 
 def reader_properties(args: argparse.Namespace) -> dict[str, str]:

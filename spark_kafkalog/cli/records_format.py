@@ -59,7 +59,7 @@ from .common import CliError, parse_key_value
 
 __all__ = ["LineError", "LineParser", "MessageFormatter", "READER_PROPERTIES",
            "FORMATTER_PROPERTIES", "unescape", "parse_bool", "load_client_properties",
-           "merge_client_config", "build_config", "add_bootstrap_argument", "key_values",
+           "merge_client_config", "client_settings", "build_config", "add_bootstrap_argument", "key_values",
            "DEFAULT_BOOTSTRAP", "InterruptGuard"]
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "0": "\0", "\\": "\\"}
@@ -292,6 +292,23 @@ def merge_client_config(layers: list[tuple[str, Mapping[str, Any]]]) -> tuple[di
         for key, value in props.items():
             merged[key] = value
             sources[key] = source
+    return merged, sources
+
+
+def client_settings(kind: str, config_file: str | None, properties: list[str] | None,
+                    options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The layers every console client merges, later ones winning: ``--<kind>.config FILE``,
+    ``--<kind>-property K=V``, then the command's own ``options`` (None values left out);
+    ``bootstrap.servers`` defaults to ``DEFAULT_BOOTSTRAP``. Returns the merged keys and
+    where each came from."""
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if config_file:
+        layers.append((f"--{kind}.config {config_file}",
+                       load_client_properties(config_file, f"--{kind}.config")))
+    layers.append((f"--{kind}-property", key_values(properties, f"--{kind}-property")))
+    layers.append(("the command line", {k: v for k, v in options.items() if v}))
+    merged, sources = merge_client_config(layers)
+    merged.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
     return merged, sources
 
 
