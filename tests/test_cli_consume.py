@@ -23,10 +23,9 @@ from broker.client.consumer import ConsumerNetworkClient, TopicPartition
 from broker.client.consumer.offsets import EARLIEST, LATEST
 from broker.client.consumer.poller import ConsumerRecord, PartitionPoller
 from broker.client.errors import OffsetOutOfRangeError
-from broker.record.batch import encode_batch
-from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 from spark_kafkalog.cli.main import main
 from spark_kafkalog.cli.records_format import MessageFormatter
+from tests.txn_log import write_transactions
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -268,50 +267,12 @@ def test_closed_stdout_ends_quietly(kafka_broker):
 
 # --- read_committed over a log holding transactions ------------------------------------------
 
-def _write_transactions(log_dir: Path, topic: str) -> None:
-    """Append to ``topic``-0 (broker stopped): data, transactions and their markers."""
-    from broker.log.config import LogConfig
-    from broker.log.unified_log import UnifiedLog
-    from broker.log.validator import AppendOrigin
-
-    ulog = UnifiedLog.create(log_dir / f"{topic}-0", LogConfig.from_props({}))
-    seqs: dict[int, int] = {}
-
-    def data(*values, pid=None):
-        recs = [(b"k", v, TS0 + i) for i, v in enumerate(values)]
-        if pid is None:
-            ulog.append_as_leader(encode_batch(recs))
-            return
-        seq = seqs.get(pid, 0)
-        seqs[pid] = seq + len(values)
-        ulog.append_as_leader(encode_batch(recs, producer_id=pid, producer_epoch=0,
-                                           base_sequence=seq, is_transactional=True))
-
-    def marker(kind, pid):
-        ulog.append_as_leader(encode_end_txn_marker_batch(
-            kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0, timestamp=TS0),
-            origin=AppendOrigin.COORDINATOR)
-
-    data(b"a", b"b")                          # 0-1
-    data(b"c", b"d", pid=1000)                # 2-3   committed at 8
-    data(b"e", pid=2000)                      # 4     aborted at 6
-    data(b"f")                                # 5
-    marker(ControlRecordType.ABORT, 2000)     # 6
-    data(b"g", pid=2000)                      # 7     committed at 9
-    marker(ControlRecordType.COMMIT, 1000)    # 8
-    marker(ControlRecordType.COMMIT, 2000)    # 9
-    data(b"h", b"i", pid=3000)                # 10-11 aborted at 12
-    marker(ControlRecordType.ABORT, 3000)     # 12
-    data(b"j")                                # 13
-    ulog.close()
-
-
 def test_read_committed_hides_aborted_transactions(broker_factory, capsysbinary):
     broker = broker_factory(name="txn")
     topic = unique("txn")
     create_topic(broker.bootstrap, topic)
     broker.stop()
-    _write_transactions(broker.log_dir, topic)
+    write_transactions(broker.log_dir, topic)
     broker.start()
     base = ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning",
             "--print-offset"]
