@@ -16,6 +16,10 @@ Behaviour:
   is kept, so the next broker on it finds its topics and records. ``port=0`` binds a free
   port; ``bootstrap_servers`` tells which (``"127.0.0.1:40123"``). ``overrides`` are
   server.properties keys (Kafka's names), applied after ``config_file`` if one is given.
+* ``log_dir`` and ``log_file`` are plain ``str`` paths, so they go as they are wherever
+  Spark or a Kafka tool takes a path (``spark.read.format("kafkalog").load(broker.log_dir)``:
+  pyspark's ``load()`` refuses a ``pathlib.Path``); ``log_path`` is the same directory as a
+  ``pathlib.Path`` for file work (``broker.log_path / "clicks-0"``).
 * The broker's stdout and stderr go to ``log_file`` (``broker.log`` beside the log
   directory): the ready line, then its log. A broker that exits before it is ready, or is
   not ready within ``startup_timeout`` seconds, raises ``EmbeddedBrokerError`` with the
@@ -63,12 +67,14 @@ class EmbeddedBroker:
         if log_dir is None:
             self._temp_dir = tempfile.mkdtemp(prefix="kafkalog-embedded-")
             log_dir = Path(self._temp_dir) / "kafka-logs"
-        self.log_dir = Path(log_dir).resolve()
-        self.log_file = self.log_dir.parent / "broker.log"
-        self.config_file = Path(config_file) if config_file is not None else None
+        self.log_path = Path(log_dir).resolve()
+        # str, not Path: what pyspark's load() and the command line take as they are
+        self.log_dir: str = str(self.log_path)
+        self.log_file: str = str(self.log_path.parent / "broker.log")
+        self.config_file: str | None = os.fspath(config_file) if config_file is not None else None
         self.overrides: dict[str, str] = {
             "listeners": f"PLAINTEXT://{host}:{int(port)}",
-            "log.dirs": str(self.log_dir),
+            "log.dirs": self.log_dir,
         }
         self.overrides.update({str(k): str(v) for k, v in (overrides or {}).items()})
         self.startup_timeout = startup_timeout
@@ -82,7 +88,7 @@ class EmbeddedBroker:
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "broker"]
         if self.config_file is not None:
-            cmd.append(str(self.config_file))
+            cmd.append(self.config_file)
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -91,7 +97,7 @@ class EmbeddedBroker:
         """Start the broker and wait until it accepts connections; returns self."""
         if self.is_alive():
             return self
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as out:
             start_at = out.tell()
             self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
@@ -183,4 +189,4 @@ class EmbeddedBroker:
 
     def __repr__(self) -> str:
         state = f"running on {self.bootstrap_servers}" if self.is_alive() else "stopped"
-        return f"EmbeddedBroker({state}, log_dir={str(self.log_dir)!r})"
+        return f"EmbeddedBroker({state}, log_dir={self.log_dir!r})"

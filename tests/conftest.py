@@ -10,6 +10,9 @@
 * ``kafka_broker`` (session scope): one broker shared by the client tests, to keep the
   suite fast. Tests use their own topic names.
 * ``broker_factory`` (function scope): fresh brokers for restart and crash tests.
+* ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
+  client); without kcat on PATH it is skipped with that one-line reason. CI installs kcat
+  and runs them (``.ci/run``: ``make test PYTEST_ARGS='-m kcat'``).
 * ``RawClient``: one TCP connection speaking ``broker.protocol`` (encode_request /
   decode_response): ``request(api_key, version, body)`` sends and waits for the answer;
   ``send`` / ``recv`` for pipelining and acks=0. Bodies may be dicts.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,6 +36,19 @@ import pytest
 from broker.protocol import FrameDecoder, RequestHeader, decode_response, encode_request
 
 ROOT = Path(__file__).resolve().parents[1]
+KCAT = shutil.which("kcat")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Skip the tests marked ``kcat`` when the program is not installed."""
+    if KCAT is not None:
+        return
+    skip = pytest.mark.skip(reason="kcat is not installed (apt-get install kcat; CI installs it)")
+    for item in items:
+        if item.get_closest_marker("kcat") is not None:
+            item.add_marker(skip)
+
+
 READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ]+):(\d+) ")
 REQUEST_LOG_RE = re.compile(r"client_id='([^']*)': api_key=(\d+) \((\w+)\) version=(\d+)")
 

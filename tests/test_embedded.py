@@ -47,8 +47,9 @@ def test_temporary_log_dir_is_removed_on_stop() -> None:
         assert broker.is_alive()
         _produce(broker.bootstrap_servers, "embedded-temp", 10)
         assert _values(broker.bootstrap_servers, "embedded-temp") == [f"v{i}".encode() for i in range(10)]
-        log_dir = broker.log_dir
-        assert (log_dir / "embedded-temp-0").is_dir()
+        log_dir = broker.log_path
+        assert isinstance(broker.log_dir, str) and isinstance(broker.log_file, str)
+        assert log_dir == Path(broker.log_dir) and (log_dir / "embedded-temp-0").is_dir()
     assert not broker.is_alive()
     assert not log_dir.exists()
 
@@ -70,7 +71,7 @@ def test_kill_then_restart_recovers(tmp_path: Path) -> None:
     try:
         _produce(broker.bootstrap_servers, "embedded-crash", 40)
         broker.kill()
-        assert not (broker.log_dir / CLEAN_SHUTDOWN_FILE).exists()
+        assert not (broker.log_path / CLEAN_SHUTDOWN_FILE).exists()
         broker.start()
         assert len(_values(broker.bootstrap_servers, "embedded-crash")) == 40
     finally:

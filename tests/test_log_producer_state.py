@@ -38,7 +38,7 @@ from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 
 NOW = 1_700_000_000_000
 MAX_SEQ = 2**31 - 1
-SPEC = Path("/work/shared/kafka-spec/storage/ProducerSnapshot.json")
+SPEC = Path(__file__).resolve().parent.parent / "tools" / "kafka-spec" / "storage" / "ProducerSnapshot.json"
 
 
 class FakeLog:

@@ -6,7 +6,9 @@ test starts that same command (on a free port, with ./data under a temporary dir
 and runs the rest of the block with bash (``set -euo pipefail``), with ``localhost:9092``
 replaced by the broker's address and ``/tmp/`` by the test's directory. The Python block
 then runs against the same broker in the suite's Spark session. What each step printed or
-wrote is checked, so a README that drifts from the code fails here.
+wrote is checked, so a README that drifts from the code fails here. The tour shows that any
+Kafka client works by producing one record with kcat, so both tests need it (``kcat``
+marker: skipped where it is not installed).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pytest
 from broker.client.consumer import fetch_arrow, latest_offsets, partitions_for
 from spark_kafkalog.embedded import EmbeddedBroker
 from tests.spark_fixtures import get_spark
+
+pytestmark = pytest.mark.kcat
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

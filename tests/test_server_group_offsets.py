@@ -28,7 +28,7 @@ from conftest import ROOT, RawClient
 
 pytestmark = pytest.mark.timeout(180)
 
-SPEC_DIR = ROOT.parent / "shared" / "kafka-spec" / "group-coordinator"
+SPEC_DIR = ROOT / "tools" / "kafka-spec" / "group-coordinator"
 OFFSETS_TOPIC = "__consumer_offsets"
 
 

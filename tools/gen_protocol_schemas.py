@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = ROOT.parent / "shared" / "kafka-spec"
+DEFAULT_SPEC = ROOT / "tools" / "kafka-spec"  # Kafka's JSON definitions, kept in the repository
 OUT_DIR = ROOT / "broker" / "protocol"
 
 # The APIs whose schemas the broker and its client may need (PROTOCOL.md section 2, plus

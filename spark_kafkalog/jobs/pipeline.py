@@ -406,7 +406,7 @@ def run(args: argparse.Namespace, out=sys.stdout, interrupter: Interrupter | Non
             broker.start()
             summary.embedded = True
             summary.bootstrap_servers = broker.bootstrap_servers
-            log_dir = broker.log_dir
+            log_dir = broker.log_path
             summary.paths["log dir"] = str(log_dir)
             summary.paths["broker log"] = str(broker.log_file)
         summary.paths["checkpoint"] = checkpoint
