@@ -1,2 +1,14 @@
-"""broker.client: the client core against the Kafka wire protocol: producer, consumer
-(range fetches and offset lookups), later admin."""
+"""broker.client: the client core against the Kafka wire protocol (Kafka's ``clients``).
+
+* ``network.py``: ``NetworkClient`` (connections, ApiVersions, in-flight requests);
+  ``metadata.py``: the cluster view (``Metadata``) the others route with.
+* ``producer/``: ``KafkaProducer`` (accumulator, partitioner, sender, idempotence) and its
+  columnar ``send_arrow``.
+* ``consumer/``: range fetches and offset lookups for the Spark reader, the partition
+  poller of ``kafkalog consume``, and a group's committed offsets.
+* ``admin.py``: ``AdminClient`` (topics, partitions, configs, groups), Kafka's ``Admin``.
+
+Imports ``broker.protocol`` and ``broker.record`` only: never the storage engine or the
+server. Thread-safety: each module says; a client object belongs to one thread unless its
+docstring says otherwise (the producer's ``send`` is thread-safe).
+"""

@@ -2,7 +2,7 @@
 
 Owns two things:
 
-* ``error_code_for(exc, api_version)``: the one place where an exception raised while
+* ``error_code_for(exc)``: the one place where an exception raised while
   serving a request (the storage engine's ``broker.log.errors``, the record layer's
   ``broker.record.errors``, this package's ``ApiError``) becomes a numeric Kafka error
   code, as Kafka's ``Errors.forException``. Anything unknown becomes

@@ -11,6 +11,8 @@ one can be assembled from them):
 * ``fetcher.py``: ``RangeFetcher`` / ``fetch_arrow``, the pipelined Fetch loop that turns
   one offset range of one partition into Arrow RecordBatches, with typed data-loss
   reports (``DataLoss``, ``DataLossError``, ``OffsetOutOfRangeError``).
+* ``poller.py``: ``PartitionPoller``, a follow-the-log consumer of assigned partitions
+  (``kafkalog consume``): polls records one by one, optionally read_committed.
 * ``group_offsets.py``: a group's committed offsets (``fetch_committed``,
   ``commit_offsets``) and group listing / description / deletion, without membership.
 
