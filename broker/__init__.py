@@ -1,1 +1,2 @@
-"""spark-kafkalog broker: a Kafka-compatible broker and client core (see ../DESIGN.md layers)."""
+"""spark-kafkalog broker: a Kafka-compatible broker and client core, and Kafka's console tools
+(``broker.tools``, the ``kafkalog`` subcommands that need no Spark); see ../DESIGN.md layers."""
