@@ -34,7 +34,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from spark_fixtures import spark  # noqa: E402,F401 (fixture)
 
-from spark_kafkalog.cli.common import OffsetProgress, offset_progress  # noqa: E402
+from broker.tools.common import OffsetProgress, offset_progress  # noqa: E402
 from spark_kafkalog.cli.main import main  # noqa: E402
 from spark_kafkalog.jobs.export import (  # noqa: E402
     ExportError, count_records_in_files, export, plan_export, run_export)
@@ -427,14 +427,14 @@ def _quiet(stderr: str) -> None:
 
 
 def test_job_file_runs_as_a_script(topics, tmp_path):
-    """``python spark_kafkalog/jobs/export.py`` is the entry point spark-submit runs
-    (``spark-submit spark_kafkalog/jobs/export.py ...``; same main, same arguments), here
+    """``python spark_kafkalog/cli/export_cmd.py`` is the entry point spark-submit runs
+    (``spark-submit spark_kafkalog/cli/export_cmd.py ...``; same main, same arguments), here
     without spark-submit's extra JVM start-up: it builds its own quiet local session."""
     broker, topic, _, rows = topics
     out = tmp_path / "out"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     proc = subprocess.run(
-        [sys.executable, str(REPO / "spark_kafkalog" / "jobs" / "export.py"), "--topic", topic,
+        [sys.executable, str(REPO / "spark_kafkalog" / "cli" / "export_cmd.py"), "--topic", topic,
          "--format", "csv", "--path", str(broker.log_dir), "--output", str(out),
          "--binary-encoding", "base64", "--master", "local[2]"],
         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)

@@ -1,19 +1,22 @@
-"""Tests of spark_kafkalog/cli/main.py (the dispatcher) and common.py (shared helpers):
---help and --version, one-line usage errors with exit 1, the common error path of
-subcommands, the broker passthrough, K=V parsing and the progress-bar policy."""
+"""Tests of spark_kafkalog/cli/main.py, the ``kafkalog`` dispatcher: --help and --version,
+one-line usage errors with exit 1, the common error path of subcommands, the broker
+passthrough (broker/tools/server_start.py), and the lazy loading that keeps a Spark-free
+subcommand of the real console script (a subprocess under ``python -X importtime``) from
+importing pyspark or the Spark jobs. The shared helpers are tests/test_tools_common.py's."""
 
 from __future__ import annotations
 
-import io
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
 from broker.config import ConfigError
-from spark_kafkalog.cli import common
+from broker.tools import TOOLS
+from broker.tools.common import CliError
 from spark_kafkalog.cli import main as cli_main
-from spark_kafkalog.cli.common import CliError, parse_key_value, progress
 from spark_kafkalog.cli.main import main
 
 
@@ -35,7 +38,7 @@ def test_top_level_help_lists_every_subcommand(capsys):
     code, out, err = run(capsys, "--help")
     assert code == 0 and err == ""
     assert out.startswith("usage: kafkalog ")
-    for name in ("broker", "dump-log"):
+    for name in ("broker", "dump-log", "topics", "produce", "consume", "groups", "export"):
         assert f"    {name} " in out
 
 
@@ -167,54 +170,63 @@ def test_broker_unavailable_is_one_line(capsys, monkeypatch):
     assert one_line(err).startswith("kafkalog broker: error: the broker is not available: ")
 
 
-# --- common.py ---
+# --- the registry and lazy loading ---
 
-def test_parse_key_value():
-    assert parse_key_value(" retention.ms = 1000 ", "--config") == ("retention.ms", "1000")
-    assert parse_key_value("k=a=b", "--config") == ("k", "a=b")
-    assert parse_key_value("k=", "--config") == ("k", "")
-    for bad in ("novalue", "=v", " =v"):
-        with pytest.raises(CliError, match="--config"):
-            parse_key_value(bad, "--config")
+def test_registry_is_the_console_tools_then_the_spark_subcommands():
+    assert cli_main.SUBCOMMANDS == TOOLS + ("spark_kafkalog.cli.export_cmd",)
+    assert all(name.startswith("broker.tools.") for name in TOOLS)
 
 
-def test_warn_is_one_line(capsys):
-    common.warn("dump-log", "careful")
-    assert capsys.readouterr().err == "kafkalog dump-log: warning: careful\n"
+def test_only_the_chosen_subcommand_gets_its_options(monkeypatch, fake_command):
+    called = []
+    fake_command.add_arguments = lambda parser: called.append("fake")
+    main(["dump-log", "--files", "/nonexistent/0.log"])
+    assert called == []
+    main(["fake"])
+    assert called == ["fake"]
 
 
-class _Stream(io.StringIO):
-    def __init__(self, tty: bool) -> None:
-        super().__init__()
-        self._tty = tty
-
-    def isatty(self) -> bool:
-        return self._tty
-
-
-def test_progress_policy(monkeypatch):
-    big = common.PROGRESS_THRESHOLD_BYTES + 1
-    monkeypatch.setattr(sys, "stderr", _Stream(tty=True))
-    monkeypatch.setattr(sys, "stdout", _Stream(tty=False))
-    assert progress(big, "x", file=io.StringIO()).enabled
-    assert not progress(common.PROGRESS_THRESHOLD_BYTES, "x").enabled  # a short command: quiet
-    monkeypatch.setattr(sys, "stdout", _Stream(tty=True))
-    assert not progress(big, "x").enabled  # output lines already show progress
-    monkeypatch.setattr(sys, "stderr", _Stream(tty=False))
-    monkeypatch.setattr(sys, "stdout", _Stream(tty=False))
-    assert not progress(big, "x").enabled
+def imported_modules(*argv: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run the ``kafkalog`` console script with ``argv`` under ``python -X importtime``;
+    return the process and the names of every module it imported."""
+    script = Path(sys.executable).parent / "kafkalog"
+    if not script.exists():
+        pytest.skip("the kafkalog console script is not installed (pip install -e .)")
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(script), *argv],
+                          capture_output=True, text=True, timeout=120)
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    return proc, names
 
 
-def test_progress_bar_counts_bytes():
-    sink = io.StringIO()
-    with progress(10 * 1024 * 1024, "dump-log", enabled=True, file=sink) as bar:
-        for _ in range(10):
-            bar.advance(1024 * 1024)
-        bar.describe("00000000000000000000.log")
-        bar.advance(1)
-    task = bar._progress.tasks[0]
-    assert task.completed == 10 * 1024 * 1024 + 1 and task.description == "00000000000000000000.log"
-    with progress(100, "quiet", enabled=False) as quiet:
-        quiet.advance(50)
-        quiet.describe("x")
-    assert quiet._progress is None
+@pytest.mark.parametrize("argv", [
+    ["--help"],
+    ["topics", "--help"],
+    ["produce", "--help"],
+    ["consume", "--help"],
+    ["groups", "--help"],
+    ["dump-log", "--help"],
+    ["broker", "--help"],
+])
+def test_spark_free_subcommands_never_import_spark(argv):
+    proc, names = imported_modules(*argv)
+    assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-3000:]
+    assert "spark_kafkalog.cli.main" in names  # the console script ran through the dispatcher
+    assert not {n for n in names if n.split(".")[0] in ("pyspark", "py4j", "pyarrow")}
+    assert not {n for n in names if n.startswith("spark_kafkalog.jobs")}
+
+
+def test_a_real_spark_free_command_never_imports_spark(tmp_path):
+    """A subcommand that runs (here dump-log of an empty segment) imports no Spark either."""
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(b"")
+    proc, names = imported_modules("dump-log", "--files", str(log))
+    assert proc.returncode == 0 and proc.stdout.startswith(f"Dumping {log}\n"), proc.stderr[-3000:]
+    assert "broker.tools.log_dumper" in names
+    assert not {n for n in names if n.split(".")[0] in ("pyspark", "py4j", "pyarrow")}
+    assert not {n for n in names if n.startswith("spark_kafkalog.jobs")}
+
+
+def test_export_help_lists_the_jobs_choices(capsys):
+    code, out, _ = run(capsys, "export", "--help")
+    assert code == 0 and "{parquet,csv,json}" in out.replace(" ", "")

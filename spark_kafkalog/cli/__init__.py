@@ -1,6 +1,9 @@
 """The ``kafkalog`` command line (console script ``kafkalog``, or ``python -m spark_kafkalog.cli``).
 
-Owns nothing itself: ``main.py`` is the dispatcher and registry of subcommands, ``common.py``
-the helpers they share, and each subcommand lives in its own module (``dump_log.py``,
-``broker_cmd.py``, ...). Importing this package imports nothing heavy.
+Owns the dispatcher and the Spark subcommands: ``main.py`` is the dispatcher and the
+registry of subcommands, ``export_cmd.py`` the ``export`` subcommand (a Spark job). The
+Spark-free subcommands (``broker``, ``dump-log``, ``topics``, ``produce``, ``consume``,
+``groups``) are Kafka's console tools, in ``broker/tools/`` with their shared helpers
+(``broker.tools.common``); this package is the only part of ``spark_kafkalog`` that imports
+them. Importing this package imports nothing heavy.
 """

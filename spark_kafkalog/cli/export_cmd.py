@@ -24,6 +24,11 @@ Examples::
     kafkalog export --topic a,b --format csv --binary-encoding base64 --output out \\
         --bootstrap-servers localhost:9092 --ending-offsets '{"a":{"0":100},"b":{"0":-1}}'
 
+The file is also the script ``spark-submit`` runs, with the same arguments and behaviour
+(``spark-submit spark_kafkalog/cli/export_cmd.py --topic clicks ...``; ``python`` on the
+file or ``python -m spark_kafkalog.cli.export_cmd`` too); it needs ``spark_kafkalog``
+importable (installed, or the checkout on ``PYTHONPATH``).
+
 Thread-safety: runs on the main thread; the job's monitoring thread updates the bar.
 """
 
@@ -31,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
-from .common import CliError, offset_progress, parse_key_value
+from broker.tools.common import CliError, offset_progress, parse_key_value
 
 NAME = "export"
 SUMMARY = "export topics to Parquet, CSV or JSON files with a Spark batch job"
@@ -137,3 +144,18 @@ def run(args: argparse.Namespace) -> int:
         session.stop()
     print(result.summary(), flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``spark-submit spark_kafkalog/cli/export_cmd.py ARGS`` == ``kafkalog export ARGS``."""
+    from spark_kafkalog.cli.main import main as cli_main
+
+    return cli_main(["export", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    # Run as a file, this directory is sys.path[0]: drop it, so that its modules cannot
+    # shadow top-level ones; the package itself is imported absolutely.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _here]
+    sys.exit(main())

@@ -13,19 +13,13 @@ behaviour every subcommand shares:
   line) and exit 1. A closed stdout (``kafkalog dump-log ... | head``) ends the command
   quietly with 141, as a process killed by SIGPIPE; Ctrl-C exits 130 without a traceback.
 
-Adding a subcommand: write ``spark_kafkalog/cli/<name>.py`` defining
-
-    NAME = "topics"                      # the word after ``kafkalog``
-    SUMMARY = "create, list, describe, alter and delete topics"   # one line for --help
-    def add_arguments(parser): ...       # argparse options (parser.description defaults
-                                         # to the module docstring's first paragraph)
-    def run(args) -> int: ...            # heavy imports inside run(), not at module level
-
-and append its module path to ``SUBCOMMANDS``. A module that hands its whole argument list
-to another program defines ``PASSTHROUGH = True`` and ``run_argv(argv) -> int`` instead of
-``add_arguments``/``run`` (``broker_cmd.py``: the broker parses its own options and help).
-Shared helpers (``CliError``, ``parse_key_value``, ``warn``, ``progress``) are in
-``common.py``.
+Subcommands: the console tools ``broker.tools.TOOLS`` (Spark-free: ``broker``, ``dump-log``,
+``topics``, ``produce``, ``consume``, ``groups``; ``broker/tools/__init__.py`` says how to
+write one) then the Spark ones of this package (``export_cmd.py``). This module is the one
+place where ``spark_kafkalog`` imports ``broker.tools``, and it imports only what the command
+line asks for: every subcommand module is imported (for its ``NAME`` and ``SUMMARY``, cheap
+by contract), but only the chosen one's ``add_arguments`` and ``run`` are called, so that a
+Spark-free subcommand never imports ``spark_kafkalog.jobs`` nor ``pyspark``.
 
 Thread-safety: a command runs on the main thread.
 """
@@ -38,20 +32,18 @@ import os
 import sys
 from types import ModuleType
 
-from .common import CliError
+from broker.tools import TOOLS
+from broker.tools.common import CliError
 
 PROG = "kafkalog"
 
-# One module per subcommand, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = (
-    "spark_kafkalog.cli.broker_cmd",
-    "spark_kafkalog.cli.dump_log",
-    "spark_kafkalog.cli.topics_cmd",
-    "spark_kafkalog.cli.produce_cmd",
-    "spark_kafkalog.cli.consume_cmd",
+# The subcommands that need Spark (this package's), listed after the console tools.
+SPARK_SUBCOMMANDS: tuple[str, ...] = (
     "spark_kafkalog.cli.export_cmd",
-    "spark_kafkalog.cli.groups_cmd",
 )
+
+# One module per subcommand, in the order --help lists them.
+SUBCOMMANDS: tuple[str, ...] = TOOLS + SPARK_SUBCOMMANDS
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -92,7 +84,9 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser(modules: list[ModuleType]) -> argparse.ArgumentParser:
+def build_parser(modules: list[ModuleType], command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``kafkalog``: every module is a subcommand, but only the one named
+    ``command`` gets its options (``add_arguments``), or every one when ``command`` is None."""
     parser = _Parser(
         prog=PROG, allow_abbrev=False,
         description="Tools for the kafkalog broker and its log files, named after Kafka's.",
@@ -105,7 +99,7 @@ def build_parser(modules: list[ModuleType]) -> argparse.ArgumentParser:
             module.NAME, help=module.SUMMARY, description=_description(module),
             add_help=not passthrough, allow_abbrev=False,
             formatter_class=argparse.RawDescriptionHelpFormatter)
-        if not passthrough:
+        if not passthrough and command in (None, module.NAME):
             module.add_arguments(child)
         child.set_defaults(_module=module)
     return parser
@@ -168,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         for module in modules:
             if getattr(module, "PASSTHROUGH", False) and argv[0] == module.NAME:
                 return _run(module.NAME, lambda: module.run_argv(argv[1:]))
-    parser = build_parser(modules)
+    parser = build_parser(modules, command=argv[0] if argv else "")
     try:
         args, extras = parser.parse_known_args(argv)
         if extras:  # name the subcommand, not the top level, as argparse would

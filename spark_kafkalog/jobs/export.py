@@ -1,17 +1,19 @@
 """Export Kafka topics to Parquet, CSV or JSON files with a Spark batch job.
 
-Owns the export job behind ``kafkalog export`` (``spark_kafkalog/cli/export_cmd.py``):
-planning the offsets to read on the driver, the read through the ``kafkalog`` source, the
-columns each file format gets, the write, the offsets-based progress reports, and the
-result (records, bytes, per-partition counts, files). Runs three ways, all the same code:
+Owns the export job behind ``kafkalog export``: planning the offsets to read on the
+driver, the read through the ``kafkalog`` source, the columns each file format gets, the
+write, the offsets-based progress reports, and the result (records, bytes, per-partition
+counts, files). The command (its options, session, progress bar and summary) is
+``spark_kafkalog/cli/export_cmd.py``, which also runs as a script (all the same code)::
 
     kafkalog export --topic clicks --format parquet --output /data/clicks --path /var/lib/kafka
-    spark-submit spark_kafkalog/jobs/export.py --topic clicks --format csv --output out \\
+    spark-submit spark_kafkalog/cli/export_cmd.py --topic clicks --format csv --output out \\
         --bootstrap-servers broker:9092
-    python spark_kafkalog/jobs/export.py ...          (== python -m spark_kafkalog.jobs.export)
+    python spark_kafkalog/cli/export_cmd.py ...     (== python -m spark_kafkalog.cli.export_cmd)
 
-and as a library: ``export(spark, topics=..., fmt=..., output=...)``, or ``plan_export``
-(no Spark needed: fails fast on bad input) then ``run_export(spark, plan, ...)``.
+This module is a library (it never imports the command line): ``export(spark, topics=...,
+fmt=..., output=...)``, or ``plan_export`` (no Spark needed: fails fast on bad input) then
+``run_export(spark, plan, ...)``.
 
 Output columns: Spark's Kafka schema, ``key, value, topic, partition, offset, timestamp,
 timestampType`` (+ ``headers`` with ``include_headers``), one row per record, in each
@@ -71,12 +73,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from spark_kafkalog.planning import OffsetRange
@@ -627,17 +627,3 @@ def export(spark, *, topics: str | Sequence[str], fmt: str, output: str,
     return run_export(spark, plan, fmt=fmt, output=output, mode=mode,
                       binary_encoding=binary_encoding, progress=progress)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``spark-submit spark_kafkalog/jobs/export.py ARGS`` == ``kafkalog export ARGS``."""
-    from spark_kafkalog.cli.main import main as cli_main
-
-    return cli_main(["export", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    # Run as a file, this directory is sys.path[0]: drop it, so that its modules cannot
-    # shadow top-level ones; the package itself is imported absolutely.
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _here]
-    sys.exit(main())

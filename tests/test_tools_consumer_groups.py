@@ -1,4 +1,4 @@
-"""Tests of spark_kafkalog/cli/groups_cmd.py: ``kafkalog groups --list | --describe |
+"""Tests of broker/tools/consumer_groups.py: ``kafkalog groups --list | --describe |
 --delete`` against the real broker (the console script in a subprocess, and ``main(argv)``):
 kafka-consumer-groups.sh's table with committed offsets, log end offsets and lag, "-" for
 what is unknown, deletion, and one-line errors with exit status 1 (usage, a group that does

@@ -1,4 +1,4 @@
-"""Tests of ``kafkalog consume`` (spark_kafkalog/cli/consume_cmd.py), records_format.py's
+"""Tests of ``kafkalog consume`` (broker/tools/console_consumer.py), records_format.py's
 MessageFormatter and broker/client/consumer/poller.py against the REAL broker: records
 written by confluent-kafka (explicit timestamps, keys, null keys and values, headers with
 null values, every codec, a LogAppendTime topic) are printed with Kafka's
@@ -23,8 +23,8 @@ from broker.client.consumer import ConsumerNetworkClient, TopicPartition
 from broker.client.consumer.offsets import EARLIEST, LATEST
 from broker.client.consumer.poller import ConsumerRecord, PartitionPoller
 from broker.client.errors import OffsetOutOfRangeError
+from broker.tools.records_format import MessageFormatter
 from spark_kafkalog.cli.main import main
-from spark_kafkalog.cli.records_format import MessageFormatter
 from tests.txn_log import write_transactions
 
 pytestmark = pytest.mark.timeout(120)

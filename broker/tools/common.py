@@ -1,12 +1,13 @@
-"""What every ``kafkalog`` subcommand shares: the error type, the ``K=V`` option syntax,
-warnings, and the progress-bar policy.
+"""What every console tool (every ``kafkalog`` subcommand) shares: the error type, the
+``K=V`` option syntax, warnings, and the progress-bar policy.
 
 Owns:
 
 - ``CliError``: raise it from a subcommand's ``run()`` for bad input or a failed step. The
-  dispatcher (``main.py``) prints ``kafkalog <command>: error: <message>`` (one line) on
-  stderr and exits 1; it does the same for ``ValueError`` (``ConfigError`` included) and
-  ``OSError``, so a subcommand rarely needs to catch anything itself.
+  dispatcher (``spark_kafkalog/cli/main.py``) prints ``kafkalog <command>: error:
+  <message>`` (one line) on stderr and exits 1; it does the same for ``ValueError``
+  (``ConfigError`` included) and ``OSError``, so a subcommand rarely needs to catch
+  anything itself.
 - ``parse_key_value``: the one ``KEY=VALUE`` syntax of ``--config``, ``--override`` and
   friends, so that every subcommand reads them alike.
 - ``warn``: a non-fatal problem, one line on stderr: ``kafkalog <command>: warning: ...``.

@@ -1,4 +1,4 @@
-"""Tests of ``kafkalog produce`` (spark_kafkalog/cli/produce_cmd.py, records_format.py's
+"""Tests of ``kafkalog produce`` (broker/tools/console_producer.py, records_format.py's
 LineParser) against the REAL broker (``kafka_broker``): the console script in a subprocess
 for stdin, files, Ctrl-C and the round trip with ``kafkalog consume``; ``main(argv)``
 in-process for the many option variants. What was produced is read back with
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from broker.record.batch import iter_batch_headers
-from spark_kafkalog.cli import produce_cmd
+from broker.tools import console_producer
+from broker.tools.records_format import LineError, LineParser
 from spark_kafkalog.cli.main import main
-from spark_kafkalog.cli.records_format import LineError, LineParser
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -203,7 +203,7 @@ def test_progress_bar_and_summary_on_a_terminal(kafka_broker, tmp_path, capsys, 
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    monkeypatch.setattr(produce_cmd, "PROGRESS_THRESHOLD_BYTES", path.stat().st_size - 1)
+    monkeypatch.setattr(console_producer, "PROGRESS_THRESHOLD_BYTES", path.stat().st_size - 1)
     assert main(["produce", "--bootstrap-server", bs, "--topic", topic, "--file", str(path)]) == 0
     assert capsys.readouterr().out == ""
     shown = terminal.getvalue()
@@ -214,7 +214,7 @@ def test_progress_bar_and_summary_on_a_terminal(kafka_broker, tmp_path, capsys, 
     # Below the threshold (or off a terminal): nothing at all on stderr.
     terminal.truncate(0)
     terminal.seek(0)
-    monkeypatch.setattr(produce_cmd, "PROGRESS_THRESHOLD_BYTES", path.stat().st_size)
+    monkeypatch.setattr(console_producer, "PROGRESS_THRESHOLD_BYTES", path.stat().st_size)
     assert main(["produce", "--bootstrap-server", bs, "--topic", topic, "--file", str(path)]) == 0
     assert terminal.getvalue() == ""
 

@@ -1,4 +1,4 @@
-"""Tests of spark_kafkalog/cli/dump_log.py and log_dumper.py: ``kafkalog dump-log`` on a
+"""Tests of broker/tools/dump_log.py and log_dumper.py: ``kafkalog dump-log`` on a
 real log directory written by ``broker.log`` (every codec, keys, null values, headers, an
 idempotent producer, a committed and an aborted transaction, several segments with index
 entries and producer snapshots), checked field by field against what was written and
@@ -27,7 +27,7 @@ from broker.record.batch import LOG_APPEND_TIME, encode_batch, iter_batch_header
 from broker.record.codecs import CompressionType
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 from broker.record.legacy import encode_legacy_message_set
-from spark_kafkalog.cli import log_dumper
+from broker.tools import log_dumper
 from spark_kafkalog.cli.main import main
 
 TS = 1_700_000_000_000

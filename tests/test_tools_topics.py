@@ -1,4 +1,4 @@
-"""``kafkalog topics`` (spark_kafkalog/cli/topics_cmd.py): the real console script in a
+"""``kafkalog topics`` (broker/tools/topics.py): the real console script in a
 subprocess against the REAL broker: each action (--create, --list, --describe, --alter,
 --delete) with kafka-topics.sh's output format, --if-exists / --if-not-exists, --topic as
 a regular expression, --command-config, both spellings of --bootstrap-server, one-line
