@@ -188,6 +188,7 @@ def test_partition_offset_max_messages_and_timeout(kafka_broker, capsysbinary):
     assert sorted(lines) == sorted(f"p{p}-{i}" for p in range(3) for i in range(5))
 
 
+@pytest.mark.kcat
 def test_follow_new_records_until_ctrl_c(kafka_broker):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP

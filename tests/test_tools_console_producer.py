@@ -149,6 +149,7 @@ def test_keys_and_headers_round_trip_through_consume(kafka_broker):
     assert proc.stdout.decode().splitlines() == expected
 
 
+@pytest.mark.kcat
 def test_per_line_headers_null_marker_and_kcat_reads_them(kafka_broker, capsys, monkeypatch):
     bs, topic = kafka_broker.bootstrap, unique("hdr")
     stdin(monkeypatch, b"a:1,b:2\tk1\tv1\nc:NULL\tNULL\tv2\nNULL\tk3\tNULL\n")
@@ -462,6 +463,7 @@ def test_ctrl_c_delivers_every_line_read_and_exits_130(kafka_broker):
 
 # --- interop: what other clients produced, read by our consumer ---------------------------------
 
+@pytest.mark.kcat
 def test_kcat_produces_and_our_consumer_reads(kafka_broker):
     bs, topic = kafka_broker.bootstrap, unique("kcat")
     lines = [f"key{i}:value {i}" for i in range(20)]
