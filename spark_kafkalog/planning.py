@@ -1,13 +1,23 @@
 """Planning a read on the driver: from options to input partitions (batch reads), and
 from offsets to micro-batches (streaming reads).
 
-Owns: which topic-partitions a strategy selects, resolving the starting and ending bounds
-to offsets (earliest, latest, JSON offsets, timestamps), the data-loss checks against the
-log start and end offsets, filter pushdown (``PushedFilters``: which filters the source
-takes over, how they narrow the ranges, how the rows are then filtered exactly), and
-splitting ranges into input partitions (Spark's ``KafkaOffsetRangeCalculator``). It
-knows nothing of files or sockets: it asks an ``OffsetReader`` (direct mode:
-``readers.direct.DirectOffsetReader``; network mode: a ListOffsets client, later).
+Owns: ``OffsetRange`` (what an input partition reads), the ``OffsetReader`` protocol (what
+planning asks of a log or a cluster), which topic-partitions a strategy selects,
+resolving the starting and ending bounds to offsets (earliest, latest, JSON offsets,
+timestamps), the data-loss checks against the log start and end offsets, narrowing the
+ranges by the pushed filters, and splitting ranges into input partitions (Spark's
+``KafkaOffsetRangeCalculator``). It knows nothing of files or sockets: it asks an
+``OffsetReader``, one per mode (``readers.open_offset_reader``): direct mode
+``readers.direct.DirectOffsetReader`` (a log directory's segment and index files), network
+mode ``readers.network.NetworkOffsetReader`` (Metadata and ListOffsets against the
+brokers).
+
+Not here, so that the executors never import this module: the data-loss error and its
+reporting (``errors.py``: ``KafkaDataLossError``, ``report_data_loss``, ``TopicPartition``),
+used by the range readers too, and the pushed filters themselves (``pushdown.py``:
+``PushedFilters``, which filters the source takes over and the exact row filter the tasks
+apply). Planning is driver-only: the batch reader's ``partitions()``, the stream reader's
+offset calls, and the export job's planning (``jobs.export.plan_export``).
 
 The steps, in order (``plan_ranges``):
 
@@ -49,47 +59,39 @@ partition never overlap and together cover exactly the planned range; every filt
 A micro-batch's ranges lie within its [start, end) offsets, so consecutive micro-batches
 never overlap and leave no gap but the data loss they report.
 
-Thread-safety: pure functions; ``PushedFilters`` is mutated only while filters are
-pushed, on the planning worker, then only read.
+Thread-safety: pure functions (they only read the ``PushedFilters`` and call the
+``OffsetReader`` they are given, which belongs to the calling thread).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import math
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Protocol
+from typing import Iterable, Mapping, NamedTuple, Protocol
 
+from .errors import (
+    KafkaDataLossError,  # noqa: F401  (what check_range / stream_ranges raise; re-exported)
+    TopicPartition,
+    format_partition as _tp,
+    format_partitions as _tps,
+    report_data_loss,
+    report_data_loss_message as _lost,
+)
 from .options import EARLIEST, LATEST, KafkaLogOptionError, OffsetSpec, ReadOptions, Strategy
-
-if TYPE_CHECKING:
-    import pyarrow as pa
+from .pushdown import PushedFilters
 
 __all__ = [
-    "OffsetRange", "OffsetReader", "PushedFilters", "KafkaDataLossError", "assigned_partitions",
-    "resolve_bounds", "plan_ranges", "report_data_loss", "check_range", "split_ranges", "INTERNAL_TOPICS",
-    "offsets_json", "offsets_from_json", "initial_offsets", "latest_partition_offsets", "rate_limit",
-    "pending_records", "stream_ranges",
+    "OffsetRange", "OffsetReader", "assigned_partitions", "resolve_bounds", "plan_ranges",
+    "check_range", "split_ranges", "INTERNAL_TOPICS", "offsets_json", "offsets_from_json",
+    "initial_offsets", "latest_partition_offsets", "rate_limit", "pending_records",
+    "stream_ranges",
 ]
 
 log = logging.getLogger("spark_kafkalog")
 
-TopicPartition = tuple[str, int]
-INT64_MAX = (1 << 63) - 1
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-DATA_LOSS_INSTRUCTION = (
-    "Some data may have been lost because they are not available in Kafka any more; either the "
-    "data was aged out by Kafka or the topic may have been deleted before all the data in the "
-    "topic was processed. If you don't want your query to fail on such cases, set the source "
-    "option failOnDataLoss to false.")
-
-
-class KafkaDataLossError(RuntimeError):
-    """Offsets of the requested range are not in the log (KAFKA_DATA_LOSS)."""
 
 
 class OffsetRange(NamedTuple):
@@ -125,14 +127,6 @@ class OffsetReader(Protocol):
 
     def describe(self) -> str:
         """Where the partitions come from, for error messages."""
-
-
-def _tp(tp: TopicPartition) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
-def _tps(tps: Iterable[TopicPartition]) -> str:
-    return "{" + ", ".join(_tp(tp) for tp in sorted(tps)) + "}"
 
 
 # --- 1. partitions ---
@@ -221,19 +215,6 @@ def resolve_bounds(options: ReadOptions, reader: OffsetReader, tps: list[TopicPa
 
 # --- 3. data loss ---
 
-def report_data_loss(tp: TopicPartition, lost_from: int, lost_to: int, why: str, fail: bool) -> None:
-    """Lost offsets [lost_from, lost_to) of ``tp``: raise ``KafkaDataLossError`` when
-    ``fail``, else log a warning."""
-    if lost_from >= lost_to:
-        return
-    reason = (f"Could not read records in offset [{lost_from}, {lost_to}) for topic partition "
-              f"{_tp(tp)}: {why}.")
-    if fail:
-        raise KafkaDataLossError(f"{DATA_LOSS_INSTRUCTION} Reason: {reason}")
-    log.warning("%s Some data may have been lost; failOnDataLoss=false: the records in "
-                "[%d, %d) of %s are skipped.", reason, lost_from, lost_to, _tp(tp))
-
-
 def check_range(tp: TopicPartition, start: int, end: int, earliest: int, latest: int,
                 fail_on_data_loss: bool) -> tuple[int, int]:
     """The readable part of [start, end) given the log's [earliest, latest)."""
@@ -256,200 +237,6 @@ def check_range(tp: TopicPartition, start: int, end: int, earliest: int, latest:
 
 
 # --- 4. pushdown ---
-
-def _micros(value) -> int | None:
-    """Microseconds since the epoch of a pushed timestamp literal (a datetime; a naive one
-    is taken as UTC, as pyspark converts TimestampType literals)."""
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        delta = value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return None
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-@dataclass
-class PushedFilters:
-    """The filters the source took over (``accept``), as constraints: allowed topics and
-    partitions, an offset interval [offset_lo, offset_hi) plus an optional offset set,
-    and a timestamp interval [ts_lo, ts_hi) in microseconds plus an optional set."""
-
-    topics: frozenset[str] | None = None
-    excluded_topics: frozenset[str] = frozenset()
-    partitions: frozenset[int] | None = None
-    excluded_partitions: frozenset[int] = frozenset()
-    partition_lo: int = 0
-    partition_hi: int = INT64_MAX
-    offset_lo: int = 0
-    offset_hi: int = INT64_MAX
-    offset_in: frozenset[int] | None = None
-    ts_lo: int | None = None     # microseconds, inclusive
-    ts_hi: int | None = None     # microseconds, exclusive
-    ts_in: frozenset[int] | None = None
-    nothing: bool = False        # a contradiction (e.g. partition IS NULL): no rows
-    accepted: list = field(default_factory=list)
-
-    # -- accepting --
-
-    def accept(self, flt) -> bool:
-        """Take over ``flt`` (a ``pyspark.sql.datasource.Filter``) if it constrains
-        topic, partition, offset or timestamp in a way applied exactly; False leaves it to
-        Spark."""
-        from pyspark.sql.datasource import (
-            EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull,
-            LessThan, LessThanOrEqual, Not)
-        negated = isinstance(flt, Not)
-        inner = flt.child if negated else flt
-        attr = getattr(inner, "attribute", None)
-        if not isinstance(attr, tuple) or len(attr) != 1:
-            return False
-        column = attr[0]
-        if column not in ("topic", "partition", "offset", "timestamp"):
-            return False
-        if isinstance(inner, IsNotNull) and not negated:
-            self.accepted.append(flt)
-            return True  # these columns are never null
-        if isinstance(inner, IsNull) and not negated:
-            self.nothing = True
-            self.accepted.append(flt)
-            return True
-        equal = isinstance(inner, (EqualTo, EqualNullSafe))
-        if isinstance(inner, In) or equal:
-            values = tuple(inner.value) if isinstance(inner, In) else (inner.value,)
-            ok = self._accept_set(column, values, negated)
-        elif negated:
-            return False
-        elif isinstance(inner, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
-            lower = isinstance(inner, (GreaterThan, GreaterThanOrEqual))
-            strict = isinstance(inner, (GreaterThan, LessThan))
-            ok = self._accept_bound(column, inner.value, lower, strict)
-        else:
-            return False
-        if ok:
-            self.accepted.append(flt)
-        return ok
-
-    def _accept_set(self, column: str, values: tuple, negated: bool) -> bool:
-        if column == "topic":
-            if not all(isinstance(v, str) for v in values):
-                return False
-            if negated:
-                self.excluded_topics |= frozenset(values)
-            else:
-                self.topics = frozenset(values) if self.topics is None else self.topics & frozenset(values)
-            return True
-        if column in ("partition", "offset"):
-            if not all(_is_int(v) for v in values):
-                return False
-            if negated and column == "partition":
-                self.excluded_partitions |= frozenset(values)
-                return True
-            if negated:
-                return False
-            current = self.partitions if column == "partition" else self.offset_in
-            chosen = frozenset(values) if current is None else current & frozenset(values)
-            if column == "partition":
-                self.partitions = chosen
-            else:
-                self.offset_in = chosen
-            return True
-        # timestamp
-        if negated:
-            return False
-        micros = [_micros(v) for v in values]
-        if any(m is None for m in micros):
-            return False
-        chosen = frozenset(micros)
-        self.ts_in = chosen if self.ts_in is None else self.ts_in & chosen
-        return True
-
-    def _accept_bound(self, column: str, value, lower: bool, strict: bool) -> bool:
-        if column == "topic":
-            return False  # string order follows the column's collation: leave it to Spark
-        if column == "timestamp":
-            v = _micros(value)
-            if v is None:
-                return False
-            if lower:
-                lo = v + 1 if strict else v
-                self.ts_lo = lo if self.ts_lo is None else max(self.ts_lo, lo)
-            else:
-                hi = v if strict else v + 1
-                self.ts_hi = hi if self.ts_hi is None else min(self.ts_hi, hi)
-            return True
-        if not _is_int(value):
-            return False
-        if lower:
-            lo = value + 1 if strict else value
-            if column == "partition":
-                self.partition_lo = max(self.partition_lo, lo)
-            else:
-                self.offset_lo = max(self.offset_lo, lo)
-        else:
-            hi = value if strict else value + 1
-            if column == "partition":
-                self.partition_hi = min(self.partition_hi, hi)
-            else:
-                self.offset_hi = min(self.offset_hi, hi)
-        return True
-
-    # -- using --
-
-    def allows(self, tp: TopicPartition) -> bool:
-        topic, partition = tp
-        if self.nothing:
-            return False
-        if self.topics is not None and topic not in self.topics or topic in self.excluded_topics:
-            return False
-        if self.partitions is not None and partition not in self.partitions:
-            return False
-        return partition not in self.excluded_partitions and self.partition_lo <= partition < self.partition_hi
-
-    def offset_bounds(self) -> tuple[int, int]:
-        """[lo, hi) that every wanted offset is in (the offset set included)."""
-        lo, hi = self.offset_lo, self.offset_hi
-        if self.offset_in is not None:
-            if not self.offset_in:
-                return 0, 0
-            lo, hi = max(lo, min(self.offset_in)), min(hi, max(self.offset_in) + 1)
-        return lo, hi
-
-    def timestamp_floor_ms(self) -> int | None:
-        """The smallest record timestamp (ms) a wanted row may have, if bounded."""
-        lows = []
-        if self.ts_lo is not None:
-            lows.append(-(-self.ts_lo // 1000))  # ceil: ts_ms * 1000 >= ts_lo
-        if self.ts_in is not None and self.ts_in:
-            lows.append(-(-min(self.ts_in) // 1000))
-        return max(lows) if lows else None
-
-    @property
-    def needs_row_filter(self) -> bool:
-        return self.offset_in is not None or self.ts_lo is not None or self.ts_hi is not None \
-            or self.ts_in is not None
-
-    def row_mask(self, decoded: "pa.RecordBatch"):
-        """A boolean mask over a decoded batch (``broker.record.columnar`` schema) of the
-        rows every accepted offset and timestamp filter keeps (ranges were already cut)."""
-        import numpy as np
-        offsets = decoded.column(0).to_numpy()
-        mask = np.ones(len(offsets), dtype=bool)
-        if self.offset_in is not None:
-            mask &= np.isin(offsets, np.fromiter(self.offset_in, np.int64, len(self.offset_in)))
-        if self.ts_lo is not None or self.ts_hi is not None or self.ts_in is not None:
-            micros = decoded.column(1).to_numpy() * 1000
-            if self.ts_lo is not None:
-                mask &= micros >= self.ts_lo
-            if self.ts_hi is not None:
-                mask &= micros < self.ts_hi
-            if self.ts_in is not None:
-                mask &= np.isin(micros, np.fromiter(self.ts_in, np.int64, len(self.ts_in)))
-        return mask
-
 
 def _narrow(ranges: list[OffsetRange], filters: PushedFilters, reader: OffsetReader) -> list[OffsetRange]:
     ranges = [r for r in ranges if filters.allows(r.topic_partition)]
@@ -550,7 +337,8 @@ def offsets_from_json(value) -> dict[TopicPartition, int]:
         if not isinstance(parts, dict):
             raise KafkaLogOptionError(f"Invalid kafkalog source offset: expected e.g. {example}, got {value}")
         for key, offset in parts.items():
-            if not (isinstance(key, str) and key.isdigit() and _is_int(offset) and offset >= 0):
+            if not (isinstance(key, str) and key.isdigit() and isinstance(offset, int)
+                    and not isinstance(offset, bool) and offset >= 0):
                 raise KafkaLogOptionError(
                     f"Invalid kafkalog source offset: expected e.g. {example}, got {value}")
             out[(topic, int(key))] = offset
@@ -611,12 +399,6 @@ def pending_records(start: Mapping[TopicPartition, int], latest: Mapping[TopicPa
         if begin is not None:
             total += max(end - begin, 0)
     return total
-
-
-def _lost(reason: str, fail: bool) -> None:
-    if fail:
-        raise KafkaDataLossError(f"{DATA_LOSS_INSTRUCTION} Reason: {reason}")
-    log.warning("%s failOnDataLoss=false: the query goes on.", reason)
 
 
 def stream_ranges(options: ReadOptions, reader: OffsetReader, start: Mapping[TopicPartition, int],

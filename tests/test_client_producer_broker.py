@@ -9,7 +9,12 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from broker.client.errors import IllegalStateError, KafkaTimeoutError, RecordTooLargeError
+from broker.client.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+)
 from broker.client.producer import KafkaProducer
 from broker.client.producer.murmur2 import partition_for_key
 
@@ -144,6 +149,56 @@ def test_send_arrow_partitions_and_offsets(bootstrap):
     for part in range(4):
         vals = [v for pp, _o, _k, v, _h in got if pp == part and v.startswith(b"v")]
         assert vals == sorted(vals)
+
+
+def test_send_arrow_partitioner_class_ignore_keys_and_explicit_partitions(bootstrap):
+    from broker.client.producer import ArrowSendResult, PartitionRange
+    topic = topic_name("arrow-parts")
+    create_topic(bootstrap, topic, 3)
+    n = 300
+    values = pa.array([b"v%d" % i for i in range(n)], pa.binary())
+    keys = pa.array([b"k%d" % i for i in range(n)], pa.binary())
+    seen = []
+
+    def by_value(t, k, v, count):
+        seen.append((t, k, count))
+        return int(v[1:]) % count
+
+    with KafkaProducer(bootstrap_servers=bootstrap, partitioner_class=by_value) as p:
+        res = p.send_arrow(topic, values, keys=keys).result(60)
+    assert isinstance(res, ArrowSendResult) and res.topic == topic and res.records == n
+    assert {part: r.count for part, r in res.partitions.items()} == {0: 100, 1: 100, 2: 100}
+    assert all(isinstance(r, PartitionRange) for r in res.partitions.values())
+    assert len(seen) == n and seen[0] == (topic, b"k0", 3)
+    # partitioner.ignore.keys: keyed rows go to the sticky partitioner, in runs of batch.size.
+    with KafkaProducer(bootstrap_servers=bootstrap, partitioner_ignore_keys=True,
+                       batch_size=1 << 20) as p:
+        res = p.send_arrow(topic, values, keys=keys).result(60)
+    assert res.records == n and len(res.partitions) == 1  # one run: everything fits a batch
+    # Explicit partitions win; a partition outside the topic is refused before queueing.
+    with KafkaProducer(bootstrap_servers=bootstrap) as p:
+        res = p.send_arrow(topic, values, partitions=[2] * n).result(60)
+        assert list(res.partitions) == [2] and res.partitions[2].count == n
+        with pytest.raises(KafkaError, match="outside 0..2"):
+            p.send_arrow(topic, values, partitions=[3] * n)
+    got = read_kafka_python(bootstrap, topic, 3, 3 * n)
+    assert len(got) == 3 * n
+
+
+def test_columnar_path_does_not_import_the_producer():
+    """columnar.py owns send_arrow and its result types; producer.py imports it, never the
+    other way round (it gets an ArrowSendContext instead of the producer)."""
+    import ast
+    import pathlib
+
+    import broker.client.producer.columnar as columnar
+    tree = ast.parse(pathlib.Path(columnar.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "broker.client.producer.producer" not in imported
+    assert not any(m and m.startswith("broker.client.producer") and m.endswith("producer")
+                   for m in imported), imported
+    assert "producer._" not in pathlib.Path(columnar.__file__).read_text()
 
 
 def test_metadata_wait_is_bounded_by_max_block_ms():

@@ -1,8 +1,7 @@
-"""Tests of spark_kafkalog/options.py and spark_kafkalog/planning.py: Spark's Kafka source
-option names, defaults, precedence and error messages, unknown options, offset
-resolution against a log, data loss, and range splitting as Spark's
-KafkaOffsetRangeCalculator does it. Pure Python, plus a few queries through Spark to
-check where the errors surface (load() for options, the first action for offsets)."""
+"""Tests of spark_kafkalog/options.py: Spark's Kafka source option names, defaults,
+precedence and error messages, unknown options. Pure Python, plus a few queries through
+Spark to check where the errors surface (load() for options, the first action for
+offsets). What the options mean against a log (planning) is tests/test_spark_planning.py."""
 
 from __future__ import annotations
 
@@ -19,14 +18,6 @@ from spark_kafkalog.options import (  # noqa: E402
     KafkaLogOptionError,
     parse_options,
 )
-from spark_kafkalog.planning import (  # noqa: E402
-    KafkaDataLossError,
-    OffsetRange,
-    check_range,
-    plan_ranges,
-    split_ranges,
-)
-from spark_kafkalog.readers.direct import DirectOffsetReader  # noqa: E402
 
 BASE = {"subscribe": "t", "path": "/logs"}
 
@@ -160,124 +151,25 @@ def test_mode_selection():
     error("must be a JSON list of log directories", path=None, paths="/a,/b")
 
 
-# --- planning against a log ---
+# --- through Spark: where the errors surface ---
 
 @pytest.fixture(scope="module")
-def two_topics(tmp_path_factory):
-    w = LogWriter(tmp_path_factory.mktemp("plan"))
-    for p in range(3):
-        for i in range(10):
-            w.append("t", p, [(None, b"v", 1_000_000 + i * 100 + j) for j in range(p + 1)])
-    w.append("u", 0, [(None, b"x", 5)])
-    w.append("__consumer_offsets", 0, [(None, b"x", 5)])
+def a_log(tmp_path_factory):
+    w = LogWriter(tmp_path_factory.mktemp("options"))
+    w.append("t", 0, [(None, b"v", 1_000_000 + i) for i in range(5)])
     w.close()
     return w.root
 
 
-def plan(root, **kw):
-    return plan_ranges(parse(path=str(root), **kw), DirectOffsetReader(root))
-
-
-def test_plan_offsets_and_strategies(two_topics):
-    assert plan(two_topics) == [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 20), OffsetRange("t", 2, 0, 30)]
-    assert [r.topic for r in plan(two_topics, subscribe=None, subscribePattern=".*")] == ["t", "t", "t", "u"]
-    assert [r.topic for r in plan(two_topics, subscribe=None, subscribePattern="_.*",
-                                  **{"kafka.exclude.internal.topics": "false"})] == ["__consumer_offsets"]
-    assert plan(two_topics, subscribe=None, subscribePattern="t|u|x") == plan(two_topics, subscribe="x,u,t")
-    assert plan(two_topics, subscribe=None, assign='{"t":[1]}') == [OffsetRange("t", 1, 0, 20)]
-    with pytest.raises(KafkaLogOptionError, match=r"Partitions \{t-7\} given in option 'assign'"):
-        plan(two_topics, subscribe=None, assign='{"t":[1,7]}')
-    assert plan(two_topics, subscribe="nothing") == []
-    ranges = plan(two_topics, startingOffsets='{"t":{"0":-2,"1":5,"2":7}}', endingOffsets='{"t":{"0":3,"1":-1,"2":7}}')
-    assert ranges == [OffsetRange("t", 0, 0, 3), OffsetRange("t", 1, 5, 20)]  # the empty range is dropped
-    with pytest.raises(KafkaLogOptionError, match="don't match what are assigned"):
-        plan(two_topics, startingOffsets='{"t":{"0":1}}')
-
-
-def test_plan_timestamps(two_topics):
-    # partition p holds timestamps 1_000_000 + i*100 + j for j < p+1, 10 batches
-    ranges = plan(two_topics, startingTimestamp="1000500", endingTimestamp="1000701")
-    assert ranges == [OffsetRange("t", 0, 5, 8), OffsetRange("t", 1, 10, 15), OffsetRange("t", 2, 15, 22)]
-    with pytest.raises(KafkaLogOptionError, match="No offset matched from request of topic-partition t-0 and timestamp 9999999"):
-        plan(two_topics, startingTimestamp="9999999")
-    assert plan(two_topics, startingTimestamp="9999999", startingOffsetsByTimestampStrategy="latest") == []
-    ranges = plan(two_topics, subscribe=None, assign='{"t":[0,1]}',
-                  startingOffsetsByTimestamp='{"t":{"0":1000100,"1":-2}}',
-                  endingOffsetsByTimestamp='{"t":{"0":9999999,"1":1000200}}')
-    assert ranges == [OffsetRange("t", 0, 1, 10), OffsetRange("t", 1, 0, 4)]
-    with pytest.raises(KafkaLogOptionError, match="timestamp based start offsets don't match"):
-        plan(two_topics, startingOffsetsByTimestamp='{"t":{"0":1}}')
-    with pytest.raises(KafkaLogOptionError, match="resolved start offset 9 is greater than the resolved end offset 5"):
-        plan(two_topics, subscribe=None, assign='{"t":[0]}', startingOffsets='{"t":{"0":9}}',
-             endingTimestamp="1000500")
-
-
-def test_data_loss_rules():
-    tp = ("t", 0)
-    assert check_range(tp, 10, 20, 0, 30, True) == (10, 20)
-    with pytest.raises(KafkaDataLossError, match=r"Could not read records in offset \[3, 5\) for topic partition t-0"):
-        check_range(tp, 3, 20, 5, 30, True)
-    with pytest.raises(KafkaDataLossError, match=r"\[30, 40\) for topic partition t-0: the log ends at offset 30"):
-        check_range(tp, 10, 40, 5, 30, True)
-    assert check_range(tp, 3, 40, 5, 30, False) == (5, 30)
-    assert check_range(tp, 1, 4, 5, 30, False) == (4, 4)  # all lost: nothing to read
-    with pytest.raises(KafkaLogOptionError, match="resolved start offset 7 is greater"):
-        check_range(tp, 7, 6, 0, 30, False)
-
-
-# --- splitting (KafkaOffsetRangeCalculatorSuite's cases) ---
-
-def r(tp: int, start: int, end: int) -> OffsetRange:
-    return OffsetRange(f"t{tp}", 0, start, end)
-
-
-def test_split_like_spark():
-    assert split_ranges([r(1, 1, 2)]) == [r(1, 1, 2)]
-    assert split_ranges([r(1, 1, 2), r(2, 1, 2), r(3, 1, 2)], 3) == [r(1, 1, 2), r(2, 1, 2), r(3, 1, 2)]
-    assert split_ranges([r(1, 1, 5)], 4) == [r(1, 1, 2), r(1, 2, 3), r(1, 3, 4), r(1, 4, 5)]
-    # a small range stays whole and is left out of the proportions (SPARK-36576)
-    assert split_ranges([r(1, 1, 5), r(2, 1, 21)], 3) == [r(1, 1, 5), r(2, 1, 11), r(2, 11, 21)]
-    assert split_ranges([r(1, 1, 11)], 4) == [r(1, 1, 3), r(1, 3, 5), r(1, 5, 8), r(1, 8, 11)]
-    assert split_ranges([r(1, 1, 5), r(2, 1, 21), r(3, 1, 1)], 3) == [r(1, 1, 5), r(2, 1, 11), r(2, 11, 21)]
-    assert split_ranges([r(1, 0, 10000), r(2, 0, 15000), r(3, 0, 20000)], 9) == [
-        r(1, 0, 5000), r(1, 5000, 10000), r(2, 0, 5000), r(2, 5000, 10000), r(2, 10000, 15000),
-        r(3, 0, 5000), r(3, 5000, 10000), r(3, 10000, 15000), r(3, 15000, 20000)]
-    assert split_ranges([r(1, 1, 1), r(2, 1, 21)], 3) == [r(2, 1, 7), r(2, 7, 14), r(2, 14, 21)]
-    # maxRecordsPerPartition first, then minPartitions over the pieces
-    assert split_ranges([r(1, 0, 10)], None, 3) == [r(1, 0, 2), r(1, 2, 4), r(1, 4, 7), r(1, 7, 10)]
-    assert split_ranges([r(1, 0, 10), r(2, 0, 2)], None, 5) == [r(1, 0, 5), r(1, 5, 10), r(2, 0, 2)]
-    assert split_ranges([r(1, 0, 4)], 4, 2) == [r(1, 0, 1), r(1, 1, 2), r(1, 2, 3), r(1, 3, 4)]
-
-
-def test_splitting_covers_exactly_and_is_deterministic():
-    import random
-    rng = random.Random(5)
-    for _ in range(200):
-        ranges = [OffsetRange(f"t{i}", i % 3, s, s + rng.randint(0, 5000))
-                  for i, s in enumerate(rng.randint(0, 100) for _ in range(rng.randint(1, 6)))]
-        mp = rng.choice([None, 1, 2, 5, 17, 64])
-        mr = rng.choice([None, 1, 7, 333, 10_000])
-        out = split_ranges(ranges, mp, mr)
-        assert out == split_ranges(list(ranges), mp, mr)
-        for src in ranges:
-            pieces = [p for p in out if p.topic_partition == src.topic_partition]
-            covered = [o for p in pieces for o in range(p.start, p.end)]
-            assert covered == list(range(src.start, src.end))
-            if mr:
-                assert all(p.size <= mr for p in pieces)
-
-
-# --- through Spark: where the errors surface ---
-
-def test_option_errors_surface_at_load_or_the_first_action(spark, two_topics):
+def test_option_errors_surface_at_load_or_the_first_action(spark, a_log):
     """Unknown options fail at load(); a rule of batch queries only (latest at the start)
     fails at the first action: pyspark asks a Python source for its schema in the same way
     for read and readStream, and a stream may start at latest."""
     with pytest.raises(Exception, match="'startingoffset'"):
         spark.read.format("kafkalog").option("subscribe", "t").option("startingOffset", "earliest") \
-            .load(str(two_topics))
+            .load(str(a_log))
     df = spark.read.format("kafkalog").option("subscribe", "t").option("startingOffsets", "latest") \
-        .load(str(two_topics))
+        .load(str(a_log))
     with pytest.raises(Exception, match="starting offset can't be latest for batch queries"):
         df.count()
 
@@ -290,7 +182,7 @@ def test_network_mode_with_an_unreachable_broker_fails_with_a_clear_error(spark)
         df.count()
 
 
-def test_a_custom_schema_is_refused(spark, two_topics):
-    df = spark.read.format("kafkalog").schema("value BINARY").option("subscribe", "t").load(str(two_topics))
+def test_a_custom_schema_is_refused(spark, a_log):
+    df = spark.read.format("kafkalog").schema("value BINARY").option("subscribe", "t").load(str(a_log))
     with pytest.raises(Exception, match="fixed schema"):
         df.count()

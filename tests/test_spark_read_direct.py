@@ -20,7 +20,7 @@ from spark_fixtures import LogWriter, pushdown, spark  # noqa: E402,F401 (fixtur
 
 from broker.log import files  # noqa: E402
 from broker.record.batch import CRC_OFFSET, iter_batch_headers  # noqa: E402
-from spark_kafkalog.planning import KafkaDataLossError  # noqa: E402
+from spark_kafkalog.errors import KafkaDataLossError  # noqa: E402
 from spark_kafkalog.readers.direct import DirectRangeReader  # noqa: E402
 from spark_kafkalog.schema import kafka_schema, spark_arrow_schema  # noqa: E402
 

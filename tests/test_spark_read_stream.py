@@ -1,5 +1,5 @@
 """Streaming reads of the kafkalog source (spark_kafkalog/readers/stream.py, the streaming
-parts of options.py and planning.py) through real Spark structured streaming queries, in
+parts of options.py) through real Spark structured streaming queries, in
 direct mode (the shared broker's log directory, or logs written with the broker's
 UnifiedLog) and network mode (the shared broker over the wire), with data produced by
 confluent-kafka:
@@ -15,6 +15,9 @@ confluent-kafka:
   (direct), on restart from a checkpoint;
 - endingOffsets refused; the stream options' parsing; the reader's offsets, read limits,
   AvailableNow target and minOffsetsPerTrigger driven directly (no Spark) on a log.
+
+The planning functions streams use (offsets JSON, rateLimit, stream_ranges) are tested
+on their own in tests/test_spark_planning.py.
 """
 
 from __future__ import annotations
@@ -32,8 +35,7 @@ from spark_fixtures import LogWriter, spark  # noqa: E402,F401 (fixture)
 
 from broker.log import files  # noqa: E402
 from spark_kafkalog.options import KafkaLogOptionError, parse_options  # noqa: E402
-from spark_kafkalog.planning import (  # noqa: E402
-    KafkaDataLossError, offsets_from_json, offsets_json, rate_limit)
+from spark_kafkalog.errors import KafkaDataLossError  # noqa: E402
 from spark_kafkalog.readers.stream import KafkaLogStreamReader  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -328,22 +330,6 @@ def test_stream_option_rules():
 
 
 # --- the reader driven directly (the calls pyspark makes), no Spark ---
-
-def test_offsets_json_and_rate_limit_like_spark():
-    offsets = {("b", 10): 1, ("a", 2): 5, ("b", 9): 0}
-    assert json.dumps(offsets_json(offsets)) == '{"a": {"2": 5}, "b": {"9": 0, "10": 1}}'
-    assert offsets_from_json(json.dumps(offsets_json(offsets))) == offsets
-    with pytest.raises(KafkaLogOptionError, match="Invalid kafkalog source offset"):
-        offsets_from_json({"a": {"x": 1}})
-    # KafkaMicroBatchStream.rateLimit: proportional, floor, at least one for a small lag
-    start = {("t", 0): 0, ("t", 1): 0}
-    assert rate_limit(10, start, {("t", 0): 100, ("t", 1): 1}, {}) == {("t", 0): 9, ("t", 1): 1}
-    assert rate_limit(50, start, {("t", 0): 60, ("t", 1): 60}, {}) == {("t", 0): 25, ("t", 1): 25}
-    assert rate_limit(50, start, {("t", 0): 10, ("t", 1): 5}, {}) == {("t", 0): 10, ("t", 1): 5}
-    # a new partition starts at its earliest offset
-    got = rate_limit(10, {("t", 0): 0}, {("t", 0): 10, ("t", 1): 30}, {("t", 1): 20})
-    assert got == {("t", 0): 5, ("t", 1): 25}
-
 
 def test_reader_offsets_limits_and_available_now_target(tmp_path):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows

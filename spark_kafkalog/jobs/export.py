@@ -200,7 +200,8 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
     Spark: the source's planner runs here, against the log directory or the cluster."""
     from broker.client.errors import KafkaError
     from spark_kafkalog.options import KafkaLogOptionError, parse_options
-    from spark_kafkalog.planning import KafkaDataLossError, check_range, resolve_bounds
+    from spark_kafkalog.errors import KafkaDataLossError
+    from spark_kafkalog.planning import check_range, resolve_bounds
     from spark_kafkalog.readers import open_offset_reader
 
     started = time.monotonic()

@@ -11,8 +11,8 @@ Contract of a ``RangeReader.read(topic, partition, start, end)``: the records wi
 offsets in [start, end), in offset order, as RecordBatches of
 ``broker.record.columnar.arrow_schema(include_headers)``; never a control record nor a
 record of an aborted transaction; offsets missing at read time are reported through
-``planning.report_data_loss`` (error or warning per failOnDataLoss); memory bounded by
-the options' byte budget.
+``errors.report_data_loss`` (error or warning per failOnDataLoss); memory bounded by
+the options' byte budget. Nothing an executor runs imports ``planning`` (driver-only).
 
 Thread-safety: the factories are pure; readers are per task.
 """

@@ -29,7 +29,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..options import ReadOptions
-from ..planning import PushedFilters
+from ..pushdown import PushedFilters
 
 __all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader"]
 
@@ -83,7 +83,7 @@ class KafkaLogBatchReader(DataSourceReader):
 
 class KafkaLogPushdownReader(KafkaLogBatchReader):
     """``KafkaLogBatchReader`` that takes over the filters on topic, partition, offset and
-    timestamp (``planning.PushedFilters.accept``) and returns the others to Spark."""
+    timestamp (``pushdown.PushedFilters.accept``) and returns the others to Spark."""
 
     def pushFilters(self, filters):
         for flt in filters:

@@ -23,9 +23,9 @@ batch Spark is sending: about four times ``max_bytes_per_batch``, whatever the s
 topic.
 
 Data loss at read time (the log moved on since planning: retention deleted segments or
-raised the log start offset, a partition directory disappeared, the log got shorter):
-``KafkaDataLossError`` naming the partition and the lost offsets with
-``fail_on_data_loss``, else a warning and the rows that remain.
+raised the log start offset, a partition directory disappeared, the log got shorter) goes
+to ``errors.report_data_loss``: ``KafkaDataLossError`` naming the partition and the lost
+offsets with ``fail_on_data_loss``, else a warning and the rows that remain.
 
 Thread-safety: readers hold no state between ``read`` calls beyond their configuration;
 ``DirectOffsetReader`` caches ``PartitionReader``s and is used by one planning thread.
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 from broker.log import files
 from broker.log.reader import LogDirReader, PartitionReader, SegmentRange
 
-from ..planning import TopicPartition, report_data_loss
+from ..errors import TopicPartition, report_data_loss
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -18,7 +18,7 @@ Memory per task: at most two responses (``max.partition.fetch.bytes`` each) plus
 decoder's unit (``max_bytes_per_batch``) and the batch Spark is sending.
 
 Data loss at read time (records deleted since planning, a log ending early, a deleted
-topic) goes to ``planning.report_data_loss``: ``KafkaDataLossError`` naming the partition
+topic) goes to ``errors.report_data_loss``: ``KafkaDataLossError`` naming the partition
 and the offsets with failOnDataLoss, else a warning and the remaining rows.
 
 Thread-safety: one reader per task; ``NetworkOffsetReader`` belongs to the planning
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
-from ..planning import TopicPartition, report_data_loss
+from ..errors import TopicPartition, report_data_loss
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -8,8 +8,9 @@
 """
 
 from broker.client.producer.batch import FutureRecordMetadata, RecordMetadata
+from broker.client.producer.columnar import ArrowSendResult, PartitionRange
 from broker.client.producer.config import ProducerConfig
-from broker.client.producer.producer import ArrowSendResult, KafkaProducer, PartitionRange
+from broker.client.producer.producer import KafkaProducer
 
 __all__ = ["ArrowSendResult", "FutureRecordMetadata", "KafkaProducer", "PartitionRange",
            "ProducerConfig", "RecordMetadata"]

@@ -1,7 +1,14 @@
 """The producer's columnar bulk path: Arrow columns -> partitioned, encoded batches.
 
-Owns ``send_arrow`` (called by ``KafkaProducer.send_arrow``) and ``ArrowSendTracker``, the
-one future of a call:
+Owns ``send_arrow`` (called by ``KafkaProducer.send_arrow``), its result types
+(``ArrowSendResult``, ``PartitionRange``), ``ArrowSendContext`` (what the producer hands it)
+and ``ArrowSendTracker``, the one future of a call.
+
+``send_arrow`` sees the producer only through ``ArrowSendContext``: the config, the
+accumulator, the buffer pool, the codec, the ``partitioner.class`` callable,
+``partitioner.ignore.keys``, a ``wait_on_metadata(topic, partition, max_wait_ms) -> cluster``
+callable and the Sender's ``wakeup``. The producer builds it once; this module never imports
+``producer.py`` (the import goes one way: producer -> columnar). A call:
 
 1. Partition every row without a Python object per row: explicit ``partitions``; else a
    ``partitioner.class`` callable (row by row, the only slow case); else vectorised
@@ -33,7 +40,8 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -49,14 +57,37 @@ _ZERO_OFFSET = bytes(8)
 _RECORD_OVERHEAD = 36  # upper bound of a record's framing (see batch.estimate_record_size)
 
 
+class PartitionRange(NamedTuple):
+    first_offset: int  # -1 when unknown (acks=0, duplicates)
+    last_offset: int
+    count: int
+
+
+class ArrowSendResult(NamedTuple):
+    topic: str
+    records: int
+    partitions: dict[int, PartitionRange]
+
+
+@dataclass(frozen=True, slots=True)
+class ArrowSendContext:
+    """What ``send_arrow`` needs of a producer; built once by ``KafkaProducer``."""
+
+    config: Any  # ProducerConfig: batch_size, buffer_memory, max_request_size, max_block_ms,
+    #              compression_level
+    accumulator: Any  # RecordAccumulator: partitioner(topic), append_prebuilt(...)
+    pool: Any  # BufferPool: reserve(size, max_block_ms), deallocate(None, size)
+    codec: int  # CompressionType of compression.type
+    partitioner: Callable | None  # partitioner.class, else None
+    ignore_keys: bool  # partitioner.ignore.keys
+    wait_on_metadata: Callable[[str, int | None, float], Any]  # -> cluster, or raises
+    wakeup: Callable[[], None]  # wakes the Sender
+
+
 class ArrowSendTracker:
     """Aggregates the batches of one ``send_arrow`` call into one future."""
 
     def __init__(self, topic: str) -> None:
-        from broker.client.producer.producer import ArrowSendResult, PartitionRange
-
-        self._result_cls = ArrowSendResult
-        self._range_cls = PartitionRange
         self.topic = topic
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.future.set_running_or_notify_cancel()
@@ -117,8 +148,8 @@ class ArrowSendTracker:
     def _maybe_finish(self) -> None:
         if not self._sealed or self._pending > 0 or self.future.done():
             return
-        result = self._result_cls(self.topic, self._records,
-                                  {p: self._range_cls(*v) for p, v in sorted(self._parts.items())})
+        result = ArrowSendResult(self.topic, self._records,
+                                 {p: PartitionRange(*v) for p, v in sorted(self._parts.items())})
         if self._error is not None:
             err = self._error
             try:
@@ -153,7 +184,7 @@ def _lengths(col: pa.Array | None, n: int) -> np.ndarray:
         zero_copy_only=False).astype(np.int64)
 
 
-def _partition_rows(producer: Any, topic: str, cluster: Any, values: pa.Array,
+def _partition_rows(ctx: ArrowSendContext, topic: str, cluster: Any, values: pa.Array,
                     keys: pa.Array | None, partitions: Any, sizes: np.ndarray) -> np.ndarray:
     n = len(values)
     count = cluster.partition_count(topic)
@@ -165,20 +196,20 @@ def _partition_rows(producer: Any, topic: str, cluster: Any, values: pa.Array,
         if n and (parts.min() < 0 or parts.max() >= count):
             raise KafkaError(f"a partition outside 0..{count - 1} for topic {topic}")
         return parts
-    if producer._partitioner is not None:
+    if ctx.partitioner is not None:
         kl = keys.to_pylist() if keys is not None else [None] * n
         vl = values.to_pylist()
-        return np.array([custom_partition(producer._partitioner, topic, k, v, count)
+        return np.array([custom_partition(ctx.partitioner, topic, k, v, count)
                          for k, v in zip(kl, vl)], np.int64)
-    if keys is not None and not producer._ignore_keys and not pa.types.is_null(keys.type):
+    if keys is not None and not ctx.ignore_keys and not pa.types.is_null(keys.type):
         parts = partitions_for_keys(keys, count)
     else:
         parts = np.full(n, -1, np.int64)
     keyless = np.flatnonzero(parts < 0)
     if keyless.size:
         # Runs of about batch.size bytes per sticky partition.
-        partitioner = producer.accumulator.partitioner(topic)
-        run = producer.config.batch_size
+        partitioner = ctx.accumulator.partitioner(topic)
+        run = ctx.config.batch_size
         cum = np.cumsum(sizes[keyless])
         start = 0
         while start < keyless.size:
@@ -193,9 +224,11 @@ def _partition_rows(producer: Any, topic: str, cluster: Any, values: pa.Array,
     return parts
 
 
-def send_arrow(producer: Any, topic: str, values: Any, keys: Any, headers: Any,
-               timestamps: Any, partitions: Any) -> concurrent.futures.Future:
-    cfg = producer.config
+def send_arrow(ctx: ArrowSendContext, topic: str, values: Any, keys: Any = None,
+               headers: Any = None, timestamps: Any = None, partitions: Any = None
+               ) -> concurrent.futures.Future:
+    """Queue Arrow columns as records of ``topic``; a future of ``ArrowSendResult``."""
+    cfg = ctx.config
     values = _array(values, "values")
     keys = _array(keys, "keys")
     headers = _array(headers, "headers")
@@ -206,7 +239,7 @@ def send_arrow(producer: Any, topic: str, values: Any, keys: Any, headers: Any,
         tracker.seal()
         return tracker.future
     start = time.monotonic()
-    cluster = producer._wait_on_metadata(topic, None, cfg.max_block_ms)
+    cluster = ctx.wait_on_metadata(topic, None, cfg.max_block_ms)
     sizes = _lengths(values, n) + _lengths(keys, n) + _RECORD_OVERHEAD
     if headers is not None:
         # Headers add to the estimate through their flattened size (keys + values).
@@ -223,14 +256,15 @@ def send_arrow(producer: Any, topic: str, values: Any, keys: Any, headers: Any,
         from broker.client.errors import RecordTooLargeError
         raise RecordTooLargeError(f"row {int(np.flatnonzero(too_big)[0])} is larger than "
                                   "max.request.size or buffer.memory")
-    parts = _partition_rows(producer, topic, cluster, values, keys, partitions, sizes)
+    parts = _partition_rows(ctx, topic, cluster, values, keys, partitions, sizes)
     order = np.argsort(parts, kind="stable")
     sorted_parts = parts[order]
     bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
     groups = np.split(order, bounds)
     chunk_limit = max(min(ARROW_CHUNK_BYTES, cfg.buffer_memory // 2), cfg.batch_size)
-    acc = producer.accumulator
-    pool = producer.pool
+    acc = ctx.accumulator
+    pool = ctx.pool
+    wakeup = ctx.wakeup
     try:
         for rows in groups:
             partition = int(parts[rows[0]])
@@ -251,7 +285,7 @@ def send_arrow(producer: Any, topic: str, values: Any, keys: Any, headers: Any,
                     sel = (lambda c: None if c is None else (c if take is None else c.take(take)))
                     encoded = encode_from_arrow(
                         sel(values), sel(keys), sel(timestamps), sel(headers),
-                        compression=producer.codec, compression_level=cfg.compression_level,
+                        compression=ctx.codec, compression_level=cfg.compression_level,
                         max_batch_bytes=cfg.batch_size)
                 except BaseException:
                     pool.deallocate(None, est)
@@ -274,7 +308,7 @@ def send_arrow(producer: Any, topic: str, values: Any, keys: Any, headers: Any,
                         raise
                 acc.append_prebuilt(topic, partition, [(d, c, len(d)) for d, c in items],
                                     tracker, time.monotonic() * 1000.0)
-                producer.sender.wakeup()
+                wakeup()
                 lo = hi
     except BaseException as e:
         tracker.fail_now(e)

@@ -13,9 +13,11 @@ Owns the user-facing calls, as Kafka's ``KafkaProducer``:
   per partition; a too-large record fails its future (and callback) at once.
 * ``send_arrow(topic, values, keys=None, headers=None, timestamps=None, partitions=None)
   -> concurrent.futures.Future[ArrowSendResult]``: the columnar bulk path for the Spark
-  writer. Rows are partitioned column-wise (explicit ``partitions``, else
-  ``partitioner.class`` row by row, else vectorised murmur2 of the keys, else runs of about
-  ``batch.size`` bytes per sticky partition), encoded with
+  writer, in ``columnar.py`` (which owns ``ArrowSendResult`` and ``PartitionRange`` too; the
+  producer hands it an ``ArrowSendContext`` built once, never itself). Rows are
+  partitioned column-wise (explicit ``partitions``, else ``partitioner.class`` row by row,
+  else vectorised murmur2 of the keys, else runs of about ``batch.size`` bytes per sticky
+  partition), encoded with
   ``broker.record.columnar.encode_from_arrow`` into batches of at most ``batch.size``
   bytes (chunk by chunk, each chunk's memory reserved from ``buffer.memory`` first), and
   queued behind the partition's records. The batches get sequences at drain like any
@@ -40,7 +42,7 @@ import concurrent.futures
 import itertools
 import threading
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from broker.client.errors import (
     IllegalStateError,
@@ -57,6 +59,7 @@ from broker.client.producer.batch import (
     estimate_record_size,
 )
 from broker.client.producer.buffer_pool import BufferPool
+from broker.client.producer.columnar import ArrowSendContext, send_arrow
 from broker.client.producer.config import ProducerConfig
 from broker.client.producer.murmur2 import partition_for_key
 from broker.client.producer.partitioner import custom_partition
@@ -67,18 +70,6 @@ from broker.record.codecs import CompressionType
 
 _ids = itertools.count(1)
 _monotonic = time.monotonic
-
-
-class PartitionRange(NamedTuple):
-    first_offset: int  # -1 when unknown (acks=0, duplicates)
-    last_offset: int
-    count: int
-
-
-class ArrowSendResult(NamedTuple):
-    topic: str
-    records: int
-    partitions: dict[int, PartitionRange]
 
 
 class KafkaProducer:
@@ -136,6 +127,10 @@ class KafkaProducer:
                            or self._value_serializer is not None)
         self._closed = False
         self._close_lock = threading.Lock()
+        self._arrow = ArrowSendContext(
+            config=cfg, accumulator=self.accumulator, pool=self.pool, codec=self.codec,
+            partitioner=self._partitioner, ignore_keys=self._ignore_keys,
+            wait_on_metadata=self._wait_on_metadata, wakeup=self.sender.wakeup)
         self.sender.on_fatal = self._enter_slow_path
         self.sender.start()
 
@@ -269,11 +264,10 @@ class KafkaProducer:
 
     def send_arrow(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
                    timestamps: Any = None, partitions: Any = None) -> concurrent.futures.Future:
-        """Queue Arrow columns as records of ``topic``; one future for the whole call."""
-        from broker.client.producer import columnar
-
+        """Queue Arrow columns as records of ``topic``; one future for the whole call
+        (``columnar.send_arrow``)."""
         self._check_open()
-        return columnar.send_arrow(self, topic, values, keys, headers, timestamps, partitions)
+        return send_arrow(self._arrow, topic, values, keys, headers, timestamps, partitions)
 
     # -- flush and close -----------------------------------------------------------------
 
