@@ -65,7 +65,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from ..record.batch import NO_TIMESTAMP
+from ..record.batch import H_MAX_TIMESTAMP, H_PRODUCER_ID, NO_TIMESTAMP
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
@@ -351,7 +351,8 @@ class UnifiedLog:
         next_offset = last_offset + 1
         psm = self.producer_state_manager
         analysis = None
-        if header[9] >= 0 if header is not None else any(h.producer_id >= 0 for _, h in batches):
+        if (header[H_PRODUCER_ID] >= 0 if header is not None
+                else any(h.producer_id >= 0 for _, h in batches)):
             # a producer id: dedup, sequence and transaction checks
             analysis = psm.analyze_append(buf, batches, origin)
             duplicate = analysis.duplicate
@@ -360,7 +361,7 @@ class UnifiedLog:
                     first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
                     log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
         if header is not None:
-            batch_max_timestamp = now if log_append_time else header[8]  # the batch's maxTimestamp
+            batch_max_timestamp = now if log_append_time else header[H_MAX_TIMESTAMP]
             metadata = local.append_batch(segment, buf, first_offset, last_offset, batch_max_timestamp,
                                           max_timestamp)
         else:
