@@ -61,7 +61,7 @@ from ..record.limits import INT64_MAX
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .config import LogConfig
-from .errors import KafkaStorageError, LogError
+from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogError
 from .local_log import LogDirFailureChannel
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .scheduler import KafkaScheduler, Scheduler, ScheduledTask
@@ -258,7 +258,9 @@ class LogManager:
         for log_dir in self.log_dirs:
             try:
                 self._load_log_dir(log_dir)
-            except InconsistentClusterIdError:
+            except (InconsistentClusterIdError, CorruptRecordError, InvalidRecordError):
+                # (the log's record errors are ValueErrors too, as broker.record's subclasses:
+                # bad log bytes still fail the startup, not just their directory)
                 raise
             except (OSError, KafkaStorageError, ValueError) as exc:
                 log.error("failed to load log dir %s: %s", log_dir, exc)

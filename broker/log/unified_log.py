@@ -69,7 +69,7 @@ from ..record.batch import H_MAX_TIMESTAMP, H_PRODUCER_ID, NO_TIMESTAMP
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
-from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from .errors import KafkaStorageError, LogOffsetOutOfRangeError, RecordBatchTooLargeError
 from .loader import LoadStats, LogLoader, rebuild_producer_state
 from .list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -454,7 +454,7 @@ class UnifiedLog:
         """Batches from the one holding ``start_offset``, at most ``max_length`` bytes (but
         the first batch whole when ``min_one_message``), below the isolation bound:
         ``log_end`` (LEO), ``high_watermark`` or ``txn_committed`` (last stable offset,
-        with the overlapping aborted transactions attached). OffsetOutOfRangeError below
+        with the overlapping aborted transactions attached). LogOffsetOutOfRangeError below
         the log start offset or past the log end offset."""
         local = self._local
         channel = local.failure_channel
@@ -479,13 +479,13 @@ class UnifiedLog:
             # truncation moved the boundaries past the offset. Not a disk failure.
             self._check_log_start_offset(start_offset)
             if start_offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(
+                raise LogOffsetOutOfRangeError(
                     f"offset {start_offset} of {self.name} was truncated away during the read") from exc
             raise self._storage_error(f"error while reading from {self.name}", exc) from exc
 
     def _check_log_start_offset(self, offset: int) -> None:
         if offset < self._log_start_offset:
-            raise OffsetOutOfRangeError(
+            raise LogOffsetOutOfRangeError(
                 f"received request for offset {offset} for partition {self.name}, but the "
                 f"log start offset is {self._log_start_offset}")
 
@@ -592,12 +592,12 @@ class UnifiedLog:
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "client delete records") -> bool:
         """Advance the log start offset (DeleteRecords, retention); it may not pass the high
-        watermark (OffsetOutOfRangeError). Segments wholly below it are deleted by the
+        watermark (LogOffsetOutOfRangeError). Segments wholly below it are deleted by the
         next ``delete_old_segments``. True when it moved."""
         with self._lock, self._io(f"exception while increasing log start offset to {new_log_start_offset}"):
             self._check_open()
             if new_log_start_offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
+                raise LogOffsetOutOfRangeError(
                     f"cannot increment the log start offset to {new_log_start_offset} of partition "
                     f"{self.name} since it is larger than the high watermark {self.high_watermark}")
             if new_log_start_offset <= self._log_start_offset:
