@@ -96,8 +96,8 @@ def test_int_bounds_are_defined_in_limits_only() -> None:
         for line, values in _assigned_values(tree):
             if any(_int_value(v) in BOUNDS for v in values):
                 found.append(f"{rel}:{line}")
-    assert found == ["broker/record/limits.py:12", "broker/record/limits.py:13",
-                     "broker/record/limits.py:14", "broker/record/limits.py:15"]
+    assert [f for f in found if not f.startswith("broker/record/limits.py:")] == []
+    assert len(found) == 4
     limits = importlib.import_module("broker.record.limits")
     assert (limits.INT32_MIN, limits.INT32_MAX) == (-2**31, 2**31 - 1)
     assert (limits.INT64_MIN, limits.INT64_MAX) == (-2**63, 2**63 - 1)
