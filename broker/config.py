@@ -6,7 +6,9 @@ Kafka's ``ConfigDef``), ``ConfigError`` (one clear message that names the key), 
 properties files (``load_properties``), and ``KafkaConfig``: the keys of
 ``server.properties`` this broker reads. Topic-level keys live in ``broker/log/config.py``
 (``LogConfig``); the producer's in ``broker/client/producer/config.py``. Every layer may use
-this module; it imports nothing of the project's.
+this module; of the project's it imports only ``broker.record.limits`` (``LONG_MAX`` and
+``INT_MAX``, Kafka's ``Long.MAX_VALUE`` / ``Integer.MAX_VALUE`` defaults, are its
+``INT64_MAX`` and ``INT32_MAX`` under ConfigDef's names).
 
 Values: strings from files and command lines are parsed by type (``int``/``long``,
 ``double``, ``boolean``, ``string``, ``list``, ``password``); Python values are accepted as
@@ -24,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from broker.record.limits import INT32_MAX as INT_MAX
+from broker.record.limits import INT32_MIN
+from broker.record.limits import INT64_MAX as LONG_MAX
+
 INT = "int"
 LONG = "long"
 DOUBLE = "double"
@@ -31,9 +37,6 @@ BOOLEAN = "boolean"
 STRING = "string"
 LIST = "list"
 PASSWORD = "password"
-
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
 
 
 class ConfigError(ValueError):
@@ -87,7 +90,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
         try:
             if t in (INT, LONG):
                 v = int(s)
-                if t == INT and not -(1 << 31) <= v <= INT_MAX:
+                if t == INT and not INT32_MIN <= v <= INT_MAX:
                     raise ValueError
                 return v
             if t == DOUBLE:

@@ -37,13 +37,14 @@ from broker.client.consumer import (
 )
 from broker.client.consumer import fetcher as fetcher_mod
 from broker.client.consumer import offsets as offsets_mod
-from broker.client.consumer.fetcher import INT64_MAX, aborted_ranges, scan_entries
+from broker.client.consumer.fetcher import aborted_ranges, scan_entries
 from broker.client.errors import KafkaError
 from broker.client.producer import KafkaProducer
 from broker.config import ConfigError
 from broker.protocol import ApiKey, ErrorCode
 from broker.record.batch import encode_batch
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
+from broker.record.limits import INT64_MAX
 from tests.txn_log import write_transactions
 
 TS0 = 1_700_000_000_000

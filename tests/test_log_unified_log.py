@@ -20,7 +20,7 @@ from broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
-    OffsetOutOfRangeError,
+    LogOffsetOutOfRangeError,
     OffsetOverflowError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
@@ -102,7 +102,7 @@ def test_append_assigns_contiguous_offsets_and_reads_whole_batches(tmp_path):
     assert info.fetch_offset_metadata.relative_position_in_segment == 0
     assert ulog.read(1, 10, LOG_END, min_one_message=False).records.size_in_bytes == 10
     assert ulog.read(4, 100).records.size_in_bytes == 0
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(LogOffsetOutOfRangeError):
         ulog.read(5, 100)
     # every stored batch carries the leader epoch and a valid CRC
     data = ulog.active_segment.log.path.read_bytes()
@@ -445,13 +445,13 @@ def test_delete_records_advances_the_log_start_offset(tmp_path):
     for i in range(20):
         ulog.append_as_leader(env.batch(b"%d" % i))
     bases = [s.base_offset for s in ulog.segments]
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(LogOffsetOutOfRangeError):
         ulog.maybe_increment_log_start_offset(21)
     target = bases[2] + 1
     assert ulog.maybe_increment_log_start_offset(target) is True
     assert ulog.maybe_increment_log_start_offset(target - 1) is False
     assert ulog.log_start_offset == target
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(LogOffsetOutOfRangeError):
         ulog.read(target - 1, 100)
     assert read_records(ulog, target)[0][0] == target
     assert ulog.delete_old_segments() == 2
@@ -676,7 +676,7 @@ def test_concurrent_readers_see_whole_valid_batches_while_the_writer_rolls_and_d
             try:
                 info = ulog.read(start, 4000, HIGH_WATERMARK)
                 data = info.records.read_bytes()
-            except (OffsetOutOfRangeError, OSError):
+            except (LogOffsetOutOfRangeError, OSError):
                 continue  # retention moved the start offset, or a deleted segment was closed
             hw = ulog.high_watermark  # it only grows: what was read lies below it
             expected = None

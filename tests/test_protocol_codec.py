@@ -6,7 +6,7 @@ import pytest
 
 from broker.protocol.api_keys import ApiKey
 from broker.protocol.codec import decode_request, decode_response, encode_request, encode_response
-from broker.protocol.errors import ErrorCode, UnknownApiKeyError, UnsupportedVersionError
+from broker.protocol.errors import ErrorCode, UnknownApiKeyError, UnsupportedApiVersionError
 from broker.protocol.frame import FrameDecoder, encode_frame
 from broker.protocol.header import RequestHeader
 from broker.protocol.versions import advertised_apis, response_schema
@@ -51,7 +51,7 @@ def test_api_versions_response_keeps_header_v0() -> None:
 
 def test_unsupported_api_versions_request_is_answered_as_v0() -> None:
     frame = encode_frame([bytes.fromhex("0012" "0005" "00000009" "0002") + b"kp" + b"\x00" + b"??"])
-    with pytest.raises(UnsupportedVersionError) as info:
+    with pytest.raises(UnsupportedApiVersionError) as info:
         decode_request(FrameDecoder().feed(frame)[0])
     header = info.value.header  # type: ignore[attr-defined]
     assert (header.api_key, header.api_version, header.correlation_id) == (18, 5, 9)

@@ -84,14 +84,14 @@ def test_decode_errors_form_one_hierarchy() -> None:
     for cls in (
         errors.TruncatedFrameError,
         errors.InvalidFrameSizeError,
-        errors.UnsupportedVersionError,
+        errors.UnsupportedApiVersionError,
         errors.UnknownApiKeyError,
         errors.InvalidValueError,
     ):
         assert issubclass(cls, errors.ProtocolDecodeError)
     assert issubclass(errors.ProtocolDecodeError, ValueError)
     assert not issubclass(errors.ProtocolEncodeError, errors.ProtocolDecodeError)
-    e = errors.UnsupportedVersionError(18, 9)
+    e = errors.UnsupportedApiVersionError(18, 9)
     assert (e.api_key, e.api_version) == (18, 9)
     e2 = errors.InvalidFrameSizeError(-1, 100)
     assert (e2.size, e2.max_bytes) == (-1, 100)

@@ -15,7 +15,7 @@ from broker.protocol.errors import (
     InvalidValueError,
     ProtocolEncodeError,
     TruncatedFrameError,
-    UnsupportedVersionError,
+    UnsupportedApiVersionError,
 )
 from broker.protocol.messages import api_versions, fetch, metadata, produce
 from broker.protocol.primitives import ZERO_UUID, Reader
@@ -196,9 +196,9 @@ def test_struct_api() -> None:
 
 
 def test_version_outside_the_table_is_unsupported() -> None:
-    with pytest.raises(UnsupportedVersionError):
+    with pytest.raises(UnsupportedApiVersionError):
         decode(PRODUCE_REQ, 12, Reader(b""))
-    with pytest.raises(UnsupportedVersionError):
+    with pytest.raises(UnsupportedApiVersionError):
         encode_bytes(PRODUCE_REQ, -1, {})
 
 

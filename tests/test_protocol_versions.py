@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.protocol.api_keys import ApiKey
-from broker.protocol.errors import UnknownApiKeyError, UnsupportedVersionError
+from broker.protocol.errors import UnknownApiKeyError, UnsupportedApiVersionError
 from broker.protocol.versions import (
     ADVERTISED,
     SASL_ADVERTISED,
@@ -82,7 +82,7 @@ def test_lookup_errors() -> None:
         request_schema(999, 0)
     with pytest.raises(UnknownApiKeyError):
         request_schema(ApiKey.LEADER_AND_ISR, 0)  # a Kafka API without a table here
-    with pytest.raises(UnsupportedVersionError):
+    with pytest.raises(UnsupportedApiVersionError):
         response_schema(ApiKey.PRODUCE, 99)
     assert is_advertised(ApiKey.PRODUCE, 8) and not is_advertised(ApiKey.PRODUCE, 9)
     assert not is_advertised(ApiKey.SASL_HANDSHAKE, 1)

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from broker.record import batch as B
 from broker.record.codecs import CompressionType
 from broker.record.control import (
-    ControlRecordType, encode_end_txn_marker_batch, parse_end_txn_marker,
+    ControlRecordType, encode_end_txn_marker_batch, is_abort_marker, parse_end_txn_marker,
 )
 from broker.record.errors import CorruptRecordError, DecodeError, TruncatedError
 
@@ -142,6 +142,31 @@ def test_control_batches(kind):
     kb = DefaultRecordBatch(raw)
     assert kb.is_control_batch and kb.is_transactional
     assert kb.validate_crc()
+
+
+def test_is_abort_marker():
+    def at_7(kind):  # a marker 7 bytes into the buffer
+        return b"\x00" * 7 + encode_end_txn_marker_batch(kind, producer_id=77, producer_epoch=2,
+                                                         coordinator_epoch=5, timestamp=T0)
+
+    abort, commit = at_7(ControlRecordType.ABORT), at_7(ControlRecordType.COMMIT)
+    assert is_abort_marker(abort, 7)
+    assert is_abort_marker(abort, 7, B.read_header(abort, 7))
+    assert not is_abort_marker(commit, 7)
+    data = B.encode_batch([(b"k", b"v", T0)], producer_id=77, is_transactional=True)
+    assert not is_abort_marker(data)
+    with pytest.raises(DecodeError):
+        is_abort_marker(abort[:-3], 7)
+
+
+def test_header_field_positions_and_entry_prefix():
+    raw = B.encode_batch([(b"k", b"v", T0), (None, b"w", T0 + 5)], base_offset=42, producer_id=9,
+                         producer_epoch=3, base_sequence=11, partition_leader_epoch=4)
+    header = B.read_header(raw)
+    fields = B.HEADER.unpack_from(raw, 0)
+    names = {"H_" + name.upper(): getattr(header, name) for name in B.BatchHeader._fields}
+    assert {n: fields[getattr(B, n)] for n in names} == names
+    assert B.LOG_ENTRY_PREFIX.unpack_from(raw, 0) == (42, len(raw) - B.LOG_OVERHEAD)
 
 
 def _sample_records():

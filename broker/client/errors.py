@@ -6,7 +6,9 @@ Owns the exception hierarchy a client user sees, named after Kafka's client exce
       KafkaTimeoutError             TimeoutException: metadata wait, delivery.timeout.ms, flush
         BufferExhaustedError        BufferExhaustedException: no buffer.memory within max.block.ms
       RecordTooLargeError           RecordTooLargeException: a record over max.request.size or
-                                    buffer.memory (never sent)
+                                    buffer.memory (never sent); also a
+                                    ``broker.record.errors.RecordTooLargeError`` (one
+                                    concept in both layers: MESSAGE_TOO_LARGE)
       IllegalStateError             IllegalStateException: flush() from a callback, send() after
                                     close()
       ProducerClosedError           the producer was closed (force) with the record unsent
@@ -29,6 +31,7 @@ Thread-safety: immutable exception classes.
 from __future__ import annotations
 
 from broker.protocol.errors import ErrorCode
+from broker.record import errors as record_errors
 
 
 class KafkaError(Exception):
@@ -65,8 +68,9 @@ class BufferExhaustedError(KafkaTimeoutError):
     """No memory could be allocated from ``buffer.memory`` within ``max.block.ms``."""
 
 
-class RecordTooLargeError(KafkaError):
-    """A record (or the broker's MESSAGE_TOO_LARGE on a single-record batch)."""
+class RecordTooLargeError(KafkaError, record_errors.RecordTooLargeError):
+    """A record (or the broker's MESSAGE_TOO_LARGE on a single-record batch). Also the
+    record layer's ``RecordTooLargeError`` (a ``DecodeError``, so a ``ValueError``)."""
 
 
 class IllegalStateError(KafkaError):

@@ -3,8 +3,16 @@
 Owns: the exceptions ``broker.log`` raises. The server maps each to a Kafka error code
 (named beside each class) without the log layer knowing anything of the protocol.
 
+One name, one concept across the layers: ``CorruptRecordError`` and ``InvalidRecordError``
+here are the log's kinds of ``broker.record.errors``' classes of the same name (so an
+``except`` of the record layer's class, or of ``DecodeError``, also catches the log's);
+``LogOffsetOutOfRangeError`` is named apart from the client's ``OffsetOutOfRangeError``
+(a ``DataLossError``: the layers share no base below them for it).
+
 Thread-safety: plain exception classes.
 """
+
+from broker.record import errors as record_errors
 
 
 class LogError(Exception):
@@ -20,7 +28,7 @@ class CorruptIndexError(LogError):
     """An index file fails its sanity check; the loader rebuilds it from the log."""
 
 
-class OffsetOutOfRangeError(LogError):
+class LogOffsetOutOfRangeError(LogError):
     """A read below the log start offset or above the log end offset (OFFSET_OUT_OF_RANGE, 1)."""
 
 
@@ -28,12 +36,12 @@ class RecordBatchTooLargeError(LogError):
     """A batch larger than max.message.bytes or segment.bytes (MESSAGE_TOO_LARGE, 10)."""
 
 
-class InvalidRecordError(LogError):
+class InvalidRecordError(LogError, record_errors.InvalidRecordError):
     """A batch that breaks a rule of the log (INVALID_RECORD, 87): a control batch from a
     client, lastOffsetDelta + 1 != records count, a producer id with a negative sequence..."""
 
 
-class CorruptRecordError(LogError):
+class CorruptRecordError(LogError, record_errors.CorruptRecordError):
     """A batch whose CRC or sizes are wrong (CORRUPT_MESSAGE, 2)."""
 
 

@@ -42,6 +42,7 @@ from ..record.batch import (
     read_header,
 )
 from ..record.errors import DecodeError
+from ..record.limits import INT32_MAX
 from .errors import CorruptRecordError
 from .index import NO_TIMESTAMP
 
@@ -50,7 +51,6 @@ __all__ = [
     "LogOffsetPosition", "TimestampAndOffset", "READ_CHUNK",
 ]
 
-INT32_MAX = 0x7FFFFFFF
 # baseOffset int64 @0, batchLength int32 @8, (partitionLeaderEpoch @12), magic int8 @16,
 # (crc @17, attributes @21), lastOffsetDelta int32 @23: what an offset scan reads per batch.
 _SCAN_HEADER = struct.Struct(">qi4xb6xi")

@@ -76,6 +76,7 @@ import threading
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from ..record.limits import INT32_MAX
 from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError, OffsetOverflowError
 
 __all__ = [
@@ -86,7 +87,6 @@ __all__ = [
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
-INT32_MAX = 0x7FFFFFFF
 # Kafka's warm section: the last 8 KiB of entries, touched by every near-the-end lookup so
 # that they stay in the page cache (AbstractIndex.warmEntries).
 WARM_SECTION_BYTES = 8192

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from ..record.limits import INT64_MAX
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .errors import CorruptIndexError, InvalidOffsetError, OffsetOverflowError
@@ -70,7 +71,6 @@ __all__ = ["LogLoader", "LoadedLogOffsets", "LoadStats", "rebuild_producer_state
 
 log = logging.getLogger(__name__)
 
-LONG_MAX = (1 << 63) - 1
 _INDEX_SUFFIXES = (files.INDEX_FILE_SUFFIX, files.TIME_INDEX_FILE_SUFFIX, files.TXN_INDEX_FILE_SUFFIX)
 
 
@@ -232,7 +232,7 @@ class LogLoader:
     def _remove_temp_files_and_collect_swap_files(self) -> list[Path]:
         swap_files: list[Path] = []
         cleaned_files: list[Path] = []
-        min_cleaned_offset = LONG_MAX
+        min_cleaned_offset = INT64_MAX
         for path in sorted(self.dir.iterdir()):
             if not path.is_file():
                 continue
@@ -262,7 +262,7 @@ class LogLoader:
     # --- pass 2: complete interrupted replaces ---
 
     def _complete_swap_operations(self, swap_files: list[Path]) -> None:
-        min_swap, max_swap = LONG_MAX, -1
+        min_swap, max_swap = INT64_MAX, -1
         for path in swap_files:
             live_name = path.name[:-len(files.SWAP_FILE_SUFFIX)]
             if not live_name.endswith(files.LOG_FILE_SUFFIX):
@@ -349,7 +349,7 @@ class LogLoader:
     def _recover_log(self) -> tuple[int, int]:
         segments = self.segments
         if not self.had_clean_shutdown:
-            unflushed = segments.values(self.recovery_point_checkpoint, LONG_MAX) if segments.non_empty() else []
+            unflushed = segments.values(self.recovery_point_checkpoint, INT64_MAX) if segments.non_empty() else []
             for i, segment in enumerate(unflushed):
                 try:
                     truncated = self._recover_segment(segment)

@@ -51,7 +51,7 @@ from typing import Callable, Iterable, Iterator
 
 from . import files
 from .clock import SYSTEM_TIME, Time
-from .errors import KafkaStorageError, LogError, OffsetOutOfRangeError
+from .errors import KafkaStorageError, LogError, LogOffsetOutOfRangeError
 from .file_records import EMPTY_RECORDS
 from .index import OffsetPosition
 from .scheduler import Scheduler
@@ -282,7 +282,7 @@ class LocalLog:
         end_metadata = self._next_offset_metadata
         segment = self.segments.floor_segment(start_offset)
         if start_offset > end_metadata.message_offset or segment is None:
-            raise OffsetOutOfRangeError(
+            raise LogOffsetOutOfRangeError(
                 f"received request for offset {start_offset} for partition {self.name}, but we only "
                 f"have log segments up to the end offset {end_metadata.message_offset}")
         max_offset = max_offset_metadata.message_offset

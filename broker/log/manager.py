@@ -57,10 +57,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..config import load_properties
+from ..record.limits import INT64_MAX
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .config import LogConfig
-from .errors import KafkaStorageError, LogError
+from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogError
 from .local_log import LogDirFailureChannel
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .scheduler import KafkaScheduler, Scheduler, ScheduledTask
@@ -70,7 +71,6 @@ __all__ = ["LogManager", "InconsistentClusterIdError", "validate_topic_name"]
 
 log = logging.getLogger(__name__)
 
-LONG_MAX = (1 << 63) - 1
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
@@ -108,7 +108,7 @@ class LogManager:
                  time: Time = SYSTEM_TIME, scheduler: Scheduler | None = None, node_id: int = 1,
                  cluster_id: str | None = None,
                  topic_configs: Mapping[str, LogConfig] | Callable[[str], LogConfig | None] | None = None,
-                 retention_check_interval_ms: int = 300_000, flush_check_ms: int = LONG_MAX,
+                 retention_check_interval_ms: int = 300_000, flush_check_ms: int = INT64_MAX,
                  flush_recovery_offset_checkpoint_ms: int = 60_000,
                  flush_start_offset_checkpoint_ms: int = 60_000,
                  high_watermark_checkpoint_ms: int = 5_000,
@@ -157,7 +157,7 @@ class LogManager:
         return cls(server["log.dirs"], default, node_id=server.get("node.id", 1),
                    cluster_id=server.get("cluster.id"),
                    retention_check_interval_ms=server.get("log.retention.check.interval.ms", 300_000),
-                   flush_check_ms=server.get("log.flush.scheduler.interval.ms", LONG_MAX),
+                   flush_check_ms=server.get("log.flush.scheduler.interval.ms", INT64_MAX),
                    flush_recovery_offset_checkpoint_ms=server.get("log.flush.offset.checkpoint.interval.ms", 60_000),
                    flush_start_offset_checkpoint_ms=server.get(
                        "log.flush.start.offset.checkpoint.interval.ms", 60_000),
@@ -258,7 +258,9 @@ class LogManager:
         for log_dir in self.log_dirs:
             try:
                 self._load_log_dir(log_dir)
-            except InconsistentClusterIdError:
+            except (InconsistentClusterIdError, CorruptRecordError, InvalidRecordError):
+                # (the log's record errors are ValueErrors too, as broker.record's subclasses:
+                # bad log bytes still fail the startup, not just their directory)
                 raise
             except (OSError, KafkaStorageError, ValueError) as exc:
                 log.error("failed to load log dir %s: %s", log_dir, exc)
@@ -317,7 +319,7 @@ class LogManager:
             return {}
 
     def _schedule(self, name: str, fn: Callable[[], object], period_ms: int) -> None:
-        if 0 < period_ms < LONG_MAX:
+        if 0 < period_ms < INT64_MAX:
             self._tasks.append(self.scheduler.schedule(name, fn, self.initial_task_delay_ms, period_ms))
 
     def _schedule_tasks(self) -> None:

@@ -85,6 +85,7 @@ from broker.record import batch as rb
 from broker.record import errors as record_errors
 from broker.record.batch import BatchHeader, crc32c
 from broker.record.control import ControlRecordType, EndTransactionMarker, parse_end_txn_marker
+from broker.record.limits import INT32_MAX
 
 from . import files
 from .clock import SYSTEM_TIME, Time
@@ -112,7 +113,7 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
 PRODUCER_SNAPSHOT_VERSION = 1
-MAX_SEQUENCE = (1 << 31) - 1
+MAX_SEQUENCE = INT32_MAX
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 # A control batch holds one tiny record; never inflate more than this to read it.

@@ -39,14 +39,18 @@ from __future__ import annotations
 import logging
 import os
 import re
-import struct
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ..record.batch import (
     ATTRIBUTES_OFFSET,
     CURRENT_MAGIC,
+    H_BASE_OFFSET,
+    H_CRC,
+    H_LAST_OFFSET_DELTA,
+    H_MAX_TIMESTAMP,
     HEADER,
+    LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -64,7 +68,6 @@ __all__ = ["LogDirReader", "PartitionReader", "SegmentInfo", "SegmentRange", "Ab
 log = logging.getLogger(__name__)
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
-_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength: the start of every entry, any magic
 # Bytes read per step of a header walk: a few batches' headers at once when batches are
 # small, one pread per header when they are large.
 _WALK_CHUNK = 64 * 1024
@@ -99,15 +102,16 @@ def _entry_next_offset(buf, pos: int) -> tuple[int, int, int] | None:
     """(size, first offset, next offset) of the entry whose header starts at ``pos`` of
     ``buf`` (at least a v2 header's bytes, or 12 + 5 for a legacy entry), None when the
     header is not a plausible entry."""
-    base, length = _ENTRY.unpack_from(buf, pos)
+    base, length = LOG_ENTRY_PREFIX.unpack_from(buf, pos)
     magic = buf[pos + MAGIC_OFFSET]
     if magic == CURRENT_MAGIC:
         if len(buf) - pos < RECORD_BATCH_OVERHEAD or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
             return None
         h = HEADER.unpack_from(buf, pos)
-        if h[6] < 0:
+        delta = h[H_LAST_OFFSET_DELTA]
+        if delta < 0:
             return None
-        return length + LOG_OVERHEAD, base, base + h[6] + 1
+        return length + LOG_OVERHEAD, base, base + delta + 1
     if magic in (0, 1):
         # legacy: the offset is the wrapper's (last) offset; 14 bytes is the smallest message
         if length < 14:
@@ -206,7 +210,7 @@ class PartitionReader:
             if head[MAGIC_OFFSET] == CURRENT_MAGIC:
                 body = os.pread(fd, entry_size, pos)
                 if len(body) < entry_size or crc32c(memoryview(body)[ATTRIBUTES_OFFSET:]) != \
-                        HEADER.unpack_from(body, 0)[4]:
+                        HEADER.unpack_from(body, 0)[H_CRC]:
                     break
             pos += entry_size
             next_offset = nxt
@@ -341,8 +345,8 @@ class PartitionReader:
                 if magic != CURRENT_MAGIC:
                     continue  # legacy entries carry no max timestamp in a fixed place
                 h = HEADER.unpack_from(head, 0)
-                last_offset = h[0] + h[6]
-                if h[8] < timestamp or last_offset < min_offset:
+                last_offset = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
+                if h[H_MAX_TIMESTAMP] < timestamp or last_offset < min_offset:
                     continue
                 data = os.pread(fd, size, pos)
                 try:

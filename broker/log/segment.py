@@ -70,6 +70,7 @@ from ..record.batch import (
     iter_batch_headers,
 )
 from ..record.errors import DecodeError
+from ..record.limits import INT32_MAX
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .errors import CorruptRecordError, InvalidRecordError, OffsetOverflowError
@@ -102,7 +103,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
-INT32_MAX = 0x7FFFFFFF
 UNKNOWN_OFFSET = -1
 UNKNOWN_FILE_POSITION = -1
 # Bytes read per step by recovery, which needs every byte for the CRC.
@@ -460,14 +460,16 @@ class LogSegment:
         max_ts_and_offset = self._max_timestamp_and_offset
         if max_ts_and_offset is None:
             max_ts_and_offset = self.read_max_timestamp_and_offset_so_far()
-        if batch_max_timestamp > max_ts_and_offset[0]:
-            max_ts_and_offset = self._max_timestamp_and_offset = _new_tuple(
-                TimestampOffset, (batch_max_timestamp, last_offset))
+        max_ts, max_ts_offset = max_ts_and_offset
+        if batch_max_timestamp > max_ts:
+            max_ts, max_ts_offset = batch_max_timestamp, last_offset
+            self._max_timestamp_and_offset = _new_tuple(TimestampOffset, (max_ts, max_ts_offset))
         since_last_entry = self._bytes_since_last_index_entry
         if since_last_entry > self._index_interval_bytes:
             offset_index.append(last_offset, position)
-            if max_ts_and_offset[0] > time_index.last_entry[0]:  # else maybe_append would not append
-                time_index.maybe_append(max_ts_and_offset[0], max_ts_and_offset[1])
+            last_indexed_ts, _ = time_index.last_entry
+            if max_ts > last_indexed_ts:  # else maybe_append would not append
+                time_index.maybe_append(max_ts, max_ts_offset)
             since_last_entry = 0
         self._bytes_since_last_index_entry = since_last_entry + size
         return _new_tuple(LogOffsetMetadata, (last_offset + 1, base, position + size))

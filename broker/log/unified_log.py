@@ -65,11 +65,11 @@ import threading
 import uuid
 from pathlib import Path
 
-from ..record.batch import NO_TIMESTAMP
+from ..record.batch import H_MAX_TIMESTAMP, H_PRODUCER_ID, NO_TIMESTAMP
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
-from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from .errors import KafkaStorageError, LogOffsetOutOfRangeError, RecordBatchTooLargeError
 from .loader import LoadStats, LogLoader, rebuild_producer_state
 from .list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -351,7 +351,8 @@ class UnifiedLog:
         next_offset = last_offset + 1
         psm = self.producer_state_manager
         analysis = None
-        if header[9] >= 0 if header is not None else any(h.producer_id >= 0 for _, h in batches):
+        if (header[H_PRODUCER_ID] >= 0 if header is not None
+                else any(h.producer_id >= 0 for _, h in batches)):
             # a producer id: dedup, sequence and transaction checks
             analysis = psm.analyze_append(buf, batches, origin)
             duplicate = analysis.duplicate
@@ -360,7 +361,7 @@ class UnifiedLog:
                     first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
                     log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
         if header is not None:
-            batch_max_timestamp = now if log_append_time else header[8]  # the batch's maxTimestamp
+            batch_max_timestamp = now if log_append_time else header[H_MAX_TIMESTAMP]
             metadata = local.append_batch(segment, buf, first_offset, last_offset, batch_max_timestamp,
                                           max_timestamp)
         else:
@@ -453,7 +454,7 @@ class UnifiedLog:
         """Batches from the one holding ``start_offset``, at most ``max_length`` bytes (but
         the first batch whole when ``min_one_message``), below the isolation bound:
         ``log_end`` (LEO), ``high_watermark`` or ``txn_committed`` (last stable offset,
-        with the overlapping aborted transactions attached). OffsetOutOfRangeError below
+        with the overlapping aborted transactions attached). LogOffsetOutOfRangeError below
         the log start offset or past the log end offset."""
         local = self._local
         channel = local.failure_channel
@@ -478,13 +479,13 @@ class UnifiedLog:
             # truncation moved the boundaries past the offset. Not a disk failure.
             self._check_log_start_offset(start_offset)
             if start_offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(
+                raise LogOffsetOutOfRangeError(
                     f"offset {start_offset} of {self.name} was truncated away during the read") from exc
             raise self._storage_error(f"error while reading from {self.name}", exc) from exc
 
     def _check_log_start_offset(self, offset: int) -> None:
         if offset < self._log_start_offset:
-            raise OffsetOutOfRangeError(
+            raise LogOffsetOutOfRangeError(
                 f"received request for offset {offset} for partition {self.name}, but the "
                 f"log start offset is {self._log_start_offset}")
 
@@ -591,12 +592,12 @@ class UnifiedLog:
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "client delete records") -> bool:
         """Advance the log start offset (DeleteRecords, retention); it may not pass the high
-        watermark (OffsetOutOfRangeError). Segments wholly below it are deleted by the
+        watermark (LogOffsetOutOfRangeError). Segments wholly below it are deleted by the
         next ``delete_old_segments``. True when it moved."""
         with self._lock, self._io(f"exception while increasing log start offset to {new_log_start_offset}"):
             self._check_open()
             if new_log_start_offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
+                raise LogOffsetOutOfRangeError(
                     f"cannot increment the log start offset to {new_log_start_offset} of partition "
                     f"{self.name} since it is larger than the high watermark {self.high_watermark}")
             if new_log_start_offset <= self._log_start_offset:

@@ -42,7 +42,7 @@ from broker.protocol.errors import (
     ProtocolError,
     TruncatedFrameError,
     UnknownApiKeyError,
-    UnsupportedVersionError,
+    UnsupportedApiVersionError,
 )
 from broker.protocol.frame import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame, frame_buffers
 from broker.protocol.header import RequestHeader, ResponseHeader, parse_request_header
@@ -63,7 +63,7 @@ __all__ = [
     "InvalidFrameSizeError", "InvalidValueError", "Message", "ProtocolDecodeError",
     "ProtocolEncodeError", "ProtocolError", "Reader", "Request", "RequestHeader",
     "ResponseHeader", "SASL_ADVERTISED", "Struct", "TruncatedFrameError",
-    "UnknownApiKeyError", "UnsupportedVersionError", "Writer", "advertised_apis", "decode",
+    "UnknownApiKeyError", "UnsupportedApiVersionError", "Writer", "advertised_apis", "decode",
     "decode_bytes", "decode_request", "decode_response", "encode", "encode_bytes",
     "encode_frame", "encode_request", "encode_response", "frame_buffers",
     "parse_request_header", "request_header_version", "request_schema",

@@ -9,7 +9,7 @@ Owns the glue the server and the client call per message, built from the lower l
 * client side: ``encode_request(header, body) -> list of buffers`` and
   ``decode_response(frame, api_key, api_version) -> (ResponseHeader, body)``.
 
-Errors: ``decode_request`` raises ``UnknownApiKeyError`` / ``UnsupportedVersionError``
+Errors: ``decode_request`` raises ``UnknownApiKeyError`` / ``UnsupportedApiVersionError``
 for a key or version without a schema, and other ``ProtocolDecodeError`` subclasses for
 malformed bytes. When the 8-byte header prefix was readable the exception carries it as
 ``exc.header`` (``RequestHeader``) so the server can still answer (ApiVersions with

@@ -50,8 +50,10 @@ class UnknownApiKeyError(ProtocolDecodeError):
         self.api_key = api_key
 
 
-class UnsupportedVersionError(ProtocolDecodeError):
-    """An API version outside the versions this codec (or the broker) supports."""
+class UnsupportedApiVersionError(ProtocolDecodeError):
+    """An API version outside the versions this codec (or the broker) supports: bytes the
+    codec cannot decode. (The client's ``UnsupportedVersionError``, a ``KafkaError``, says
+    that a broker supports no version the client can use.)"""
 
     def __init__(self, api_key: int, api_version: int, detail: str = "") -> None:
         msg = f"unsupported version {api_version} of api key {api_key}"

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker.protocol.errors import InvalidValueError, ProtocolEncodeError, TruncatedFrameError
+from broker.record.limits import INT32_MAX
 
 # --- Limits (each one a named constant with its reason) -----------------------------
 
@@ -58,7 +59,7 @@ MAX_STRING_BYTES = 0x7FFF
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
 # Lengths and counts are Java ints on the wire: anything above is not a valid length.
-MAX_LENGTH = 0x7FFFFFFF
+MAX_LENGTH = INT32_MAX
 # A tagged field costs at least 2 bytes (uvarint tag + uvarint size), which bounds the
 # number of tags a section can declare by the bytes that remain.
 MIN_TAGGED_FIELD_BYTES = 2

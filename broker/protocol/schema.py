@@ -45,7 +45,7 @@ from broker.protocol.errors import (
     InvalidValueError,
     ProtocolDecodeError,
     ProtocolEncodeError,
-    UnsupportedVersionError,
+    UnsupportedApiVersionError,
 )
 from broker.protocol.errors import TruncatedFrameError
 from broker.protocol.primitives import MAX_STRING_BYTES, ZERO_UUID, Reader, Writer
@@ -306,7 +306,7 @@ class Message:
         codec = self._codecs.get(version)
         if codec is None:
             if not in_range(self.valid_versions, version):
-                raise UnsupportedVersionError(self.api_key, version, f"{self.name} has no v{version}")
+                raise UnsupportedApiVersionError(self.api_key, version, f"{self.name} has no v{version}")
             with self._lock:
                 codec = self._codecs.get(version)
                 if codec is None:
@@ -629,7 +629,7 @@ def _non_null_enc(value: Any, name: str) -> Any:
 def decode(message: Message, version: int, reader: Reader) -> Any:
     """Decode one ``message`` body of ``version`` from ``reader`` (advancing it).
 
-    Raises ``UnsupportedVersionError`` for a version the schema does not define and other
+    Raises ``UnsupportedApiVersionError`` for a version the schema does not define and other
     ``ProtocolDecodeError`` subclasses for malformed bytes. Trailing bytes are left in the
     reader (Kafka ignores them too); use ``decode_bytes(..., exact=True)`` to reject them.
     """

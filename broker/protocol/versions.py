@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from broker.protocol.api_keys import API_VERSION_RANGES, ApiKey
-from broker.protocol.errors import UnknownApiKeyError, UnsupportedVersionError
+from broker.protocol.errors import UnknownApiKeyError, UnsupportedApiVersionError
 from broker.protocol.messages import REQUEST_SCHEMAS, RESPONSE_SCHEMAS
 from broker.protocol.schema import Message
 
@@ -96,17 +96,17 @@ def _schema(table: dict[int, Message], api_key: int, version: int) -> Message:
         raise UnknownApiKeyError(api_key)
     lo, hi = message.valid_versions
     if not lo <= version <= hi:
-        raise UnsupportedVersionError(api_key, version, f"{message.name} defines v{lo}-{hi}")
+        raise UnsupportedApiVersionError(api_key, version, f"{message.name} defines v{lo}-{hi}")
     return message
 
 
 def request_schema(api_key: int, version: int) -> Message:
-    """The request table of ``api_key``; raises UnknownApiKeyError / UnsupportedVersionError."""
+    """The request table of ``api_key``; raises UnknownApiKeyError / UnsupportedApiVersionError."""
     return _schema(REQUEST_SCHEMAS, api_key, version)
 
 
 def response_schema(api_key: int, version: int) -> Message:
-    """The response table of ``api_key``; raises UnknownApiKeyError / UnsupportedVersionError."""
+    """The response table of ``api_key``; raises UnknownApiKeyError / UnsupportedApiVersionError."""
     return _schema(RESPONSE_SCHEMAS, api_key, version)
 
 

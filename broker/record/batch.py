@@ -2,7 +2,11 @@
 
 Owns: the byte layout of Kafka's ``DefaultRecordBatch`` and ``DefaultRecord``, in-place
 rewrites of the fields a broker may change (base offset, partition leader epoch,
-LogAppendTime), and CRC-32C validation. Knows nothing of files or sockets.
+LogAppendTime), and CRC-32C validation. Knows nothing of files or sockets. Defines once,
+for every layer: ``LOG_ENTRY_PREFIX`` (the struct of the first ``LOG_OVERHEAD`` bytes of
+any log entry: baseOffset, batchLength), ``HEADER`` (the v2 header's struct) and the
+``H_*`` positions of its fields in a raw ``HEADER.unpack_from`` tuple (``BatchHeader``'s
+field order, checked at import).
 
 Batch header, 61 bytes, big-endian (``DefaultRecordBatch.java``)::
 
@@ -88,9 +92,10 @@ LOG_APPEND_TIME = 1
 # for highly compressible data is the caller's choice; this default protects tools).
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 
+# baseOffset int64 | batchLength int32: the first LOG_OVERHEAD bytes of every log entry,
+# whatever its magic (a legacy entry's offset and message size sit in the same places).
+LOG_ENTRY_PREFIX = struct.Struct(">qi")
 HEADER = struct.Struct(">qiibIhiqqqhii")
-_PREFIX = struct.Struct(">qib")  # baseOffset, batchLength, partitionLeaderEpoch: 16 bytes
-_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -157,6 +162,30 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
+# HEADER's fields are BatchHeader's, in order; LOG_ENTRY_PREFIX is their first two.
+if (len(HEADER.unpack(bytes(HEADER.size))) != len(BatchHeader._fields)
+        or HEADER.size != RECORD_BATCH_OVERHEAD or LOG_ENTRY_PREFIX.size != LOG_OVERHEAD
+        or BatchHeader._fields[:2] != ("base_offset", "batch_length")):
+    raise AssertionError("HEADER, LOG_ENTRY_PREFIX and BatchHeader disagree")
+
+# Positions of the fields in a raw ``HEADER.unpack_from`` tuple, for the hot paths that
+# skip building a BatchHeader: ``header[H_PRODUCER_ID]`` (taken from BatchHeader._fields,
+# so a reordering cannot silently shift them).
+H_BASE_OFFSET = BatchHeader._fields.index("base_offset")
+H_BATCH_LENGTH = BatchHeader._fields.index("batch_length")
+H_PARTITION_LEADER_EPOCH = BatchHeader._fields.index("partition_leader_epoch")
+H_MAGIC = BatchHeader._fields.index("magic")
+H_CRC = BatchHeader._fields.index("crc")
+H_ATTRIBUTES = BatchHeader._fields.index("attributes")
+H_LAST_OFFSET_DELTA = BatchHeader._fields.index("last_offset_delta")
+H_BASE_TIMESTAMP = BatchHeader._fields.index("base_timestamp")
+H_MAX_TIMESTAMP = BatchHeader._fields.index("max_timestamp")
+H_PRODUCER_ID = BatchHeader._fields.index("producer_id")
+H_PRODUCER_EPOCH = BatchHeader._fields.index("producer_epoch")
+H_BASE_SEQUENCE = BatchHeader._fields.index("base_sequence")
+H_RECORDS_COUNT = BatchHeader._fields.index("records_count")
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One decoded record with its absolute offset and timestamp."""
@@ -188,7 +217,7 @@ def peek_entry(buf, pos: int, end: int) -> tuple[int, int, int] | None:
     same positions."""
     if end - pos < MAGIC_OFFSET + 1:
         return None
-    base_offset, length = _LENGTH.unpack_from(buf, pos)
+    base_offset, length = LOG_ENTRY_PREFIX.unpack_from(buf, pos)
     return base_offset, length + LOG_OVERHEAD, buf[pos + MAGIC_OFFSET]
 
 

@@ -1,7 +1,9 @@
 """Control records: the COMMIT and ABORT markers that end a transaction.
 
-Owns: encoding and recognising the records of control batches (attribute bit 5). A
-client never sends one; the broker (transaction coordinator, later) writes them.
+Owns: encoding and recognising the records of control batches (attribute bit 5), and
+``is_abort_marker`` (is the batch at a position an ABORT marker?), which read_committed
+consumers use to end an aborted transaction. A client never sends one; the broker
+(transaction coordinator) writes them.
 
 Layout (``ControlRecordType.java``, ``EndTransactionMarker.java``)::
 
@@ -20,7 +22,15 @@ import enum
 import struct
 from typing import NamedTuple
 
-from .batch import CREATE_TIME, encode_batch
+from .batch import (
+    CREATE_TIME,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    BatchHeader,
+    decode_records,
+    encode_batch,
+    read_header,
+    records_payload,
+)
 from .errors import CorruptRecordError
 
 _KEY = struct.Struct(">hh")
@@ -58,6 +68,19 @@ def parse_control_type(key: bytes | None) -> ControlRecordType:
         return ControlRecordType(kind)
     except ValueError:
         raise CorruptRecordError(f"unknown control record type {kind}") from None
+
+
+def is_abort_marker(buf, pos: int = 0, header: BatchHeader | None = None,
+                    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bool:
+    """True when the v2 batch at ``pos`` of ``buf`` (whole; its CRC is not checked) is a
+    control batch whose record is an ABORT marker. ``header``: the batch's header when
+    the caller has it. Malformed bytes raise ``DecodeError`` subclasses."""
+    if header is None:
+        header = read_header(buf, pos)
+    if not header.is_control:
+        return False
+    records = decode_records(records_payload(buf, pos, header, max_decompressed), header)
+    return bool(records) and parse_control_type(records[0].key) == ControlRecordType.ABORT
 
 
 def parse_end_txn_marker(key: bytes | None, value: bytes | None) -> EndTransactionMarker:

@@ -5,6 +5,10 @@ message sets and compressed payloads. Every malformed input raises a subclass of
 ``DecodeError`` (never IndexError, struct.error, zlib.error, ...), so that callers (the log
 validator, the fetch path, the Spark readers, fuzz tests) can catch exactly one type.
 
+An upper layer that keeps one of these names refines the class, never redefines it:
+``broker.log.errors.CorruptRecordError`` / ``InvalidRecordError`` and
+``broker.client.errors.RecordTooLargeError`` subclass the classes of the same name here.
+
 Thread-safety: plain exception classes, nothing shared.
 """
 

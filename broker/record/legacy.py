@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker.record.batch import LOG_ENTRY_PREFIX, LOG_OVERHEAD
 from broker.record.codecs import CompressionType, compress, decompress
 from broker.record.errors import (
     CorruptRecordError,
@@ -55,11 +56,9 @@ __all__ = [
     "encode_legacy_message_set",
 ]
 
-# Message set entry header, the LOG_OVERHEAD shared by every magic:
+# Message set entry header: batch.LOG_ENTRY_PREFIX, the LOG_OVERHEAD shared by every magic:
 #   offset        int64   absolute (relative inside a magic 1 wrapper)
 #   message_size  int32   bytes of the message that follows
-_ENTRY = struct.Struct(">qi")
-LOG_OVERHEAD = _ENTRY.size  # 12
 
 # Message header up to the key:
 #   crc         uint32
@@ -155,7 +154,7 @@ def _entries(view: memoryview, partial_ok: bool) -> Iterator[tuple[int, memoryvi
             if partial_ok:
                 return
             raise TruncatedError("message set ends inside an entry header")
-        offset, size = _ENTRY.unpack_from(view, pos)
+        offset, size = LOG_ENTRY_PREFIX.unpack_from(view, pos)
         if size < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(f"message size {size} is below the minimum")
         start = pos + LOG_OVERHEAD
@@ -311,7 +310,7 @@ def encode_legacy_message(offset: int, key: bytes | None, value: bytes | None, m
         else:
             header = struct.pack(">bbq", 1, attributes, timestamp)
         body = header + _encode_bytes(key) + _encode_bytes(value)
-        return _ENTRY.pack(offset, _CRC_SIZE + len(body)) + _CRC.pack(zlib.crc32(body)) + body
+        return LOG_ENTRY_PREFIX.pack(offset, _CRC_SIZE + len(body)) + _CRC.pack(zlib.crc32(body)) + body
     except (struct.error, TypeError) as exc:
         raise EncodeError(f"cannot encode legacy message: {exc}") from exc
 

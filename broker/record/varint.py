@@ -17,12 +17,10 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 from .errors import CorruptRecordError, EncodeError, TruncatedError
+from .limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 MAX_VARINT_BYTES = 5  # int32 needs ceil(32 / 7) groups
 MAX_VARLONG_BYTES = 10  # int64 needs ceil(64 / 7) groups
-
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def zigzag_encode(n: int) -> int:
@@ -51,14 +49,14 @@ def encode_uvarint(value: int) -> bytes:
 
 def encode_varint(value: int) -> bytes:
     """Zigzag varint bytes of a signed int32."""
-    if not _INT32_MIN <= value <= _INT32_MAX:
+    if not INT32_MIN <= value <= INT32_MAX:
         raise EncodeError(f"varint (int32) out of range: {value}")
     return encode_uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """Zigzag varint bytes of a signed int64."""
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise EncodeError(f"varlong (int64) out of range: {value}")
     return encode_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 

@@ -67,7 +67,6 @@ dropped, and the fetcher may start another range.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -84,11 +83,14 @@ from broker.record.batch import (
     CONTROL_FLAG_MASK,
     CURRENT_MAGIC,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    H_ATTRIBUTES,
+    H_LAST_OFFSET_DELTA,
+    H_PRODUCER_ID,
     HEADER,
+    LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    decode_batch,
 )
 from broker.record.columnar import (
     DEFAULT_MAX_BYTES_PER_BATCH,
@@ -96,8 +98,9 @@ from broker.record.columnar import (
     DecodeProgress,
     iter_arrow,
 )
-from broker.record.control import ControlRecordType, parse_control_type
+from broker.record.control import is_abort_marker
 from broker.record.errors import CorruptRecordError, UnsupportedMagicError
+from broker.record.limits import INT64_MAX
 
 from .client import ConsumerNetworkClient
 from .config import ConsumerConfig
@@ -114,7 +117,6 @@ from .offsets import (
 FETCH_MIN_VERSION = 4  # RecordBatch v2, isolation level, LSO and aborted transactions
 FETCH_MAX_VERSION = 11  # v12+ are flexible and v13+ name topics by id
 READ_COMMITTED = 1
-INT64_MAX = (1 << 63) - 1
 # Consecutive empty answers with the high watermark at or below the fetch offset (and the
 # range not done) before the missing tail counts as lost.
 DATA_LOSS_CONFIRMATIONS = 3
@@ -122,9 +124,7 @@ DATA_LOSS_CONFIRMATIONS = 3
 # (retention racing with the lookup) before giving up.
 MAX_OUT_OF_RANGE_RETRIES = 5
 
-_ENTRY = struct.Struct(">qi")  # baseOffset (or a legacy entry's offset), length
-_unpack_header = HEADER.unpack_from  # baseOffset, batchLength, ..., see batch.py
-_H_ATTRIBUTES, _H_LAST_OFFSET_DELTA, _H_PRODUCER_ID = 5, 6, 9
+_unpack_header = HEADER.unpack_from  # a raw tuple, indexed with batch.H_*
 
 
 class DataLoss(NamedTuple):
@@ -169,7 +169,7 @@ def scan_entries(buf: memoryview, end_offset: int, watched_pids: set[int] | None
     reached_end = False
     aborts: list[tuple[int, int]] = []
     while n - pos > MAGIC_OFFSET:
-        base, length = _ENTRY.unpack_from(buf, pos)
+        base, length = LOG_ENTRY_PREFIX.unpack_from(buf, pos)
         size = length + LOG_OVERHEAD
         if length < 0:
             raise CorruptRecordError(f"entry length {length} at position {pos}")
@@ -184,21 +184,16 @@ def scan_entries(buf: memoryview, end_offset: int, watched_pids: set[int] | None
                 reached_end = True
                 break
             header = _unpack_header(buf, pos)
-            if watched_pids and header[_H_ATTRIBUTES] & CONTROL_FLAG_MASK \
-                    and header[_H_PRODUCER_ID] in watched_pids and _is_abort_marker(buf, pos):
-                aborts.append((header[_H_PRODUCER_ID], base))
-            next_offset = base + header[_H_LAST_OFFSET_DELTA] + 1
+            if watched_pids and header[H_ATTRIBUTES] & CONTROL_FLAG_MASK \
+                    and header[H_PRODUCER_ID] in watched_pids and is_abort_marker(buf, pos):
+                aborts.append((header[H_PRODUCER_ID], base))
+            next_offset = base + header[H_LAST_OFFSET_DELTA] + 1
         elif magic == 0 or magic == 1:
             next_offset = base + 1  # a legacy entry's offset is its (last inner) offset
         else:
             raise UnsupportedMagicError(f"magic {magic} at position {pos}")
         pos += size
     return _Scan(next_offset, reached_end, aborts)
-
-
-def _is_abort_marker(buf: memoryview, pos: int) -> bool:
-    _, records = decode_batch(buf, pos, verify_crc=False)
-    return bool(records) and parse_control_type(records[0].key) == ControlRecordType.ABORT
 
 
 def aborted_ranges(aborted_transactions: Any, aborts: list[tuple[int, int]]

@@ -45,12 +45,13 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.network import now_ms
 from broker.protocol import ApiKey, ErrorCode, request_schema
+from broker.record.limits import INT32_MAX
 
 from .client import ConsumerNetworkClient
 from .offsets import TopicPartition, consumer_client
 
 # Kafka's AbstractCoordinator: the coordinator connection's id is Integer.MAX_VALUE - id.
-COORDINATOR_ID_BASE = (1 << 31) - 1
+COORDINATOR_ID_BASE = INT32_MAX
 KEY_TYPE_GROUP = 0
 
 FIND_COORDINATOR_VERSIONS = (0, 3)  # v4+ batches keys (another body)

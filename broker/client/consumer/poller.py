@@ -46,7 +46,6 @@ Thread-safety: none. A PartitionPoller (and its client) belongs to one thread.
 from __future__ import annotations
 
 import heapq
-import struct
 from collections import deque
 from typing import Any, Mapping, NamedTuple
 
@@ -56,6 +55,7 @@ from broker.protocol import ApiKey, ErrorCode, request_schema
 from broker.record.batch import (
     CURRENT_MAGIC,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     decode_records,
@@ -63,7 +63,7 @@ from broker.record.batch import (
     read_header,
     records_payload,
 )
-from broker.record.control import ControlRecordType, parse_control_type
+from broker.record.control import is_abort_marker
 from broker.record.errors import CorruptRecordError, UnsupportedMagicError
 from broker.record.legacy import iter_legacy_records
 
@@ -84,8 +84,6 @@ READ_COMMITTED = 1
 # Answers in a row holding bytes of a partition but no complete entry (the response's
 # size limit cut its first batch) before giving up with an error naming the limits.
 MAX_PARTIAL_ANSWERS = 5
-
-_ENTRY = struct.Struct(">qi")
 
 
 class ConsumerRecord(NamedTuple):
@@ -404,7 +402,7 @@ class PartitionPoller:
         complete = False
         pos, n = 0, len(buf)
         while n - pos > MAGIC_OFFSET:
-            base, length = _ENTRY.unpack_from(buf, pos)
+            base, length = LOG_ENTRY_PREFIX.unpack_from(buf, pos)
             size = length + LOG_OVERHEAD
             if length < 0:
                 raise CorruptRecordError(f"entry length {length} in the Fetch response of {tp}")
@@ -421,7 +419,7 @@ class PartitionPoller:
                         while aborted_heap and aborted_heap[0][0] <= last:
                             aborted_pids.add(heapq.heappop(aborted_heap)[1])
                         if header.is_control:
-                            if header.producer_id in aborted_pids and _is_abort(buf, pos, header):
+                            if header.producer_id in aborted_pids and is_abort_marker(buf, pos, header):
                                 aborted_pids.discard(header.producer_id)
                         elif header.is_transactional and header.producer_id in aborted_pids:
                             skip = True
@@ -455,12 +453,6 @@ class PartitionPoller:
         self._partial.pop(tp, None)
         if out or next_offset != position:
             self._completed.append(_Completed(tp, out, next_offset))
-
-
-def _is_abort(buf: memoryview, pos: int, header: Any) -> bool:
-    payload = records_payload(buf, pos, header, DEFAULT_MAX_DECOMPRESSED_BYTES)
-    records = decode_records(payload, header)
-    return bool(records) and parse_control_type(records[0].key) == ControlRecordType.ABORT
 
 
 __all__ = ["ConsumerRecord", "MAX_PARTIAL_ANSWERS", "PartitionPoller"]

@@ -30,7 +30,6 @@ Thread-safety: pure functions; the input buffer is only read.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -44,7 +43,15 @@ from ..batch import (
     CONTROL_FLAG_MASK,
     CURRENT_MAGIC,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    H_ATTRIBUTES,
+    H_BASE_OFFSET,
+    H_BATCH_LENGTH,
+    H_CRC,
+    H_LAST_OFFSET_DELTA,
+    H_PRODUCER_ID,
+    H_RECORDS_COUNT,
     HEADER,
+    LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -54,6 +61,7 @@ from ..batch import (
     crc32c,
 )
 from ..errors import CorruptRecordError, TruncatedError, UnsupportedMagicError
+from ..limits import INT64_MAX, INT64_MIN
 from ..varint import MAX_VARLONG_BYTES, decode_varint
 from ._vec import SIZE2, VALUE2, read_varints
 
@@ -75,8 +83,6 @@ VECTOR_WALK_MIN_BATCHES = 24
 # Mean length from which a binary_view cast beats ``take`` over gap/value spans
 # (pyarrow 26: the cast sizes its output once; take wins on short values).
 VIEW_MIN_MEAN_LENGTH = 256
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength (every magic starts so)
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -143,8 +149,8 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     data = np.frombuffer(view, np.uint8)
-    lo = _INT64_MIN if start_offset is None else start_offset
-    hi = _INT64_MAX if end_offset is None else end_offset
+    lo = INT64_MIN if start_offset is None else start_offset
+    hi = INT64_MAX if end_offset is None else end_offset
     aborted_by_pid: dict[int, list[tuple[int, int]]] = {}
     for pid, first, last in aborted or ():
         aborted_by_pid.setdefault(pid, []).append((first, last))
@@ -179,26 +185,26 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
             if end - pos < RECORD_BATCH_OVERHEAD:
                 break
             header = unpack_header(view, pos)
-            base_offset = header[0]
-            size = header[1] + LOG_OVERHEAD
+            base_offset = header[H_BASE_OFFSET]
+            size = header[H_BATCH_LENGTH] + LOG_OVERHEAD
             if size < RECORD_BATCH_OVERHEAD:
-                raise CorruptRecordError(f"batchLength {header[1]} at position {pos} is smaller "
-                                         "than the header")
+                raise CorruptRecordError(f"batchLength {header[H_BATCH_LENGTH]} at position {pos} "
+                                         "is smaller than the header")
             if size > end - pos or base_offset >= hi:
                 break
-            attributes = header[5]
-            next_offset = base_offset + header[6] + 1
+            attributes = header[H_ATTRIBUTES]
+            next_offset = base_offset + header[H_LAST_OFFSET_DELTA] + 1
             if (next_offset <= lo or (skip_control and attributes & CONTROL_FLAG_MASK)
-                    or check_aborted and _is_aborted(attributes, header[9], base_offset,
-                                                     aborted_by_pid)):
+                    or check_aborted and _is_aborted(attributes, header[H_PRODUCER_ID],
+                                                     base_offset, aborted_by_pid)):
                 pos += size
                 progress.position, progress.next_offset = pos, next_offset
                 continue
             if verify_crc:
                 actual = crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size])
-                if actual != header[4]:
+                if actual != header[H_CRC]:
                     raise CorruptRecordError(f"batch at offset {base_offset}: CRC {actual:#010x} "
-                                             f"!= stored {header[4]:#010x}")
+                                             f"!= stored {header[H_CRC]:#010x}")
             codec = attributes & COMPRESSION_CODEC_MASK
             payload = None
             if codec:
@@ -207,7 +213,7 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                 nbytes = len(payload)
             else:
                 nbytes = size - RECORDS_OFFSET
-            count = header[12]
+            count = header[H_RECORDS_COUNT]
             if count < 0 or count * MIN_RECORD_SIZE > nbytes:
                 raise CorruptRecordError(f"records count {count} does not fit in {nbytes} bytes")
             if legacy_start >= 0 or headers and (unit_rows + count > max_rows_per_batch
@@ -222,7 +228,7 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
             unit_rows += count
             unit_bytes += nbytes
         elif magic == 0 or magic == 1:
-            base_offset, length = _ENTRY.unpack_from(view, pos)
+            base_offset, length = LOG_ENTRY_PREFIX.unpack_from(view, pos)
             size = length + LOG_OVERHEAD
             if length < 0:
                 raise CorruptRecordError(f"message size {length} at position {pos}")

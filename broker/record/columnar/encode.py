@@ -36,6 +36,7 @@ from ..batch import (
     CREATE_TIME,
     CRC_OFFSET,
     CURRENT_MAGIC,
+    LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     NO_PARTITION_LEADER_EPOCH,
@@ -48,6 +49,7 @@ from ..batch import (
     crc32c,
 )
 from ..errors import EncodeError, TruncatedError, UnsupportedMagicError
+from ..limits import INT32_MAX, INT64_MAX
 from ._vec import put_varints, varint_sizes, zigzag
 from .decode import MIN_RECORD_SIZE
 
@@ -59,8 +61,6 @@ _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_OFFSET = 43
 _ATTRIBUTES = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
-_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
-_INT32_MAX, _INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 _EMPTY = pa.scalar(b"", pa.large_binary())  # the separator of the element-wise joins
 
 
@@ -233,7 +233,7 @@ def encode_from_arrow(values, keys=None, timestamps=None, headers=None, *,
     limit = max_batch_bytes - RECORD_BATCH_OVERHEAD
     max_rows = min(n, max(limit, 0) // MIN_RECORD_SIZE + 1)
     spread = int(ts.max()) - int(ts.min())
-    if spread > _INT64_MAX:
+    if spread > INT64_MAX:
         raise EncodeError("timestamps too far apart for int64 deltas")
     bound = int(varint_sizes(zigzag(np.array([max_rows, spread], np.int64))).sum())
     est = fixed + bound
@@ -256,7 +256,7 @@ def encode_from_arrow(values, keys=None, timestamps=None, headers=None, *,
     zt = zigzag(ts - base_ts[bidx])
     so, st = varint_sizes(zo), varint_sizes(zt)
     body = fixed + so + st
-    if body.max() > _INT32_MAX:
+    if body.max() > INT32_MAX:
         raise EncodeError("a record larger than 2 GiB")
     zb = zigzag(body)
     p1 = _pieces(n, [(zb, varint_sizes(zb)), (None, 1), (zt, st), (zo, so), (zk, sk)])
@@ -297,7 +297,7 @@ def stamp_producer_fields(batch, producer_id: int, producer_epoch: int, base_seq
         raise TruncatedError("not a whole v2 batch header")
     if view[pos + MAGIC_OFFSET] != CURRENT_MAGIC:
         raise UnsupportedMagicError(f"magic {view[pos + MAGIC_OFFSET]} is not a v2 batch")
-    size = _LENGTH.unpack_from(view, pos)[1] + LOG_OVERHEAD
+    size = LOG_ENTRY_PREFIX.unpack_from(view, pos)[1] + LOG_OVERHEAD
     if size > len(view) - pos or size < RECORD_BATCH_OVERHEAD:
         raise TruncatedError("batch runs past the end of the buffer")
     try:

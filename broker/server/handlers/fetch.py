@@ -51,6 +51,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.messages.fetch import FETCH_RESPONSE
 from broker.protocol.primitives import ZERO_COPY_MIN_BYTES
 from broker.record.batch import LOG_OVERHEAD
+from broker.record.limits import INT32_MAX
 from broker.server.errors import error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
 
@@ -61,7 +62,6 @@ TopicResponse = FETCH_RESPONSE.structs["FetchableTopicResponse"]
 PartitionData = FETCH_RESPONSE.structs["PartitionData"]
 AbortedTransaction = FETCH_RESPONSE.structs["AbortedTransaction"]
 
-INT32_MAX = 0x7FFFFFFF
 READ_COMMITTED = 1
 
 

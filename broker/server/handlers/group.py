@@ -54,6 +54,7 @@ from broker.protocol.messages.find_coordinator import FIND_COORDINATOR_RESPONSE
 from broker.protocol.messages.list_groups import LIST_GROUPS_RESPONSE
 from broker.protocol.messages.offset_commit import OFFSET_COMMIT_RESPONSE
 from broker.protocol.messages.offset_fetch import OFFSET_FETCH_RESPONSE
+from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
 
@@ -75,7 +76,6 @@ DeletableGroupResult = DELETE_GROUPS_RESPONSE.structs["DeletableGroupResult"]
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-INT32_MIN = -(1 << 31)
 # AclOperation codes a group supports (READ, DELETE, DESCRIBE), as a bit field.
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 NO_METADATA = ""  # Kafka's OffsetFetchResponse.NO_METADATA

@@ -31,6 +31,7 @@ import logging
 
 from broker.protocol import ErrorCode
 from broker.protocol.messages.metadata import METADATA_RESPONSE
+from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS, OFFSETS_TOPIC
 from broker.server.handlers import RequestContext, ServerState, leader_epoch_of
@@ -42,7 +43,6 @@ Broker = METADATA_RESPONSE.structs["MetadataResponseBroker"]
 Topic = METADATA_RESPONSE.structs["MetadataResponseTopic"]
 Partition = METADATA_RESPONSE.structs["MetadataResponsePartition"]
 
-INT32_MIN = -(1 << 31)
 # AclOperation codes of the operations a topic supports (READ, WRITE, CREATE, DELETE,
 # ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), as a bit field.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))

@@ -35,6 +35,7 @@ from broker.log import files
 from broker.log.errors import KafkaStorageError
 from broker.protocol import ErrorCode
 from broker.protocol.messages.init_producer_id import INIT_PRODUCER_ID_RESPONSE
+from broker.record.limits import INT64_MAX
 from broker.server.errors import error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
 
@@ -45,7 +46,7 @@ InitProducerIdResponse = INIT_PRODUCER_ID_RESPONSE.cls
 PRODUCER_IDS_FILE = "kafkalog-producer-ids.json"
 FILE_VERSION = 1
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
-MAX_PRODUCER_ID = (1 << 63) - 1
+MAX_PRODUCER_ID = INT64_MAX
 
 
 class ProducerIdManager:
