@@ -53,6 +53,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from broker.record.limits import INT32_MAX, INT64_MAX, INT64_MIN
+
 __all__ = [
     "KafkaLogOptionError", "ReadOptions", "Strategy", "OffsetSpec", "parse_options",
     "EARLIEST", "LATEST", "OPTION_NAMES", "DEFAULT_MAX_BYTES_PER_BATCH",
@@ -207,7 +209,7 @@ def _long(options: Mapping[str, str], key: str, *, positive: bool = False,
     except ValueError:
         raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': expected an "
                     "integer") from None
-    if not -(1 << 63) <= value < (1 << 63):
+    if not INT64_MIN <= value <= INT64_MAX:
         raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': out of the "
                     "range of a long")
     if positive and value <= 0:
@@ -228,11 +230,11 @@ def _json_object(text: str, example: str) -> dict:
 
 
 def _is_long(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < (1 << 63)
+    return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
 
 
 def _partition_number(key: str, text: str, example: str) -> int:
-    if not re.fullmatch(r"\d{1,10}", key.strip()) or int(key) >= 1 << 31:
+    if not re.fullmatch(r"\d{1,10}", key.strip()) or int(key) > INT32_MAX:
         raise _fail(f"Expected e.g. {example}, got {text}")
     return int(key)
 
@@ -242,7 +244,7 @@ def parse_assign(text: str) -> tuple[TopicPartition, ...]:
     obj = _json_object(text, _ASSIGN_EXAMPLE)
     out = []
     for topic, parts in obj.items():
-        if not isinstance(parts, list) or not all(_is_long(p) and 0 <= p < 1 << 31 for p in parts):
+        if not isinstance(parts, list) or not all(_is_long(p) and 0 <= p <= INT32_MAX for p in parts):
             raise _fail(f"Expected e.g. {_ASSIGN_EXAMPLE}, got {text}")
         out.extend((topic, p) for p in parts)
     return tuple(sorted(set(out)))
@@ -435,7 +437,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     min_partitions = _long(opts, "minpartitions")
     if min_partitions is not None and min_partitions <= 0:
         raise _fail("minPartitions must be positive")
-    if min_partitions is not None and min_partitions >= 1 << 31:
+    if min_partitions is not None and min_partitions > INT32_MAX:
         raise _fail(f"Invalid value '{opts['minpartitions']}' for option 'minPartitions': out of the "
                     "range of an int")
     max_records = _long(opts, "maxrecordsperpartition", positive=True)

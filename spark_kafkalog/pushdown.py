@@ -38,14 +38,14 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.record.limits import INT64_MAX
+
 from .errors import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["PushedFilters", "INT64_MAX"]
-
-INT64_MAX = (1 << 63) - 1
+__all__ = ["PushedFilters"]
 
 
 def _micros(value) -> int | None:

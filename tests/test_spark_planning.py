@@ -58,7 +58,8 @@ from spark_kafkalog.planning import (  # noqa: E402
     split_ranges,
     stream_ranges,
 )
-from spark_kafkalog.pushdown import INT64_MAX, PushedFilters  # noqa: E402
+from broker.record.limits import INT64_MAX  # noqa: E402
+from spark_kafkalog.pushdown import PushedFilters  # noqa: E402
 from spark_kafkalog.readers.direct import DirectOffsetReader  # noqa: E402
 
 UTC = dt.timezone.utc

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 from broker.log import files
 from broker.log.reader import LogDirReader, PartitionReader, SegmentRange
+from broker.record.batch import LOG_ENTRY_PREFIX as _ENTRY  # baseOffset, batchLength
 
 from ..errors import TopicPartition, report_data_loss
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DirectOffsetReader", "DirectRangeReader"]
 
-_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength
 _GRANULARITY = mmap.ALLOCATIONGRANULARITY
 
 
