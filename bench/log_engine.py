@@ -255,8 +255,8 @@ def main() -> None:
         print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; "
               f"files in {work}")
         appends = {kind: bench_append(work, kind) for kind in ("16k", "1m")}
-        print("\nappend (best of %d)      batches  batch B   MB   log MB/s  plain MB/s  us/append  us/write  ratio"
-              % REPEAT)
+        print(f"\nappend (best of {REPEAT})      batches  batch B   MB   log MB/s  plain MB/s  us/append  "
+              "us/write  ratio")
         for r in appends.values():
             print(f"  {r['kind']:>4} batches         {r['batches']:>7} {r['batch_bytes']:>8} {r['mb']:>5.0f}"
                   f" {r['log_mb_s']:>9.0f} {r['plain_mb_s']:>11.0f} {r['us_per_append']:>10.1f}"
@@ -272,7 +272,8 @@ def main() -> None:
         print(f"\noffset lookup on a {lookup['segment_mb']:.0f}-MB segment of {LOOKUP_BATCHES} batches "
               f"({lookup['index_entries']} index entries):")
         print(f"  index + scan {lookup['us_index']:9.1f} us   linear scan {lookup['us_linear']:9.1f} us   "
-              f"UnifiedLog.read (64 KiB) {lookup['us_read']:7.1f} us   speedup {lookup['us_linear'] / lookup['us_index']:.0f}x")
+              f"UnifiedLog.read (64 KiB) {lookup['us_read']:7.1f} us   "
+              f"speedup {lookup['us_linear'] / lookup['us_index']:.0f}x")
         memory = bench_memory(work)
         print("\npeak Python memory during unclean recovery (tracemalloc):")
         for r in memory:

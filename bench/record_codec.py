@@ -6,8 +6,8 @@ aiokafka's record classes (its Cython extension ``aiokafka.record._crecords`` wh
 which is what the venv has) and kafka-python's pure-Python ones.
 
 Workload: 200k records of 100 B and 50k of 1 KiB (short keys "key-<n>", increasing
-timestamps, no headers, values cut from a text of random words), in ~16 KiB batches built by aiokafka's builder, so that every
-decoder reads the same third-party bytes. Decoders verify each batch's CRC, as both
+timestamps, no headers, values cut from a text of random words), in ~16 KiB batches built
+by aiokafka's builder, so that every decoder reads the same third-party bytes. Decoders verify each batch's CRC, as both
 clients' consumers do by default (``check_crcs=True``), and touch every record's offset,
 timestamp, key, value and headers (``for r in batch: r.offset, r.timestamp, r.key,
 r.value, r.headers``); ours builds the Arrow columns, which is its way of touching them.
@@ -30,10 +30,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import aiokafka.record.default_records as aio_default  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
-
-import aiokafka.record.default_records as aio_default  # noqa: E402
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder  # noqa: E402
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords  # noqa: E402

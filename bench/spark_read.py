@@ -234,7 +234,6 @@ def generate(root: Path, prebuilt: Path, topic: str, n: int, value_size: int) ->
 
 from spark_workers import WorkerMemory  # noqa: E402
 
-
 # --- broker for the confluent reference ---
 
 def start_broker(log_dir: Path) -> tuple[subprocess.Popen | None, str | None, str | None]:
@@ -330,7 +329,8 @@ def main() -> None:
     if "--quick" in sys.argv:
         N100, N1K, REPEAT = 400_000, 100_000, 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *inherited])
     work = Path(tempfile.mkdtemp(prefix="bench-spark-read-"))
     broker = None
     try:
@@ -389,7 +389,7 @@ def main() -> None:
                 memory[mode] = max(memory.get(mode, 0), mem.peak_kb)
         # timed runs, the sources interleaved so that they share the machine's moods
         for _ in range(REPEAT):
-            for topic, (rows, _, frames) in runs.items():
+            for topic, (_rows, _, frames) in runs.items():
                 for query in QUERIES:
                     for mode, df in frames.items():
                         seconds = timed(lambda: run_query(df, query))

@@ -91,7 +91,6 @@ def confluent_partition_writer(servers: str, topic: str):
 
 from spark_workers import WorkerMemory  # noqa: E402
 
-
 # --- the broker ---
 
 def start_broker(log_dir: Path) -> tuple[subprocess.Popen, str]:
@@ -210,7 +209,7 @@ def main() -> None:
         memory: dict = {}
         # Warm-up (also measured: the first round, kafkalog's memory from fresh workers).
         for rnd in range(REPEAT + 1):
-            for name, (n, size) in datasets.items():
+            for name, (n, _size) in datasets.items():
                 for writer, run in writers.items():
                     topic = f"bench-{writer}-{name}-{uuid.uuid4().hex[:6]}"
                     with WorkerMemory() as mem:

@@ -22,9 +22,10 @@ read-only mapping.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from broker.record.limits import INT32_MAX as INT_MAX
 from broker.record.limits import INT32_MIN
@@ -125,7 +126,7 @@ class ConfigDef:
 
     def define(self, name: str, type: str, default: Any, doc: str,
                validator: Callable[[str, Any], None] | None = None,
-               aliases: Iterable[str] = ()) -> "ConfigDef":
+               aliases: Iterable[str] = ()) -> ConfigDef:
         self.keys[name] = ConfigKey(name, type, default, doc, validator, tuple(aliases))
         return self
 

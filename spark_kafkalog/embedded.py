@@ -43,8 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 __all__ = ["EmbeddedBroker", "EmbeddedBrokerError", "READY_RE"]
 
@@ -93,7 +93,7 @@ class EmbeddedBroker:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
-    def start(self) -> "EmbeddedBroker":
+    def start(self) -> EmbeddedBroker:
         """Start the broker and wait until it accepts connections; returns self."""
         if self.is_alive():
             return self
@@ -148,7 +148,7 @@ class EmbeddedBroker:
             proc.kill()
             proc.wait()
 
-    def restart(self) -> "EmbeddedBroker":
+    def restart(self) -> EmbeddedBroker:
         """Stop cleanly and start again on the same log directory (and the same port)."""
         temp, self._temp_dir = self._temp_dir, None  # keep a temporary directory's data
         self.stop()
@@ -157,7 +157,7 @@ class EmbeddedBroker:
             self.overrides["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         return self.start()
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

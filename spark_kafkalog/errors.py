@@ -26,7 +26,7 @@ Thread-safety: pure functions (logging is thread-safe).
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = [
     "TopicPartition", "KafkaDataLossError", "DATA_LOSS_INSTRUCTION", "report_data_loss",

@@ -50,8 +50,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from broker.record.limits import INT32_MAX, INT64_MAX, INT64_MIN
 

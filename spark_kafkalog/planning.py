@@ -69,14 +69,21 @@ import json
 import logging
 import math
 import re
-from typing import Iterable, Mapping, NamedTuple, Protocol
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple, Protocol
 
 from .errors import (
     KafkaDataLossError,  # noqa: F401  (what check_range / stream_ranges raise; re-exported)
     TopicPartition,
-    format_partition as _tp,
-    format_partitions as _tps,
     report_data_loss,
+)
+from .errors import (
+    format_partition as _tp,
+)
+from .errors import (
+    format_partitions as _tps,
+)
+from .errors import (
     report_data_loss_message as _lost,
 )
 from .options import EARLIEST, LATEST, KafkaLogOptionError, OffsetSpec, ReadOptions, Strategy

@@ -53,8 +53,8 @@ def _micros(value) -> int | None:
     is taken as UTC, as pyspark converts TimestampType literals)."""
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        delta = value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
+        delta = value - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return None
 
@@ -91,8 +91,17 @@ class PushedFilters:
         topic, partition, offset or timestamp in a way applied exactly; False leaves it to
         Spark."""
         from pyspark.sql.datasource import (
-            EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull,
-            LessThan, LessThanOrEqual, Not)
+            EqualNullSafe,
+            EqualTo,
+            GreaterThan,
+            GreaterThanOrEqual,
+            In,
+            IsNotNull,
+            IsNull,
+            LessThan,
+            LessThanOrEqual,
+            Not,
+        )
         negated = isinstance(flt, Not)
         inner = flt.child if negated else flt
         attr = getattr(inner, "attribute", None)
@@ -223,7 +232,7 @@ class PushedFilters:
         return self.offset_in is not None or self.ts_lo is not None or self.ts_hi is not None \
             or self.ts_in is not None
 
-    def row_mask(self, decoded: "pa.RecordBatch"):
+    def row_mask(self, decoded: pa.RecordBatch):
         """A boolean mask over a decoded batch (``broker.record.columnar`` schema) of the
         rows every accepted offset and timestamp filter keeps (ranges were already cut)."""
         import numpy as np

@@ -42,7 +42,7 @@ __all__ = ["kafka_schema", "kafka_ddl", "spark_arrow_schema", "SparkBatchBuilder
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 
 
-def kafka_schema(include_headers: bool = False) -> "StructType":
+def kafka_schema(include_headers: bool = False) -> StructType:
     """Spark's Kafka source schema (``KafkaRecordToRowConverter.kafkaSchema``)."""
     from pyspark.sql.types import (
         ArrayType,
@@ -79,10 +79,10 @@ def kafka_ddl(include_headers: bool = False) -> str:
     return ddl
 
 
-_ARROW_SCHEMAS: dict[bool, "pa.Schema"] = {}
+_ARROW_SCHEMAS: dict[bool, pa.Schema] = {}
 
 
-def spark_arrow_schema(include_headers: bool = False) -> "pa.Schema":
+def spark_arrow_schema(include_headers: bool = False) -> pa.Schema:
     """The Arrow schema pyspark requires of the batches ``read()`` yields."""
     schema = _ARROW_SCHEMAS.get(include_headers)
     if schema is None:
@@ -132,7 +132,7 @@ class SparkBatchBuilder:
         self._partition_array = pa.array(np.full(capacity, self.partition, np.int32))
         self._capacity = capacity
 
-    def build(self, decoded: "pa.RecordBatch") -> "pa.RecordBatch":
+    def build(self, decoded: pa.RecordBatch) -> pa.RecordBatch:
         pa = self._pa
         n = decoded.num_rows
         if n > self._capacity:
@@ -149,5 +149,5 @@ class SparkBatchBuilder:
             columns.append(decoded.column(5).cast(self._headers_type))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
-    def empty(self) -> "pa.RecordBatch":
+    def empty(self) -> pa.RecordBatch:
         return self._pa.RecordBatch.from_pylist([], schema=self.schema)

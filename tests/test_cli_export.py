@@ -31,18 +31,14 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_fixtures import spark  # noqa: E402,F401 (fixture)
-
 from broker.tools.common import OffsetProgress, offset_progress  # noqa: E402
 from spark_kafkalog.cli.main import main  # noqa: E402
-from spark_kafkalog.jobs.export import (  # noqa: E402
-    ExportError, count_records_in_files, export, plan_export, run_export)
+from spark_kafkalog.jobs.export import ExportError, count_records_in_files, export, plan_export, run_export  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000_000
 N = 60
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _key(i: int):
@@ -105,7 +101,7 @@ def _ms(value) -> int:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     return (value - EPOCH) // dt.timedelta(milliseconds=1)
 
 

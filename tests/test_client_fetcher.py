@@ -45,7 +45,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.record.batch import encode_batch
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 from broker.record.limits import INT64_MAX
-from tests.txn_log import write_transactions
+from tests.support.txn_log import write_transactions
 
 TS0 = 1_700_000_000_000
 
@@ -110,7 +110,8 @@ def produce_confluent(bootstrap: str, topic: str, codec: str, n: int,
 
 def read_confluent(bootstrap: str, topic: str, partition: int, start: int, end: int,
                    isolation: str = "read_uncommitted") -> list[dict]:
-    from confluent_kafka import Consumer, TopicPartition as CTP
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + uuid.uuid4().hex,
                   "enable.auto.commit": False, "isolation.level": isolation,
                   "auto.offset.reset": "earliest"})
@@ -279,7 +280,7 @@ def test_pipelining_keeps_one_fetch_in_flight_ahead(bootstrap):
 
         f.client.send = counting_send
         at_yield = []
-        for rb in f.fetch(topic, 0, 0, 370):
+        for _rb in f.fetch(topic, 0, 0, 370):
             at_yield.append(len(sends))
         assert len(at_yield) == 10  # one batch per response
         # While response k is decoded, request k+1 is already out; none past the end.
@@ -290,7 +291,8 @@ def test_pipelining_keeps_one_fetch_in_flight_ahead(bootstrap):
 # -- offsets and topics ---------------------------------------------------------------------
 
 def test_list_offsets_match_confluent(bootstrap):
-    from confluent_kafka import Consumer, TopicPartition as CTP
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
     topic = topic_name("offsets")
     create_topic(bootstrap, topic, 2)
     produce_confluent(bootstrap, topic, "none", 100, partition=0)
@@ -464,7 +466,7 @@ def test_read_committed_skips_aborted_transactions(broker_factory):
 def test_fetch_resumes_after_a_dropped_response(broker_factory):
     import socket
 
-    from fault_proxy import FaultProxy
+    from tests.support.fault_proxy import FaultProxy
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

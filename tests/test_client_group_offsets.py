@@ -27,9 +27,8 @@ from broker.client.consumer import (
 )
 from broker.client.errors import KafkaError, KafkaTimeoutError
 from broker.protocol import ApiKey, ErrorCode
-
-from conftest import RawClient
-from fault_proxy import FaultProxy
+from tests.support.broker import RawClient
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,7 +1,8 @@
 """Golden vectors of the Java client's murmur2 partitioning (issue 5), and agreement
 with kafka-python's implementation on random keys."""
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.client.producer.murmur2 import murmur2, partition_for_key
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from broker.client.errors import NetworkError, RequestTimedOutError
+from broker.client.errors import KafkaTimeoutError, NetworkError, RequestTimedOutError
 from broker.client.metadata import Metadata, MetadataUpdater
 from broker.client.network import NetworkClient, now_ms
 from broker.protocol import ApiKey, FrameDecoder, decode_request, encode_response, request_schema
@@ -36,7 +36,7 @@ class FakeBroker:
         while not self.stop.is_set() and time.time() < deadline:
             try:
                 conn, _ = self.sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return  # closed
@@ -49,7 +49,7 @@ class FakeBroker:
         while not self.stop.is_set() and time.time() < deadline:
             try:
                 data = conn.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -192,7 +192,7 @@ def test_metadata_updater_bootstraps_and_waits_are_bounded():
         cluster = md.fetch()
         assert cluster.partition_count("t") == 1 and cluster.leader_for("t", 0) == 7
         assert cluster.node(7).port == fb.port
-        with pytest.raises(Exception):
+        with pytest.raises(KafkaTimeoutError):
             md.await_update(md.version + 100, 100)  # nothing asked: times out
     finally:
         stop.set()

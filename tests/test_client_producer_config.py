@@ -2,8 +2,8 @@
 
 import pytest
 
-from broker.config import ConfigError
 from broker.client.producer.config import ProducerConfig
+from broker.config import ConfigError
 
 
 def test_defaults_are_kafkas():

@@ -10,11 +10,11 @@ import time
 import uuid
 
 import pytest
+from test_client_producer_broker import create_topic, read_kafka_python
 
 from broker.client.producer import KafkaProducer
 from broker.protocol import ApiKey
-from fault_proxy import FaultProxy
-from test_client_producer_broker import create_topic, read_kafka_python
+from tests.support.fault_proxy import FaultProxy
 
 
 def free_port():

@@ -5,7 +5,8 @@ stateful check of buffer lifetime (I13)."""
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker.client.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
@@ -16,7 +17,7 @@ from broker.client.producer.sender import Sender
 from broker.client.producer.transaction_manager import TransactionManager, increment_sequence
 from broker.protocol import ErrorCode
 from broker.record.batch import decode_batch, ensure_valid
-from producer_fixtures import MockClient, StaticMetadata
+from tests.support.producer import MockClient, StaticMetadata
 
 E = ErrorCode
 

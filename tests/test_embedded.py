@@ -85,7 +85,7 @@ def test_failed_start_raises_with_the_broker_error(tmp_path: Path) -> None:
     assert "num.partitions" in str(info.value)
     assert not broker.is_alive()
     with pytest.raises(EmbeddedBrokerError):
-        broker.bootstrap_servers
+        _ = broker.bootstrap_servers
 
 
 _SCRIPT = """

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 ITERATIONS = 20
 CONFIG = {"flush.messages": 1, "segment.bytes": 3000, "index.interval.bytes": 256}
 
-CHILD = r"""
+CHILD = rf"""
 import sys, time
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
@@ -39,7 +39,7 @@ from broker.log.scheduler import Scheduler
 from broker.record.batch import encode_batch
 
 log_dir, tag = sys.argv[1], sys.argv[2]
-config = LogConfig.from_props(%(config)r)
+config = LogConfig.from_props({CONFIG!r})
 manager = LogManager([log_dir], config, scheduler=Scheduler(), initial_task_delay_ms=0,
                      retention_check_interval_ms=50, flush_recovery_offset_checkpoint_ms=20)
 manager.startup()
@@ -47,14 +47,14 @@ log = manager.get_or_create_log("crash", 0)
 print("ready", log.log_end_offset, flush=True)
 i = 0
 while True:
-    value = ("%%s-%%d" %% (tag, i)).encode()
+    value = ("%s-%d" % (tag, i)).encode()
     info = log.append_as_leader(encode_batch([(None, value, int(time.time() * 1000))]))
-    sys.stdout.write("%%d %%s\n" %% (info.first_offset, value.decode()))
+    sys.stdout.write("%d %s\n" % (info.first_offset, value.decode()))
     sys.stdout.flush()
     i += 1
-    if i %% 25 == 0:
+    if i % 25 == 0:
         manager.run_pending()  # roll flushes, checkpoints, delayed deletes
-""" % {"config": CONFIG}
+"""
 
 
 def read_log(log) -> dict[int, bytes]:

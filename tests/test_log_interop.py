@@ -150,7 +150,7 @@ def _epoch_starts(directory):
     starts = {}
     for path in sorted(directory.glob("*.log")):
         data = path.read_bytes()
-        for pos, header in iter_batch_headers(data):
+        for _pos, header in iter_batch_headers(data):
             starts.setdefault(header.partition_leader_epoch, header.base_offset)
     return [starts[2], starts[3]]
 

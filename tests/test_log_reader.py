@@ -258,7 +258,7 @@ def test_aborted_transactions_across_segments_match_the_broker(tmp_path):
     for round_ in range(6):
         txn(1, b"a" * 50, b"b" * 50)
         txn(2, b"c" * 50)
-        for i in range(4):
+        for _i in range(4):
             ulog.append_as_leader(encode_batch([(None, b"plain" * 10, BASE_TS)]))
         marker(2, commit=False)
         txn(1, b"d" * 50)

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from broker.log import files
 from broker.log.clock import MockTime, SystemTime
+from broker.log.config import LogConfig
 from broker.log.epoch_cache import EpochEntry, LeaderEpochFileCache
 from broker.log.errors import CorruptIndexError, InvalidRecordError, OffsetOverflowError
-from broker.log.config import LogConfig
 from broker.log.segment import (
     FetchDataInfo,
     LogOffsetMetadata,
@@ -100,7 +100,7 @@ def expected_entries(headers, interval, base):
 
 def fill(seg, n, start=0, count=1, rng=None, ts_fn=None):
     offset = start
-    for i in range(n):
+    for _i in range(n):
         c = rng.randint(1, 4) if rng else count
         value = b"x" * (rng.randint(0, 300) if rng else 20)
         ts = ts_fn(offset) if ts_fn else None

@@ -166,7 +166,7 @@ def test_roll_on_segment_bytes_trims_old_indexes_and_snapshots_at_each_roll(tmp_
     env = Env(tmp_path, segment_bytes=1024, index_interval_bytes=1, segment_index_bytes=4096)
     ulog = env.open()
     size = len(env.batch(b"v" * 100))
-    for i in range(30):
+    for _i in range(30):
         ulog.append_as_leader(env.batch(b"v" * 100))
     segments = ulog.segments
     assert len(segments) > 3

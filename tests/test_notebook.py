@@ -97,7 +97,7 @@ def test_explore_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # no user profile/startup
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend draws
     # Spark's Python workers run this interpreter and see the repository (as in
-    # tests/spark_fixtures.py), whatever kind of editable install the venv has.
+    # tests/support/spark.py), whatever kind of editable install the venv has.
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     paths = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(dict.fromkeys(paths)))

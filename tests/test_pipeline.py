@@ -18,12 +18,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from broker.client.consumer import fetch_arrow, latest_offsets, partitions_for
 from broker.log.files import CLEAN_SHUTDOWN_FILE
 from spark_kafkalog.jobs import pipeline
-from tests.spark_fixtures import get_spark
+from tests.support.spark import get_spark
 
 ROOT = Path(__file__).resolve().parents[1]
 

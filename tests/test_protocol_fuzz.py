@@ -4,8 +4,6 @@ the bytes actually present."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 import time
 import tracemalloc
 
@@ -18,9 +16,7 @@ from broker.protocol.errors import ProtocolDecodeError
 from broker.protocol.header import parse_request_header
 from broker.protocol.messages import REQUEST_SCHEMAS
 from broker.protocol.schema import Message, decode_bytes, encode_bytes
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared strategies module
-from test_protocol_strategies import ALL_MESSAGES, SETTINGS, message_values, message_versions  # noqa: E402
+from tests.support.protocol_strategies import ALL_MESSAGES, SETTINGS, message_values, message_versions  # noqa: E402
 
 PAIRS = message_versions()
 NAMES = [m.name for m in ALL_MESSAGES]

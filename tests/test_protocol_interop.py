@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 import importlib
 import pkgutil
 import uuid
@@ -28,15 +26,13 @@ from broker.protocol.header import RequestHeader
 from broker.protocol.primitives import ZERO_UUID
 from broker.protocol.schema import Message, decode_bytes, encode_bytes, in_range
 from broker.protocol.versions import request_schema, response_schema
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared strategies module
-from test_protocol_strategies import (
-        ALL_MESSAGES,
-        SETTINGS,
-        message_values,
-        message_versions,
-        versions_of,
-    )  # noqa: E402
+from tests.support.protocol_strategies import (
+    ALL_MESSAGES,
+    SETTINGS,
+    message_values,
+    message_versions,
+    versions_of,
+)  # noqa: E402
 
 kp = pytest.importorskip("kafka.protocol")
 from kafka.protocol.api_message import ApiMessage  # noqa: E402
@@ -170,6 +166,7 @@ def test_kafka_python_covers_the_advertised_versions() -> None:
 
 
 def _kafka_python_requests() -> list[tuple[str, Any]]:
+    from kafka.protocol.admin import CreateTopicsRequest
     from kafka.protocol.consumer import (
         FetchRequest,
         JoinGroupRequest,
@@ -179,8 +176,6 @@ def _kafka_python_requests() -> list[tuple[str, Any]]:
     )
     from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
     from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
-
-    from kafka.protocol.admin import CreateTopicsRequest
 
     batch = bytes(range(61)) * 2
     topic = ProduceRequest.TopicProduceData

@@ -3,8 +3,6 @@ defaults, tagged fields, nullability and zero-copy records."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 import uuid
 
 import pytest
@@ -20,15 +18,13 @@ from broker.protocol.errors import (
 from broker.protocol.messages import api_versions, fetch, metadata, produce
 from broker.protocol.primitives import ZERO_UUID, Reader
 from broker.protocol.schema import Message, decode, decode_bytes, encode_bytes
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared strategies module
-from test_protocol_strategies import (
-        ALL_MESSAGES,
-        SETTINGS,
-        message_values,
-        message_versions,
-        versions_of,
-    )  # noqa: E402
+from tests.support.protocol_strategies import (
+    ALL_MESSAGES,
+    SETTINGS,
+    message_values,
+    message_versions,
+    versions_of,
+)  # noqa: E402
 
 PAIRS = message_versions()
 

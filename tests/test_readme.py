@@ -24,7 +24,7 @@ import pytest
 
 from broker.client.consumer import fetch_arrow, latest_offsets, partitions_for
 from spark_kafkalog.embedded import EmbeddedBroker
-from tests.spark_fixtures import get_spark
+from tests.support.spark import get_spark
 
 pytestmark = pytest.mark.kcat
 

@@ -4,12 +4,16 @@ with kafka-python's and aiokafka's record code, Hypothesis round trips and fuzzi
 import struct
 
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.record import batch as B
 from broker.record.codecs import CompressionType
 from broker.record.control import (
-    ControlRecordType, encode_end_txn_marker_batch, is_abort_marker, parse_end_txn_marker,
+    ControlRecordType,
+    encode_end_txn_marker_batch,
+    is_abort_marker,
+    parse_end_txn_marker,
 )
 from broker.record.errors import CorruptRecordError, DecodeError, TruncatedError
 
@@ -202,8 +206,8 @@ def test_ours_read_by_aiokafka(codec):
 
 
 def _builders():
-    from kafka.record.default_records import DefaultRecordBatchBuilder as KP
     from aiokafka.record.default_records import DefaultRecordBatchBuilder as AK
+    from kafka.record.default_records import DefaultRecordBatchBuilder as KP
     return [("kafka-python", KP), ("aiokafka", AK)]
 
 

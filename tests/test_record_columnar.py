@@ -11,10 +11,10 @@ import tracemalloc
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
@@ -244,7 +244,7 @@ def test_walks_vectorised_and_scalar_paths():
             big = rnd.random() < 0.05
             value = rnd.randbytes(9000 if big else rnd.randrange(200))
             many = 60 if i == 0 and b >= 50 else 5 if i % 17 == 0 else i % 2
-            hs = [("h%d" % j, b"x" * j) for j in range(many)]
+            hs = [(f"h{j}", b"x" * j) for j in range(many)]
             recs.append((b"k", value, T0 + rnd.randrange(1 << 40), hs))
         parts.append(B.encode_batch(recs, base_offset=offset, compression=b % 2 * 3))
         offset += n
@@ -282,7 +282,7 @@ def test_malformed_records_raise_decode_errors():
         "null header key": B.build_batch(b"\x10\x00\x00\x00\x01\x01\x02\x01\x01", count=1),
         "record too short": B.build_batch(b"\x08\x00\x00\x00\x01", count=1),
     }
-    for name, buf in cases.items():
+    for _name, buf in cases.items():
         with pytest.raises(DecodeError):
             C.decode_to_arrow(buf)
     bad = bytearray(good)

@@ -1,12 +1,20 @@
 """Tests of broker/record/varint.py: the zigzag table, bounds, and round trips."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.record.errors import CorruptRecordError, DecodeError, EncodeError, TruncatedError
 from broker.record.varint import (
-    decode_uvarint, decode_varint, decode_varlong, encode_uvarint, encode_varint,
-    encode_varlong, size_of_varint, zigzag_decode, zigzag_encode,
+    decode_uvarint,
+    decode_varint,
+    decode_varlong,
+    encode_uvarint,
+    encode_varint,
+    encode_varlong,
+    size_of_varint,
+    zigzag_decode,
+    zigzag_encode,
 )
 
 # The table of Kafka's ByteUtilsTest / the protobuf documentation.
@@ -76,7 +84,8 @@ def test_fuzz_only_decode_errors(data):
 
 
 def test_matches_kafka_python():
-    from kafka.record.util import decode_varint as kp_decode, encode_varint as kp_encode
+    from kafka.record.util import decode_varint as kp_decode
+    from kafka.record.util import encode_varint as kp_encode
     for n in (0, 1, -1, 300, -300, 2 ** 31 - 1, -(2 ** 31), 2 ** 40, -(2 ** 40)):
         out = bytearray()
         kp_encode(n, out.append)

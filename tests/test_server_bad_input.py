@@ -17,8 +17,7 @@ import pytest
 
 from broker.protocol import ApiKey, ErrorCode, RequestHeader, encode_request
 from broker.record.batch import encode_batch
-
-from conftest import RawClient
+from tests.support.broker import RawClient
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -198,7 +197,7 @@ def test_f6_mutated_requests_never_break_the_broker(kafka_broker, guard):
     c = connect(kafka_broker)
     answered = closed = 0
     try:
-        for i in range(400):
+        for _i in range(400):
             data = bytearray(rng.choice(valid)[4:])
             for _ in range(rng.randint(1, 4)):
                 pos = rng.randrange(10, len(data))  # keep api_key/version/correlation id

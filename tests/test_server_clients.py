@@ -180,7 +180,7 @@ def test_confluent_offsets_for_times_and_watermarks(kafka_broker):
     topic = unique("ck-times")
     _create(admin, topic)
     p = Producer({"bootstrap.servers": kafka_broker.bootstrap, "linger.ms": 0})
-    for key, value, headers, ts in messages(10, "t"):
+    for key, value, _headers, ts in messages(10, "t"):
         p.produce(topic, value, key, partition=0, timestamp=ts)
         p.flush(10)  # one batch per message, so that time lookups are exact
     c = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "unused", "client.id": "ck-times"})
@@ -222,7 +222,8 @@ def _kp_admin(broker):
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
 def test_kafka_python_produce_consume_codecs(kafka_broker, codec):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
     from kafka.admin import NewTopic as KNewTopic
 
     topic = unique(f"kp-{codec}")

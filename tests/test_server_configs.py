@@ -240,7 +240,7 @@ def test_overrides_survive_a_restart_and_a_crash(broker_factory):
 
 
 def _client(b):
-    from conftest import RawClient
+    from tests.support.broker import RawClient
 
     return RawClient(b.host, b.port, "configs-test")
 

@@ -23,8 +23,7 @@ import pytest
 
 from broker.protocol import ApiKey, ErrorCode
 from broker.record.batch import encode_batch, iter_batches
-
-from conftest import ROOT, RawClient
+from tests.support.broker import ROOT, RawClient
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -18,8 +18,7 @@ from broker.server import KafkaBroker
 from broker.server.errors import ApiError
 from broker.server.handlers.producer_id import BLOCK_SIZE, PRODUCER_IDS_FILE, ProducerIdManager
 from broker.server.metadata import REGISTRY_FILE, TopicInfo, TopicRegistry
-
-from conftest import RawClient
+from tests.support.broker import RawClient
 
 
 def test_registry_highest_epoch_wins_and_bad_copies_are_skipped(tmp_path):

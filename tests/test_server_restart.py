@@ -20,8 +20,7 @@ import pytest
 
 from broker.protocol import ApiKey
 from broker.record.batch import encode_batch
-
-from conftest import ROOT, RawClient
+from tests.support.broker import ROOT, RawClient
 
 pytestmark = pytest.mark.timeout(180)
 

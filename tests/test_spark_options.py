@@ -5,19 +5,16 @@ offsets). What the options mean against a log (planning) is tests/test_spark_pla
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_fixtures import LogWriter, spark  # noqa: E402,F401 (fixture)
 
 from spark_kafkalog.options import (  # noqa: E402
     DEFAULT_MAX_BYTES_PER_BATCH,
     KafkaLogOptionError,
     parse_options,
 )
+from tests.support.spark import LogWriter
 
 BASE = {"subscribe": "t", "path": "/logs"}
 

@@ -16,14 +16,9 @@ import pickle
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_fixtures import REPO, LogWriter  # noqa: E402
-
 from pyspark.sql.datasource import (  # noqa: E402
     EqualNullSafe,
     EqualTo,
@@ -38,6 +33,7 @@ from pyspark.sql.datasource import (  # noqa: E402
     StringStartsWith,
 )
 
+from broker.record.limits import INT64_MAX  # noqa: E402
 from spark_kafkalog.errors import (  # noqa: E402
     DATA_LOSS_INSTRUCTION,
     KafkaDataLossError,
@@ -58,11 +54,11 @@ from spark_kafkalog.planning import (  # noqa: E402
     split_ranges,
     stream_ranges,
 )
-from broker.record.limits import INT64_MAX  # noqa: E402
 from spark_kafkalog.pushdown import PushedFilters  # noqa: E402
 from spark_kafkalog.readers.direct import DirectOffsetReader  # noqa: E402
+from tests.support.spark import REPO, LogWriter
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def at_ms(ms: int) -> dt.datetime:
@@ -116,7 +112,8 @@ def test_plan_timestamps(two_topics):
     # partition p holds timestamps 1_000_000 + i*100 + j for j < p+1, 10 batches
     ranges = plan(two_topics, startingTimestamp="1000500", endingTimestamp="1000701")
     assert ranges == [OffsetRange("t", 0, 5, 8), OffsetRange("t", 1, 10, 15), OffsetRange("t", 2, 15, 22)]
-    with pytest.raises(KafkaLogOptionError, match="No offset matched from request of topic-partition t-0 and timestamp 9999999"):
+    with pytest.raises(KafkaLogOptionError,
+                       match="No offset matched from request of topic-partition t-0 and timestamp 9999999"):
         plan(two_topics, startingTimestamp="9999999")
     assert plan(two_topics, startingTimestamp="9999999", startingOffsetsByTimestampStrategy="latest") == []
     ranges = plan(two_topics, subscribe=None, assign='{"t":[0,1]}',

@@ -8,21 +8,17 @@ read-time data loss without Spark."""
 from __future__ import annotations
 
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
 from chispa.schema_comparer import assert_schema_equality
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_fixtures import LogWriter, pushdown, spark  # noqa: E402,F401 (fixture)
 
 from broker.log import files  # noqa: E402
 from broker.record.batch import CRC_OFFSET, iter_batch_headers  # noqa: E402
 from spark_kafkalog.errors import KafkaDataLossError  # noqa: E402
 from spark_kafkalog.readers.direct import DirectRangeReader  # noqa: E402
 from spark_kafkalog.schema import kafka_schema, spark_arrow_schema  # noqa: E402
+from tests.support.spark import LogWriter, pushdown
 
 T0 = 1_700_000_000_000
 CODECS = [0, 1, 2, 3, 4]  # none, gzip, snappy, lz4, zstd
@@ -159,7 +155,8 @@ def test_timestamp_bounds(spark, data):
     df = read(spark, data.root, subscribe="plain",
               startingOffsetsByTimestamp=f'{{"plain":{{"0":{T0 + 50},"1":{T0 + 2990}}}}}',
               startingOffsets="earliest")
-    assert [tuple(r) for r in df.groupBy("partition").min("offset").orderBy("partition").collect()] == [(0, 5), (1, 299)]
+    firsts = df.groupBy("partition").min("offset").orderBy("partition").collect()
+    assert [tuple(r) for r in firsts] == [(0, 5), (1, 299)]
     with pytest.raises(Exception, match="No offset matched from request of topic-partition plain-0"):
         read(spark, data.root, subscribe="plain", startingTimestamp=str(T0 + 10**9)).count()
     assert read(spark, data.root, subscribe="plain", startingTimestamp=str(T0 + 10**9),

@@ -8,17 +8,11 @@ same schema. Data loss after DeleteRecords follows failOnDataLoss.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_fixtures import spark  # noqa: E402,F401 (fixture)
-
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PER_CODEC = 300

@@ -24,19 +24,16 @@ from __future__ import annotations
 
 import json
 import pickle
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_fixtures import LogWriter, spark  # noqa: E402,F401 (fixture)
-
 from broker.log import files  # noqa: E402
-from spark_kafkalog.options import KafkaLogOptionError, parse_options  # noqa: E402
 from spark_kafkalog.errors import KafkaDataLossError  # noqa: E402
+from spark_kafkalog.options import KafkaLogOptionError, parse_options  # noqa: E402
 from spark_kafkalog.readers.stream import KafkaLogStreamReader  # noqa: E402
+from tests.support.spark import LogWriter
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,26 +11,21 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_write_fixtures import (  # noqa: E402
+from spark_kafkalog.writers import KafkaLogCommitMessage  # noqa: E402
+from tests.support.spark_write import (  # noqa: E402
     RECORD_OPTION,
     SOURCE_NAME,
     consume,
     read_topic,
     recorded,
-    sink_broker,  # noqa: F401 (fixture)
     unique_topic,
-    wspark,  # noqa: F401 (fixture)
 )
-
-from spark_kafkalog.writers import KafkaLogCommitMessage  # noqa: E402
 
 ROWS_PER_FILE = 100
 
@@ -100,7 +95,7 @@ def test_file_stream_restart_replays_one_batch_identified_by_headers(wspark, sin
     assert q.exception() is None and q.id == query_id
     events = recorded(rec)
     assert [(k, b) for k, b, _ in events] == run1 + [("commit", 2), ("commit", 3), ("commit", 4)]
-    for kind, batch_id, messages in events:
+    for _kind, batch_id, messages in events:
         assert all(isinstance(m, KafkaLogCommitMessage) and m.batch_id == batch_id
                    and m.query_id == str(query_id) for m in messages)
 

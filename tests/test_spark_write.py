@@ -12,30 +12,25 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_write_fixtures import (  # noqa: E402
-    RECORD_OPTION,
-    SOURCE_NAME,
-    consume,
-    read_topic,
-    recorded,
-    sink_broker,  # noqa: F401 (fixture)
-    unique_topic,
-    wspark,  # noqa: F401 (fixture)
-)
-
 from broker.client.producer.murmur2 import partition_for_key  # noqa: E402
 from spark_kafkalog.writers import (  # noqa: E402
     KafkaLogCommitMessage,
     KafkaLogWriteError,
     commit_summary,
+)
+from tests.support.spark_write import (  # noqa: E402
+    RECORD_OPTION,
+    SOURCE_NAME,
+    consume,
+    read_topic,
+    recorded,
+    unique_topic,
 )
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -397,14 +392,14 @@ def test_C2_abort_gets_none_and_commit_is_not_called(wspark, sink_broker, tmp_pa
 
 def test_timestamp_written_as_create_time(wspark, sink_broker):
     topic = unique_topic("ts")
-    ts = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.timezone.utc)
+    ts = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.UTC)
     df = wspark.createDataFrame([("a", ts), ("b", None)], "value string, timestamp timestamp")
-    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
     writer(df, sink_broker, topic=topic).save()
     rows = {r.v: r for r in read_topic(wspark, sink_broker, topic)
             .selectExpr("CAST(value AS STRING) v", "timestamp", "timestampType").collect()}
-    assert rows["a"].timestamp.replace(tzinfo=dt.timezone.utc) == ts
-    assert rows["b"].timestamp.replace(tzinfo=dt.timezone.utc) >= before  # null: send time
+    assert rows["a"].timestamp.replace(tzinfo=dt.UTC) == ts
+    assert rows["b"].timestamp.replace(tzinfo=dt.UTC) >= before  # null: send time
     assert rows["a"].timestampType == 0
 
 

@@ -25,7 +25,7 @@ from broker.client.consumer.poller import ConsumerRecord, PartitionPoller
 from broker.client.errors import OffsetOutOfRangeError
 from broker.tools.records_format import MessageFormatter
 from spark_kafkalog.cli.main import main
-from tests.txn_log import write_transactions
+from tests.support.txn_log import write_transactions
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,8 +18,7 @@ from broker.client.consumer import commit_offsets
 from broker.protocol import ApiKey
 from broker.record.batch import encode_batch
 from spark_kafkalog.cli.main import main
-
-from conftest import RawClient
+from tests.support.broker import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -106,7 +106,7 @@ def test_batch_lines_match_the_files(logdir, capsys):
     expected = [(path, pos, h) for path in logs for pos, h in scan(path)]
     lines = batch_lines(out)
     assert len(lines) == len(expected)
-    for fields, (path, pos, h) in zip(lines, expected):
+    for fields, (_path, pos, h) in zip(lines, expected):
         assert fields["baseOffset"] == str(h.base_offset)
         assert fields["lastOffset"] == str(h.last_offset)
         assert fields["count"] == str(h.records_count)
@@ -159,7 +159,8 @@ def test_print_data_log_prints_records(logdir, capsys):
             assert line.startswith(f"| offset: {3 * n + i} CreateTime: {TS + 3 * n + i} ")
             assert f" key: key-{n}-{i} payload: value-{n}-{i} " in line
     assert records[15] == f"| offset: 15 CreateTime: {TS + 20} keySize: -1 valueSize: -1 sequence: -1 headerKeys: []"
-    assert records[16] == f"| offset: 16 CreateTime: {TS + 21} keySize: 0 valueSize: 0 sequence: -1 headerKeys: [] key:  payload:"
+    assert records[16] == (f"| offset: 16 CreateTime: {TS + 21} keySize: 0 valueSize: 0 sequence: -1 "
+                           "headerKeys: [] key:  payload:")
     idem = [line for line in records if "key: idem " in line]
     assert [int(dict(FIELD.findall(line))["sequence"]) for line in idem] == list(range(7))
     markers = [line for line in records if "endTxnMarker" in line]

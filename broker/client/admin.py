@@ -4,7 +4,8 @@ Owns:
 
 * ``AdminClient(config)``: a blocking client over the client core, driven on the calling
   thread by a ``ConsumerNetworkClient`` (the blocking driver of ``NetworkClient`` +
-  ``Metadata``; importing it loads no Arrow code). Operations, each bounded by ``timeout_ms`` (default ``default.api.timeout.ms``):
+  ``Metadata``; importing it loads no Arrow code). Operations, each bounded by
+  ``timeout_ms`` (default ``default.api.timeout.ms``):
 
       create_topics([NewTopic(name, num_partitions=-1, replication_factor=-1, configs={})],
                     validate_only=False)                          -> AdminResults[str, None]
@@ -49,10 +50,11 @@ import enum
 import itertools
 import threading
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Mapping, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
-from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
+from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.errors import (
     IllegalStateError,
     KafkaError,
@@ -61,8 +63,8 @@ from broker.client.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
-from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.network import now_ms
+from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
 __all__ = [

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from broker.client.errors import KafkaError, KafkaTimeoutError
 from broker.protocol import ApiKey, ErrorCode, request_schema

@@ -42,7 +42,8 @@ import selectors
 import socket
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from broker.client.errors import (
     KafkaError,

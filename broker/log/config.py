@@ -13,12 +13,22 @@ Thread-safety: immutable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from broker.config import (
-    BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, STRING, ConfigDef, at_least,
-    between, one_of,
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    LIST,
+    LONG,
+    LONG_MAX,
+    STRING,
+    ConfigDef,
+    at_least,
+    between,
+    one_of,
 )
 
 DELETE = "delete"
@@ -108,7 +118,7 @@ class LogConfig:
 
     @classmethod
     def from_props(cls, overrides: Mapping[str, Any] | None = None,
-                   defaults: Mapping[str, Any] | None = None) -> "LogConfig":
+                   defaults: Mapping[str, Any] | None = None) -> LogConfig:
         overrides = dict(overrides or {})
         merged = dict(defaults or {})
         merged.update(overrides)

@@ -243,7 +243,7 @@ class LeaderEpochFileCache:
         """Write the checkpoint (if its directory still exists)."""
         self._write(if_dir_exists=True)
 
-    def with_checkpoint(self, checkpoint_file: Path | str | None) -> "LeaderEpochFileCache":
+    def with_checkpoint(self, checkpoint_file: Path | str | None) -> LeaderEpochFileCache:
         """A cache with the same entries over another checkpoint file (e.g. after a
         directory rename); nothing is written."""
         return LeaderEpochFileCache(checkpoint_file, fsync=self._fsync, entries=self.epoch_entries())

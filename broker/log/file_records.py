@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..record.batch import (
     CURRENT_MAGIC,
@@ -134,7 +135,7 @@ class FileSlice(Records):
 
     __slots__ = ("_records", "position", "_size")
 
-    def __init__(self, records: "FileRecords", position: int, size: int) -> None:
+    def __init__(self, records: FileRecords, position: int, size: int) -> None:
         self._records = records
         self.position = position
         self._size = size
@@ -173,7 +174,7 @@ class FileRecords:
 
     @classmethod
     def open(cls, path: Path | str, file_already_exists: bool = False, init_file_size: int = 0,
-             preallocate: bool = False) -> "FileRecords":
+             preallocate: bool = False) -> FileRecords:
         path = Path(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

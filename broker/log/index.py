@@ -73,8 +73,9 @@ import mmap
 import os
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ..record.limits import INT32_MAX
 from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError, OffsetOverflowError
@@ -669,12 +670,12 @@ class LazyIndex:
 
     @classmethod
     def for_offset(cls, file: Path | str, base_offset: int,
-                   max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True) -> "LazyIndex":
+                   max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True) -> LazyIndex:
         return cls(file, lambda f: OffsetIndex(f, base_offset, max_index_size, writable))
 
     @classmethod
     def for_time(cls, file: Path | str, base_offset: int,
-                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True) -> "LazyIndex":
+                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True) -> LazyIndex:
         return cls(file, lambda f: TimeIndex(f, base_offset, max_index_size, writable))
 
     @property

@@ -20,7 +20,8 @@ and closed meanwhile makes it raise ``OSError``, which the caller handles.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from .file_records import TimestampAndOffset
 from .segment import LogSegment

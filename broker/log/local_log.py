@@ -46,8 +46,8 @@ import contextlib
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from . import files
 from .clock import SYSTEM_TIME, Time

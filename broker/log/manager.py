@@ -53,8 +53,8 @@ import re
 import shutil
 import threading
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 from ..config import load_properties
 from ..record.limits import INT64_MAX
@@ -64,7 +64,7 @@ from .config import LogConfig
 from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogError
 from .local_log import LogDirFailureChannel
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
-from .scheduler import KafkaScheduler, Scheduler, ScheduledTask
+from .scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from .unified_log import UnifiedLog
 
 __all__ = ["LogManager", "InconsistentClusterIdError", "validate_topic_name"]
@@ -149,7 +149,7 @@ class LogManager:
         self._shut_down = False
 
     @classmethod
-    def from_server_config(cls, server: Mapping, **kwargs) -> "LogManager":
+    def from_server_config(cls, server: Mapping, **kwargs) -> LogManager:
         """From ``broker.config.server_config(props)``: log.dirs, node.id, cluster.id, the
         task intervals and the topic defaults (log.segment.bytes, log.retention.hours...)."""
         from .config import topic_defaults_from_server

@@ -77,9 +77,10 @@ from __future__ import annotations
 import logging
 import struct
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from broker.record import batch as rb
 from broker.record import errors as record_errors
@@ -177,7 +178,7 @@ class ProducerStateEntry:
         self._batches: deque[BatchMetadata] = deque(batches, maxlen=NUM_BATCHES_TO_RETAIN)
 
     @classmethod
-    def empty(cls, producer_id: int) -> "ProducerStateEntry":
+    def empty(cls, producer_id: int) -> ProducerStateEntry:
         return cls(producer_id)
 
     @property
@@ -207,7 +208,7 @@ class ProducerStateEntry:
     def last_offset_delta(self) -> int:
         return self._batches[-1].offset_delta if self._batches else 0
 
-    def copy(self, *, with_batches: bool = True) -> "ProducerStateEntry":
+    def copy(self, *, with_batches: bool = True) -> ProducerStateEntry:
         return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch,
                                   self.last_timestamp, self.current_txn_first_offset,
                                   self._batches if with_batches else ())
@@ -233,7 +234,7 @@ class ProducerStateEntry:
         self.current_txn_first_offset = None
         self.last_timestamp = last_timestamp
 
-    def update_from(self, next_entry: "ProducerStateEntry") -> None:
+    def update_from(self, next_entry: ProducerStateEntry) -> None:
         """Merge what a ``ProducerAppendInfo`` collected (``ProducerStateEntry.update``)."""
         self.maybe_update_producer_epoch(next_entry.producer_epoch)
         self._batches.extend(next_entry._batches)

@@ -39,8 +39,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..record.batch import (
     ATTRIBUTES_OFFSET,

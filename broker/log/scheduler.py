@@ -29,7 +29,7 @@ import heapq
 import itertools
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .clock import SYSTEM_TIME, Time
 

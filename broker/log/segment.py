@@ -57,9 +57,10 @@ import logging
 import os
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ..record.batch import (
     ATTRIBUTES_OFFSET,
@@ -144,7 +145,7 @@ class FetchDataInfo:
     aborted_transactions: list | None = None
 
     @staticmethod
-    def empty(fetch_offset: int) -> "FetchDataInfo":
+    def empty(fetch_offset: int) -> FetchDataInfo:
         return FetchDataInfo(LogOffsetMetadata(fetch_offset), EMPTY_RECORDS)
 
 
@@ -197,7 +198,7 @@ class LogSegment:
              index_interval_bytes: int | None = None, max_index_size: int | None = None,
              roll_jitter_ms: int | None = None, time: Time = SYSTEM_TIME,
              file_already_exists: bool = False, init_file_size: int = 0,
-             preallocate: bool = False, file_suffix: str = "") -> "LogSegment":
+             preallocate: bool = False, file_suffix: str = "") -> LogSegment:
         """Open (or create) the segment files of ``base_offset`` in ``directory``. Index
         files are created and mapped on first use; a new active segment's indexes are
         preallocated to ``max_index_size``. ``config`` (a ``LogConfig``, or anything with

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .segment import LogSegment
 

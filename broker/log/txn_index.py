@@ -36,8 +36,9 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from .errors import CorruptIndexError
 
@@ -63,7 +64,7 @@ class AbortedTxn(NamedTuple):
                                 self.last_offset, self.last_stable_offset)
 
     @classmethod
-    def decode(cls, buf, pos: int = 0) -> "AbortedTxn":
+    def decode(cls, buf, pos: int = 0) -> AbortedTxn:
         version, pid, first, last, lso = ABORTED_TXN.unpack_from(buf, pos)
         return cls(pid, first, last, lso, version)
 

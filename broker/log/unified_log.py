@@ -70,7 +70,6 @@ from . import files
 from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
 from .errors import KafkaStorageError, LogOffsetOutOfRangeError, RecordBatchTooLargeError
-from .loader import LoadStats, LogLoader, rebuild_producer_state
 from .list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -80,6 +79,7 @@ from .list_offsets import (
     OffsetAndTimestamp,
     search_by_timestamp,
 )
+from .loader import LoadStats, LogLoader, rebuild_producer_state
 from .local_log import LocalLog, LogDirFailureChannel, maybe_handle_io_exception
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from .scheduler import Scheduler
@@ -152,7 +152,7 @@ class UnifiedLog:
                last_shutdown_clean: bool = True, topic_id: uuid.UUID | None = None,
                producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                failure_channel: LogDirFailureChannel | None = None,
-               high_watermark: int | None = None) -> "UnifiedLog":
+               high_watermark: int | None = None) -> UnifiedLog:
         """Open (creating it if needed) and recover the partition directory ``directory``
         (``<log.dir>/<topic>-<partition>``). ``log_start_offset`` and ``recovery_point``
         come from the log directory's checkpoints; ``last_shutdown_clean`` from its
@@ -590,7 +590,8 @@ class UnifiedLog:
         if current is None or current.message_offset != fu:
             self._first_unstable_offset_metadata = self._convert_to_offset_metadata(fu)
 
-    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "client delete records") -> bool:
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int,
+                                         reason: str = "client delete records") -> bool:
         """Advance the log start offset (DeleteRecords, retention); it may not pass the high
         watermark (LogOffsetOutOfRangeError). Segments wholly below it are deleted by the
         next ``delete_old_segments``. True when it moved."""

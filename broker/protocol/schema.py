@@ -45,9 +45,9 @@ from broker.protocol.errors import (
     InvalidValueError,
     ProtocolDecodeError,
     ProtocolEncodeError,
+    TruncatedFrameError,
     UnsupportedApiVersionError,
 )
-from broker.protocol.errors import TruncatedFrameError
 from broker.protocol.primitives import MAX_STRING_BYTES, ZERO_UUID, Reader, Writer
 
 # The highest version a "N+" range reaches: versions are int16 on the wire.
@@ -483,15 +483,15 @@ class _Compiler:
              "    end = r.end", "    try:"]
         e = [f"def {enc}(w, o):", f"    if o.__class__ is not {cls_name}:",
              f"        o = _coerce({cls_name}, o)", "    b = w.buf"]
-        I = "        "
+        IND = "        "
         for run in self._runs(regular):
             f = run[0]
             if f.type in _STRUCT_CODE and not f.is_array:  # fixed-width: one struct.Struct
                 fmt = struct.Struct(">" + "".join(_STRUCT_CODE[g.type] for g in run))
                 sname_ = self._name("S", fmt)
                 targets = ", ".join(f"o.{g.name}" for g in run)
-                d.append(f"{I}{targets}, = {sname_}.unpack_from(buf, p)")
-                d.append(f"{I}p += {fmt.size}")
+                d.append(f"{IND}{targets}, = {sname_}.unpack_from(buf, p)")
+                d.append(f"{IND}p += {fmt.size}")
                 e.append(f"    b += {sname_}.pack({targets})")
                 continue
             nullable = in_range(f.nullable, v)
@@ -506,15 +506,15 @@ class _Compiler:
                     item_dec, iw = f"_R.{_PRIMITIVE_READER[et]}", _FIXED_WIDTH[et]
                 else:
                     item_dec, _, iw = self.struct(et)
-                d.append(f"{I}n = _u32(buf, p)[0]")
-                d.append(f"{I}p += 4")
-                d.append(f"{I}if n < 0:")
+                d.append(f"{IND}n = _u32(buf, p)[0]")
+                d.append(f"{IND}p += 4")
+                d.append(f"{IND}if n < 0:")
                 if nullable:
-                    d.append(f"{I}    o.{f.name} = None")
-                    d.append(f"{I}else:")
+                    d.append(f"{IND}    o.{f.name} = None")
+                    d.append(f"{IND}else:")
                 else:
-                    d.append(f"{I}    raise _IVE('non-nullable array is null')")
-                J = I + "    " if nullable else I
+                    d.append(f"{IND}    raise _IVE('non-nullable array is null')")
+                J = IND + "    " if nullable else IND
                 d.append(f"{J}if n * {max(iw, 1)} > end - p:")
                 d.append(f"{J}    r.pos = p")
                 d.append(f"{J}    r.check_count(n, {max(iw, 1)})")
@@ -531,7 +531,7 @@ class _Compiler:
                                 else self.struct(et)[1])
                     e.append(f"    v = o.{f.name}")
                     e.append("    if v is None:")
-                    e.append(f"        raise _PEE('cannot encode None as non-nullable array')")
+                    e.append("        raise _PEE('cannot encode None as non-nullable array')")
                     e.append("    b += _p32(len(v))")
                     e.append("    for x in v:")
                     e.append(f"        {item_enc}(w, x)")
@@ -541,18 +541,18 @@ class _Compiler:
                 e.append("    b = w.buf")
                 continue
             if f.type == "string" and not flexible and not nullable:
-                d.append(f"{I}n = _u16(buf, p)[0]")  # unsigned: a negative length is > 0x7fff
-                d.append(f"{I}p += 2")
-                d.append(f"{I}if n > 0x7fff:")
-                d.append(f"{I}    raise _IVE('non-nullable string is null')")
-                d.append(f"{I}if p + n > end:")
-                d.append(f"{I}    r.pos = p")
-                d.append(f"{I}    r._utf8(n)")  # raises the usual truncation error
-                d.append(f"{I}try:")
-                d.append(f"{I}    o.{f.name} = str(buf[p:p + n], 'utf-8')")
-                d.append(f"{I}except UnicodeDecodeError as x:")
-                d.append(f"{I}    raise _IVE(f'string is not valid UTF-8: {{x}}') from None")
-                d.append(f"{I}p += n")
+                d.append(f"{IND}n = _u16(buf, p)[0]")  # unsigned: a negative length is > 0x7fff
+                d.append(f"{IND}p += 2")
+                d.append(f"{IND}if n > 0x7fff:")
+                d.append(f"{IND}    raise _IVE('non-nullable string is null')")
+                d.append(f"{IND}if p + n > end:")
+                d.append(f"{IND}    r.pos = p")
+                d.append(f"{IND}    r._utf8(n)")  # raises the usual truncation error
+                d.append(f"{IND}try:")
+                d.append(f"{IND}    o.{f.name} = str(buf[p:p + n], 'utf-8')")
+                d.append(f"{IND}except UnicodeDecodeError as x:")
+                d.append(f"{IND}    raise _IVE(f'string is not valid UTF-8: {{x}}') from None")
+                d.append(f"{IND}p += n")
                 e.append(f"    v = o.{f.name}")
                 e.append("    if type(v) is not str:")
                 e.append("        raise _PEE(f'cannot encode {v!r} as string')")
@@ -562,12 +562,12 @@ class _Compiler:
                 e.append("    b += _p16(len(x))")
                 e.append("    b += x")
                 continue
-            d.append(f"{I}r.pos = p")
-            d.append(f"{I}o.{f.name} = {self._read_expr(f, 'r', flexible)}")
-            d.append(f"{I}p = r.pos")
+            d.append(f"{IND}r.pos = p")
+            d.append(f"{IND}o.{f.name} = {self._read_expr(f, 'r', flexible)}")
+            d.append(f"{IND}p = r.pos")
             e.append(f"    {self._write_stmt(f, 'w', 'o.' + f.name, flexible)}")
             e.append("    b = w.buf")
-        d.append(f"{I}pass")
+        d.append(f"{IND}pass")
         d.append("    except _SE:")
         d.append(f"        raise _trunc({sname!r}, p, end) from None")
         d.append("    r.pos = p")

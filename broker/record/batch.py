@@ -47,8 +47,9 @@ which mutate the caller's buffer.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
@@ -392,7 +393,7 @@ HeaderList = Sequence[tuple[str, bytes | None]]
 _SMALL_VARINTS = tuple(encode_varint(n) for n in range(8192))
 
 
-def _varint(n: int, _small=_SMALL_VARINTS, _limit=len(_SMALL_VARINTS)) -> bytes:
+def _varint(n: int, _small=_SMALL_VARINTS, _limit=len(_SMALL_VARINTS)) -> bytes:  # noqa: B008 (bound once: fast locals)
     return _small[n] if 0 <= n < _limit else encode_varint(n)
 
 

@@ -292,7 +292,7 @@ _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)  # flag 0 means 1 byte when Single_Segme
 _zstd_local = threading.local()
 
 
-def _zstd_compressor(level: int) -> "zstandard.ZstdCompressor":
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
     cache = getattr(_zstd_local, "compressors", None)
     if cache is None:
         cache = _zstd_local.compressors = {}
@@ -302,7 +302,7 @@ def _zstd_compressor(level: int) -> "zstandard.ZstdCompressor":
     return comp
 
 
-def _zstd_decompressor() -> "zstandard.ZstdDecompressor":
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     dctx = getattr(_zstd_local, "decompressor", None)
     if dctx is None:
         dctx = _zstd_local.decompressor = zstandard.ZstdDecompressor()

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from broker.protocol import ApiKey, ProtocolDecodeError, Reader, encode_response, parse_request_header
 from broker.protocol.schema import decode

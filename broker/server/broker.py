@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from broker.config import ConfigError, server_config
 from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS, LogConfig, topic_defaults_from_server
@@ -109,7 +110,7 @@ class KafkaBroker:
         self._shutdown_lock = threading.Lock()
 
     @classmethod
-    def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> "KafkaBroker":
+    def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
         from broker.config import load_properties
 
         props = load_properties(path) if path is not None else {}
@@ -177,7 +178,7 @@ class KafkaBroker:
     def wait_for_shutdown(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         self.start()
         return self
 

@@ -52,8 +52,9 @@ import json
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from broker.config import ConfigError
 from broker.log import files

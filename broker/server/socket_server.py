@@ -62,7 +62,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from broker.protocol import FrameDecoder, ProtocolDecodeError
 from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE
@@ -107,7 +108,7 @@ def parse_listeners(values: list[str]) -> list[Listener]:
 class Connection:
     """One client connection, served by one thread (model in the module docstring)."""
 
-    def __init__(self, server: "SocketServer", sock: socket.socket, listener: Listener, number: int) -> None:
+    def __init__(self, server: SocketServer, sock: socket.socket, listener: Listener, number: int) -> None:
         self.server = server
         self.sock = sock
         self.listener = listener.name

@@ -69,8 +69,14 @@ class ByteProgress:
         self._task = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                       TimeRemainingColumn, TransferSpeedColumn)
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
 
             console = Console(file=file or sys.stderr)
             self._progress = Progress(
@@ -79,7 +85,7 @@ class ByteProgress:
                 transient=True, redirect_stdout=False, redirect_stderr=False)
             self._task = self._progress.add_task(description, total=total)
 
-    def __enter__(self) -> "ByteProgress":
+    def __enter__(self) -> ByteProgress:
         if self._progress is not None:
             self._progress.start()
         return self
@@ -138,8 +144,14 @@ class OffsetProgress:
         self._task = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             console = Console(file=file or sys.stderr)
             self._progress = Progress(
@@ -149,7 +161,7 @@ class OffsetProgress:
                 console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
             self._task = self._progress.add_task(description, total=total)
 
-    def __enter__(self) -> "OffsetProgress":
+    def __enter__(self) -> OffsetProgress:
         if self._progress is not None:
             self._progress.start()
         return self

@@ -51,9 +51,10 @@ import os
 import struct
 import zlib
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, TextIO
+from typing import NamedTuple, TextIO
 
 from broker.log import files as logfiles
 from broker.log.errors import CorruptIndexError, CorruptSnapshotError

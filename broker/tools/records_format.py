@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from broker.config import ConfigError, load_properties
 
@@ -354,7 +355,7 @@ class InterruptGuard:
         self.stop = False
         self._previous: Any = None
 
-    def __enter__(self) -> "InterruptGuard":
+    def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self

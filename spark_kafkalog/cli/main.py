@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv:
         for module in modules:
             if getattr(module, "PASSTHROUGH", False) and argv[0] == module.NAME:
-                return _run(module.NAME, lambda: module.run_argv(argv[1:]))
+                return _run(module.NAME, lambda module=module: module.run_argv(argv[1:]))
     parser = build_parser(modules, command=argv[0] if argv else "")
     try:
         args, extras = parser.parse_known_args(argv)

@@ -76,15 +76,15 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from spark_kafkalog.planning import OffsetRange
 
 __all__ = [
     "ExportError", "ExportPlan", "ExportResult", "FORMATS", "BINARY_ENCODINGS", "MODES",
     "plan_export", "run_export", "export", "output_columns", "count_records_in_files",
-    "spark_error_message", "default_min_partitions", "main",
+    "spark_error_message", "default_min_partitions",
 ]
 
 FORMATS = ("parquet", "csv", "json")
@@ -199,8 +199,8 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
     """Resolve what to read (see the module docstring); raises ``ExportError``. Needs no
     Spark: the source's planner runs here, against the log directory or the cluster."""
     from broker.client.errors import KafkaError
-    from spark_kafkalog.options import KafkaLogOptionError, parse_options
     from spark_kafkalog.errors import KafkaDataLossError
+    from spark_kafkalog.options import KafkaLogOptionError, parse_options
     from spark_kafkalog.planning import check_range, resolve_bounds
     from spark_kafkalog.readers import open_offset_reader
 

@@ -318,7 +318,7 @@ def _fmt(n: float) -> str:
 
 
 def format_summary(s: Summary, args: argparse.Namespace) -> str:
-    lines = ["", "kafkalog pipeline: done in %.1f s" % s.total_seconds, ""]
+    lines = ["", f"kafkalog pipeline: done in {s.total_seconds:.1f} s", ""]
     where = f"embedded broker on {s.bootstrap_servers}" if s.embedded else f"cluster {s.bootstrap_servers}"
     lines.append(f"  broker        {where}")
     p = s.produced

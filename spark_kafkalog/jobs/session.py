@@ -26,8 +26,9 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["JobSession", "job_session", "under_spark_submit"]
 

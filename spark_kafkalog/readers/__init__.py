@@ -19,7 +19,8 @@ Thread-safety: the factories are pure; readers are per task.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from ..options import ReadOptions
 
@@ -32,11 +33,11 @@ __all__ = ["RangeReader", "open_offset_reader", "open_range_reader"]
 
 
 class RangeReader(Protocol):
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator["pa.RecordBatch"]:
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         ...
 
 
-def open_offset_reader(options: ReadOptions) -> "OffsetReader":
+def open_offset_reader(options: ReadOptions) -> OffsetReader:
     """The driver-side view of the partitions and their offsets for ``options``' mode."""
     if options.mode == "direct":
         from .direct import DirectOffsetReader

@@ -24,7 +24,7 @@ is shared between tasks.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from broker.log import files
 from broker.log.reader import LogDirReader, PartitionReader, SegmentRange
@@ -104,7 +105,7 @@ class DirectRangeReader:
         self.fail_on_data_loss = fail_on_data_loss
         self.verify_crc = verify_crc
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator["pa.RecordBatch"]:
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         """Rows of offsets [start, end) of ``topic``-``partition`` in offset order, as
         RecordBatches of ``broker.record.columnar.arrow_schema(include_headers)``."""
         tp = (topic, partition)
@@ -123,7 +124,7 @@ class DirectRangeReader:
             reader.close()
 
     def _read(self, reader: PartitionReader, tp: TopicPartition, start: int, end: int
-              ) -> Iterator["pa.RecordBatch"]:
+              ) -> Iterator[pa.RecordBatch]:
         log_start = reader.log_start_offset
         if start < log_start:
             report_data_loss(tp, start, min(end, log_start),
@@ -157,7 +158,7 @@ class DirectRangeReader:
                              self.fail_on_data_loss)
 
     def _read_segment(self, seg: SegmentRange, start: int, end: int, aborted: list
-                      ) -> Iterator["pa.RecordBatch"]:
+                      ) -> Iterator[pa.RecordBatch]:
         """Decode ``seg``; returns True once a batch at or past ``end`` was reached."""
         from broker.record.columnar import DecodeProgress, iter_arrow
         from broker.record.errors import CorruptRecordError

@@ -27,7 +27,8 @@ thread. Each holds one ``ConsumerNetworkClient`` (not thread-safe), closed by ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import TopicPartition, report_data_loss
 
@@ -97,7 +98,7 @@ class NetworkRangeReader:
         self.max_bytes_per_batch = max_bytes_per_batch
         self.fail_on_data_loss = fail_on_data_loss
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator["pa.RecordBatch"]:
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         from broker.client.consumer.fetcher import RangeFetcher
 
         tp = (topic, partition)

@@ -53,11 +53,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow)
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 
 from ..options import ReadOptions
 from .batch import KafkaLogInputPartition

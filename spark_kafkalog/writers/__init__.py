@@ -97,7 +97,8 @@ copy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .common import (
     BATCH_HEADER_KEYS,
@@ -124,7 +125,7 @@ __all__ = [
 ]
 
 
-def make_writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) -> "KafkaLogArrowWriter":
+def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> KafkaLogArrowWriter:
     """The batch writer for ``DataSource.writer``; raises ``KafkaLogWriteError`` for
     ``overwrite``, bad options or bad input columns."""
     from .batch import KafkaLogArrowWriter
@@ -136,8 +137,8 @@ def make_writer(options: Mapping[str, str], schema: "StructType", overwrite: boo
     return KafkaLogArrowWriter(opts, sink_columns(schema, opts))
 
 
-def make_stream_writer(options: Mapping[str, str], schema: "StructType",
-                       overwrite: bool) -> "KafkaLogStreamArrowWriter":
+def make_stream_writer(options: Mapping[str, str], schema: StructType,
+                       overwrite: bool) -> KafkaLogStreamArrowWriter:
     """The micro-batch writer for ``DataSource.streamWriter``. ``overwrite`` is Spark's
     complete output mode: accepted, as Spark's Kafka sink does (each trigger appends the
     whole result table)."""

@@ -17,7 +17,8 @@ unpickled copy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
@@ -46,11 +47,11 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         self.options = options
         self.columns = columns
 
-    def write(self, iterator: Iterator["pa.RecordBatch"]) -> KafkaLogCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
         return write_task(self.options, self.columns, iterator, streaming=False)
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info(commit_summary(messages))
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         log.warning(abort_summary(messages))

@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -200,7 +201,7 @@ def _headers_type_ok(dt: Any) -> bool:
             and fields[1].name == "value" and isinstance(fields[1].dataType, BinaryType))
 
 
-def sink_columns(schema: "StructType", options: WriteOptions) -> SinkColumns:
+def sink_columns(schema: StructType, options: WriteOptions) -> SinkColumns:
     """Check ``schema`` against the sink's rules; raise ``KafkaLogWriteError`` naming the
     first offending column and its type (names are matched case-insensitively, as Spark's
     resolver does by default)."""
@@ -380,7 +381,7 @@ class TaskInfo:
     query_id: str | None = None
 
     @classmethod
-    def current(cls, streaming: bool) -> "TaskInfo":
+    def current(cls, streaming: bool) -> TaskInfo:
         from pyspark import TaskContext
         tc = TaskContext.get()
         if tc is None:  # outside Spark (unit use)
@@ -420,7 +421,7 @@ class _Ranges:
         return sum(v[2] for v in self.parts.values())
 
 
-def _binary_bytes(col: "pa.Array") -> int:
+def _binary_bytes(col: pa.Array) -> int:
     """Payload bytes of a binary/string column (offsets difference; nulls are 0)."""
     import pyarrow as pa
     if col is None or len(col) == 0 or pa.types.is_null(col.type):
@@ -452,7 +453,7 @@ class _BatchHeaders:
         self.type = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
                                                              pa.field("value", pa.binary())])))
 
-    def build(self, seq_start: int, n: int, user: "pa.Array | None") -> "pa.Array":
+    def build(self, seq_start: int, n: int, user: pa.Array | None) -> pa.Array:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -556,7 +557,7 @@ class _TaskWriter:
             self._send(topic, sl(values), sl(keys), sl(headers), sl(timestamps),
                        sl(partitions) if explicit else None)
 
-    def write_batch(self, batch: "pa.RecordBatch") -> None:
+    def write_batch(self, batch: pa.RecordBatch) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
         n = batch.num_rows
@@ -587,7 +588,7 @@ class _TaskWriter:
             else:
                 for t in uniq.to_pylist():
                     mask = pc.equal(topics, pa.scalar(t, topics.type))
-                    f = (lambda col: None if col is None else col.filter(mask))
+                    f = (lambda col, mask=mask: None if col is None else col.filter(mask))
                     self._send_partitioned(t, f(values), f(keys), f(headers), f(timestamps),
                                            f(partitions))
         self._reap()
@@ -634,7 +635,7 @@ class _TaskWriter:
 
 
 def write_task(options: WriteOptions, columns: SinkColumns,
-               batches: Iterator["pa.RecordBatch"], *, streaming: bool,
+               batches: Iterator[pa.RecordBatch], *, streaming: bool,
                info: TaskInfo | None = None) -> KafkaLogCommitMessage:
     """Send every row of ``batches`` and return what was written (see the module
     docstring). ``info`` defaults to the current Spark task's."""

@@ -23,7 +23,8 @@ data source for each commit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
@@ -51,11 +52,11 @@ class KafkaLogStreamArrowWriter(DataSourceStreamArrowWriter):
         self.columns = columns
         self.complete_mode = complete_mode
 
-    def write(self, iterator: Iterator["pa.RecordBatch"]) -> KafkaLogCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
         return write_task(self.options, self.columns, iterator, streaming=True)
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info(commit_summary(messages, batchId))
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning(abort_summary(messages, batchId))

@@ -30,7 +30,8 @@ Thread-safety: none. A ConsumerNetworkClient belongs to the one thread that call
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.metadata import Cluster, Metadata, MetadataUpdater

@@ -22,7 +22,8 @@ Thread-safety: a ``ConsumerConfig`` is read-only after construction.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
 

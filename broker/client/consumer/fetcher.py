@@ -67,8 +67,9 @@ dropped, and the fetcher may start another range.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from broker.client.errors import (
     DataLossError,

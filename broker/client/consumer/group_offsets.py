@@ -40,7 +40,8 @@ Thread-safety: as the ``ConsumerNetworkClient`` used: one thread at a time.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.network import now_ms

@@ -36,7 +36,8 @@ Thread-safety: as the ``ConsumerNetworkClient`` used: one thread at a time.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.metadata import PartitionInfo

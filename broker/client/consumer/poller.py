@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from broker.client.errors import KafkaError, NetworkError, OffsetOutOfRangeError
 from broker.client.network import now_ms

@@ -41,7 +41,8 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from broker.client.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from broker.client.producer.batch import (

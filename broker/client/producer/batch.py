@@ -33,7 +33,8 @@ import logging
 import struct
 import threading
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from broker.client.errors import KafkaError, KafkaTimeoutError
 from broker.record import codecs

@@ -40,8 +40,9 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -282,7 +283,7 @@ def send_arrow(ctx: ArrowSendContext, topic: str, values: Any, keys: Any = None,
                 pool.reserve(est, remaining)
                 try:
                     take = pa.array(idx) if idx.size != n else None
-                    sel = (lambda c: None if c is None else (c if take is None else c.take(take)))
+                    sel = (lambda c, take=take: None if c is None else (c if take is None else c.take(take)))
                     encoded = encode_from_arrow(
                         sel(values), sel(keys), sel(timestamps), sel(headers),
                         compression=ctx.codec, compression_level=cfg.compression_level,

@@ -24,7 +24,8 @@ Thread-safety: a ``ProducerConfig`` is read-only after construction.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from broker.config import (
     BOOLEAN,

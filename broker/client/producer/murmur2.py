@@ -58,7 +58,7 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     return to_positive(murmur2(key)) % num_partitions
 
 
-def murmur2_array(keys) -> "np.ndarray":
+def murmur2_array(keys) -> np.ndarray:
     """``murmur2`` of every element of a binary/string Arrow array, as int32 (a null key
     hashes like an empty one; callers mask nulls themselves)."""
     import numpy as np
@@ -106,7 +106,7 @@ def murmur2_array(keys) -> "np.ndarray":
     return h.view(np.int32)
 
 
-def partitions_for_keys(keys, num_partitions: int) -> "np.ndarray":
+def partitions_for_keys(keys, num_partitions: int) -> np.ndarray:
     """``partition_for_key`` of every key of an Arrow array (int64; nulls give -1)."""
     import numpy as np
     import pyarrow as pa

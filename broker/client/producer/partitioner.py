@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_right
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from broker.client.errors import KafkaError
 

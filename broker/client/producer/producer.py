@@ -42,7 +42,8 @@ import concurrent.futures
 import itertools
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from broker.client.errors import (
     IllegalStateError,

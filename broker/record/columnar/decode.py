@@ -19,19 +19,20 @@ arrays by one C++ copy each: a binary_view array over the region cast to binary,
 Invariants: malformed bytes raise ``DecodeError`` subclasses only. Counts are checked
 against the bytes that remain before anything is allocated (a record takes at least 7
 bytes, a header 2). The field readers never index outside the region; within a record
-positions only move forward (lengths below -1 are rejected), so the checks that each record's fields end exactly at its declared end, and
-that each batch's records end exactly at its end, made once per unit, prove that every
-read was inside its record. The returned arrays own their memory: nothing points into
-the caller's buffer. Offsets and timestamps are int64 sums of a batch's base and a
-record's delta, and wrap like Java's longs (only damaged records get there).
+positions only move forward (lengths below -1 are rejected), so the checks that each
+record's fields end exactly at its declared end, and that each batch's records end exactly
+at its end, made once per unit, prove that every read was inside its record. The returned
+arrays own their memory: nothing points into the caller's buffer. Offsets and timestamps
+are int64 sums of a batch's base and a record's delta, and wrap like Java's longs (only
+damaged records get there).
 
 Thread-safety: pure functions; the input buffer is only read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -488,7 +489,7 @@ def _filter_headers(hdr, hcount: np.ndarray, keep: np.ndarray):
 
 
 def _binary_array(region: np.ndarray, start: np.ndarray, length: np.ndarray,
-                  type_: pa.DataType = pa.binary()) -> pa.Array:
+                  type_: pa.DataType = pa.binary()) -> pa.Array:  # noqa: B008 (one immutable type)
     """A binary array of the spans (start, length) of ``region`` (length -1: null), built
     by one copy in C++. Spans are in increasing, non-overlapping order."""
     n = start.size

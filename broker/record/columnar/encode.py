@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 
 from ..batch import (
     ATTRIBUTES_OFFSET,
-    CREATE_TIME,
     CRC_OFFSET,
+    CREATE_TIME,
     CURRENT_MAGIC,
     LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,

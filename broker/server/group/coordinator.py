@@ -54,8 +54,9 @@ from __future__ import annotations
 import logging
 import struct
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from broker.log.clock import SYSTEM_TIME, Time
 from broker.log.unified_log import LOG_END

@@ -34,8 +34,9 @@ are thread-safe (each documents how); ``RequestContext`` belongs to one request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol import RequestHeader
 
@@ -64,10 +65,10 @@ CLOSE_CONNECTION = _Marker("CLOSE_CONNECTION")
 class ServerState:
     node_id: int
     config: dict[str, Any]
-    topics: "TopicManager"
-    log_manager: "LogManager"
-    producer_ids: "ProducerIdManager"
-    watchers: "PartitionWatchers"
+    topics: TopicManager
+    log_manager: LogManager
+    producer_ids: ProducerIdManager
+    watchers: PartitionWatchers
     # (listener name, local (host, port) of the connection) -> advertised (host, port)
     advertised_endpoint: Callable[[str, tuple], tuple[str, int]]
     # ((api_key, min_version, max_version), ...) as put in ApiVersions responses

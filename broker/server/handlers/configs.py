@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from broker.config import LIST
 from broker.log.config import LOG_CONFIG_DEF

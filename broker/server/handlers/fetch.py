@@ -44,7 +44,7 @@ import logging
 import os
 import threading
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from broker.log.unified_log import HIGH_WATERMARK, TXN_COMMITTED
 from broker.protocol import ErrorCode

@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from broker.log import files
 from broker.log.errors import KafkaStorageError

@@ -8,10 +8,8 @@ and ``LogWriter``, which writes realistic Kafka log directories with the broker'
 ``UnifiedLog`` (every codec, keys, nulls, headers, LogAppendTime, transactions with
 markers, several segments).
 
-Import from a test module (the tests directory is not a package)::
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from spark_fixtures import LogWriter, spark, pushdown  # noqa: F401 (fixtures)
+The ``spark`` fixture reaches every test through ``tests/conftest.py``; helpers are
+imported: ``from tests.support.spark import LogWriter, get_spark, pushdown``.
 
 Invariants: the session is created once (``getOrCreate``) however many modules import
 the fixture; the pushdown setting is restored after each use.
@@ -24,12 +22,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 _session = None
@@ -142,7 +140,7 @@ class LogWriter:
         """Expected rows (Spark's row order: by topic, partition, offset), timestamps as
         UTC datetimes."""
         import datetime as dt
-        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
         out = []
         for row in sorted(self.rows, key=lambda r: (r[2], r[3], r[4])):
             if topics is not None and row[2] not in topics or row[4] < start:

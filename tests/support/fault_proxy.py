@@ -124,7 +124,7 @@ class FaultProxy:
     def _run(self) -> None:
         try:
             while not self._stop.is_set() and time.monotonic() < self._deadline:
-                for key, mask in self._sel.select(0.01):
+                for key, _mask in self._sel.select(0.01):
                     if key.data is None:
                         self._accept()
                     else:

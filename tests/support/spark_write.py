@@ -6,10 +6,10 @@ Owns:
 * ``get_write_spark()`` / the ``wspark`` fixture: one SparkSession for the test process
   with master ``local[2,4]`` (two cores, a failed task is retried up to 4 attempts: the
   sink's failure scenarios need Spark's task retries, which plain ``local[2]`` disables),
-  otherwise configured as ``spark_fixtures.get_spark()``. If that module's ``local[2]``
-  session already runs, it is stopped and replaced, and ``spark_fixtures`` is pointed at
+  otherwise configured as ``tests/support/spark.py's ``get_spark()````. If that module's ``local[2]``
+  session already runs, it is stopped and replaced, and that module is pointed at
   the new session, so both test families share one.
-* ``sink_broker``: one broker subprocess (``conftest.BrokerProcess``) for the sink tests,
+* ``sink_broker``: one broker subprocess (``tests.support.broker.BrokerProcess``) for the sink tests,
   with ``num.partitions=3`` (topics are auto-created by the producer's metadata request)
   and no time retention (the tests write timestamps from 2023).
 * ``WriteTestSource`` (format ``kafkalog_wtest``): ``KafkaLogDataSource`` plus
@@ -41,9 +41,7 @@ from typing import Any
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
-sys.path.insert(0, str(TESTS))
+REPO = Path(__file__).resolve().parents[2]
 
 MASTER = "local[2,4]"
 SOURCE_NAME = "kafkalog_wtest"
@@ -77,7 +75,7 @@ def get_write_spark():
                 .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
                 .getOrCreate())
     _session.sparkContext.setLogLevel("ERROR")
-    shared = sys.modules.get("spark_fixtures")
+    shared = sys.modules.get("tests.support.spark")
     if shared is not None:
         shared._session = _session
     from pyspark import cloudpickle
@@ -93,7 +91,7 @@ def wspark():
 
 @pytest.fixture(scope="session")
 def sink_broker(tmp_path_factory):
-    from conftest import BrokerProcess
+    from tests.support.broker import BrokerProcess
     broker = BrokerProcess(tmp_path_factory.mktemp("sink-broker"),
                            {"num.partitions": "3", "log.retention.ms": "-1"}, name="sink")
     broker.start()

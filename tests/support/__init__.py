@@ -1,0 +1,1 @@
+"""Shared test support: fixtures and helpers of the suite (see ``tests/conftest.py``)."""
