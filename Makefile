@@ -10,13 +10,17 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 setup: $(STAMP)
 
+# The default editable mode: pyproject's package-dir makes it a static .pth of the project
+# root, so pyspark's discovery of the top-level pyspark_kafkalog module sees it.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
+# ruff first (lint and import order, configured in pyproject.toml), then the suite.
 test: setup
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The main job: a clickstream pipeline on an embedded broker (./data is kept between runs).
