@@ -55,8 +55,10 @@ def get_spark():
     return _session
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark():
+    """The current test session (function scope on purpose: the sink tests may replace the
+    local[2] session by one with task retries, and a cached value would be a stopped one)."""
     return get_spark()
 
 
