@@ -10,7 +10,7 @@ the topic-partition, the batch's offsets and what is wrong, never hangs, never h
 bomb in memory, and per its contract fails or skips the batch and goes on with the rest:
 
 - recovery keeps the CRC-valid batches (Kafka's LogSegment.recover) and logs what it cuts
-  with the partition, position, offset and reason (RELIABILITY F: crash recovery);
+  with the partition, position, offset and reason (RELIABILITY R1, torn tail);
 - ``RangeFetcher`` (network mode's Arrow fetch) raises ``CorruptBatchError`` after the rows
   before it, or reports a ``DataLoss`` per bad batch and returns all the rest;
 - ``PartitionPoller`` / ``kafkalog consume`` return the records before it, then raise /
@@ -18,8 +18,13 @@ bomb in memory, and per its contract fails or skips the batch and goes on with t
 - ``kafkalog dump-log --deep-iteration`` prints the error in place of the batch's records,
   goes on, lists the bad batches on stderr and exits 1;
 - the Spark source, direct and network mode: failOnDataLoss=true fails the query naming
-  the partition and offsets; false returns every other record and logs a warning
-  (RELIABILITY I: reads report data loss per failOnDataLoss).
+  the partition and offsets; false returns every other record and logs a warning.
+
+RELIABILITY ids: I12 (the batches the validator refuses at produce time; here already on
+disk), F4 (a records count larger than the bytes: refused before allocating), F5 (the
+decompression bomb: decompressed in chunks against the 64 MiB budget, no OOM), F6 (only
+``DecodeError`` subclasses, here the typed ``CorruptBatchError``), F11 (no hang: a bad
+batch is never fetched again and again), R1 (recovery cuts only a torn tail, logged).
 """
 
 from __future__ import annotations
@@ -168,8 +173,9 @@ def assert_names_each_bad_batch(messages: list[str]) -> None:
 
 
 def test_columnar_decoder_names_the_bad_batch_or_skips_it(logdir):
-    """The Arrow decoder: rows before the first bad batch, then CorruptBatchError with its
-    offsets and reason; with on_bad_batch, every bad batch reported and skipped."""
+    """F4/F5/F6: the Arrow decoder yields the rows before the first bad batch, then raises
+    CorruptBatchError with its offsets and reason; with on_bad_batch, every bad batch
+    (the zstd bomb included, stopped at its budget) is reported and skipped."""
     data = next((logdir / f"{TOPIC}-0").glob("*.log")).read_bytes()
     got = []
     with pytest.raises(CorruptBatchError) as info:
@@ -195,7 +201,7 @@ def test_columnar_decoder_names_the_bad_batch_or_skips_it(logdir):
 
 
 def test_recovery_keeps_crc_valid_batches_and_logs_what_it_cuts(tmp_path, caplog):
-    """RELIABILITY F: recovery (no clean-shutdown marker) checks CRC, sizes and offsets only:
+    """R1: recovery (no clean-shutdown marker) checks CRC, sizes and offsets only:
     the damaged but CRC-valid batches and everything after them are kept; a torn tail is
     cut and the cut is logged with the partition directory, byte position and offset."""
     from broker.log.config import LogConfig
@@ -240,7 +246,7 @@ def test_broker_loads_the_damaged_log(broker):
 
 
 def test_fetcher_raises_corrupt_batch_error_after_the_rows_before_it(broker):
-    """RELIABILITY I: RangeFetcher yields the rows before the bad batch, then raises a
+    """F6/F11: RangeFetcher yields the rows before the bad batch, then raises a
     typed error naming topic, partition, the batch's offsets and the reason; a range
     starting after it reads on (no refetch of the same offset for ever)."""
     got = []
@@ -262,7 +268,7 @@ def test_fetcher_raises_corrupt_batch_error_after_the_rows_before_it(broker):
 
 @pytest.mark.parametrize("partition_bytes", [1 << 20, 1])
 def test_fetcher_with_on_data_loss_skips_each_bad_batch(broker, partition_bytes):
-    """With on_data_loss (failOnDataLoss=false) each bad batch is one DataLoss of its
+    """F11: with on_data_loss (failOnDataLoss=false) each bad batch is one DataLoss of its
     offsets inside the range and every other record is returned, whether the bad batches
     share a response with good ones or come one per response."""
     losses = []
@@ -275,7 +281,7 @@ def test_fetcher_with_on_data_loss_skips_each_bad_batch(broker, partition_bytes)
 
 
 def test_poller_returns_the_records_before_then_raises_until_seek(broker):
-    """Kafka's consumer (CorruptRecordException): the records before the bad batch, then an
+    """F6/F11, as Kafka's consumer (CorruptRecordException): the records before the bad batch, then an
     error naming it on every poll (the position stays), until seek() moves past it."""
     with PartitionPoller({"bootstrap.servers": broker.bootstrap}) as poller:
         poller.assign({(TOPIC, 0): 0})
@@ -310,7 +316,7 @@ def test_kafkalog_consume_stops_with_the_error(broker, capsysbinary):
     out, err = captured.out.decode().splitlines(), captured.err.decode()
     assert code == 1
     assert [line.split()[0] for line in out] == [f"Offset:{o}" for o in range(5)]
-    assert ("CorruptBatchError: Record batch of bad-0 at offsets [5, 9] (byte position "
+    assert ("kafkalog consume: error: CorruptBatchError: Record batch of bad-0 at offsets [5, 9] (byte position "
             in err and "record 3: key length -7 out of range" in err), err
     assert "Processed a total of 5 messages" in err
 
@@ -349,7 +355,7 @@ def test_dump_log_prints_each_error_and_goes_on(logdir, capsys):
 
 @pytest.mark.parametrize("budget", [1 << 20, 1])
 def test_direct_range_reader_fails_or_warns_and_skips(logdir, budget, caplog):
-    """RELIABILITY I: direct mode's reader, failOnDataLoss=true: KafkaDataLossError naming
+    """I12 on disk: direct mode's reader, failOnDataLoss=true: KafkaDataLossError naming
     the partition, the offsets and the reason; false: a warning per bad batch naming them,
     and every other record."""
     reader = DirectRangeReader(logdir, include_headers=True, max_bytes_per_batch=budget,
@@ -362,6 +368,9 @@ def test_direct_range_reader_fails_or_warns_and_skips(logdir, budget, caplog):
     assert ("Reason: Could not read records in offset [5, 10) for topic partition bad-0: Record "
             "batch of bad-0 at offsets [5, 9]") in str(info.value)
     assert "record 3: key length -7 out of range in segment 00000000000000000000.log" in str(info.value)
+    log_path = next((logdir / f"{TOPIC}-0").glob("*.log"))
+    position = next(p for p, h in iter_batch_headers(log_path.read_bytes()) if h.base_offset == 5)
+    assert f"at offsets [5, 9] (byte position {position}) is invalid" in str(info.value)  # in the file
     reader.fail_on_data_loss = False
     caplog.set_level(logging.WARNING, logger="spark_kafkalog")
     assert offsets_of(reader.read(TOPIC, 0, 0, N_BATCHES * PER_BATCH)) == GOOD_OFFSETS
@@ -372,7 +381,7 @@ def test_direct_range_reader_fails_or_warns_and_skips(logdir, budget, caplog):
 
 
 def test_network_range_reader_fails_or_warns_and_skips(broker, caplog):
-    """RELIABILITY I: network mode's reader, as the direct one."""
+    """I12 on disk, F11: network mode's reader, as the direct one."""
     params = {"bootstrap.servers": broker.bootstrap}
     reader = NetworkRangeReader(params, include_headers=False, max_bytes_per_batch=1 << 20,
                                 fail_on_data_loss=True)
@@ -398,7 +407,7 @@ def _read(spark, **options):
 
 
 def test_spark_direct_mode_fails_or_skips(spark, logdir):
-    """RELIABILITY I: direct mode over the damaged directory. failOnDataLoss (default true):
+    """I12 on disk: direct mode over the damaged directory. failOnDataLoss (default true):
     the query fails naming the partition, offsets and reason; false: every other record,
     the bad batches' records absent."""
     df = _read(spark, subscribe=TOPIC).load(str(logdir))
@@ -413,7 +422,7 @@ def test_spark_direct_mode_fails_or_skips(spark, logdir):
 
 
 def test_spark_network_mode_fails_or_skips(spark, broker):
-    """RELIABILITY I: network mode against a broker serving the damaged log, as direct."""
+    """I12 on disk, F11: network mode against a broker serving the damaged log, as direct."""
     def df(**options):
         return _read(spark, subscribe=TOPIC, **{"kafka.bootstrap.servers": broker.bootstrap},
                      **options).load()
@@ -424,3 +433,25 @@ def test_spark_network_mode_fails_or_skips(spark, broker):
     rows = df(failOnDataLoss="false").select("offset", "value").collect()
     assert sorted(r.offset for r in rows) == GOOD_OFFSETS
     assert all(r.value == _value(r.offset) for r in rows)
+
+
+def test_columnar_decoder_names_a_bad_legacy_entry():
+    """A magic 1 run with a gzip wrapper whose inner message set is garbage: the entry is
+    named by its offset (a legacy wrapper's offset is its last inner offset) and skipped
+    with on_bad_batch; the entries around it are read."""
+    import gzip
+
+    from broker.record.legacy import encode_legacy_message, encode_legacy_message_set
+
+    buf = (encode_legacy_message_set([(b"a", b"1", T0)] * 3, 1)
+           + encode_legacy_message(5, None, gzip.compress(b"not a message set" * 4), 1, T0, codec=1)
+           + encode_legacy_message_set([(b"b", b"2", T0)] * 2, 1, base_offset=6))
+    got = []
+    with pytest.raises(CorruptBatchError, match=r"^Record batch at offsets \[5, 5\] \(byte position \d+\) "
+                       r"is invalid: "):
+        for rb in iter_arrow(buf):
+            got.extend(rb.column("offset").to_pylist())
+    assert got == [0, 1, 2]
+    bad: list[CorruptBatchError] = []
+    assert offsets_of(iter_arrow(buf, on_bad_batch=bad.append)) == [0, 1, 2, 6, 7]
+    assert [(e.base_offset, e.last_offset) for e in bad] == [(5, 5)]
