@@ -22,7 +22,8 @@ a consistent set of segments plus the offsets the log starts with (``LoadedLogOf
 4. Recovery, only without the clean-shutdown marker (``had_clean_shutdown=False``): every
    segment from the one holding the recovery point on is re-validated by
    ``LogSegment.recover`` (CRC, sizes, offsets; indexes, txn index, leader epochs and
-   producer state rebuilt); the first invalid byte and everything after it is cut and
+   producer state rebuilt; records are not decoded, so a CRC-valid batch with bad records
+   is kept, as in Kafka); the first invalid byte and everything after it is cut and
    every later segment deleted (from the last backwards, after an fsync of the cut one,
    so that a crash in between leaves a prefix). Before a segment is recovered the
    producer state is rebuilt up to its base offset from the newest valid snapshot at or
@@ -360,9 +361,10 @@ class LogLoader:
                     truncated = segment.truncate_to(segment.base_offset)
                 if truncated > 0:
                     self.stats.truncated_bytes += truncated
-                    log.warning("corruption found in segment %d of %s: truncated %d bytes; deleting "
-                                "%d later segments", segment.base_offset, self.dir.name, truncated,
-                                len(unflushed) - i - 1)
+                    log.warning("corruption found in segment %d of %s: truncated %d bytes (the log "
+                                "now ends at offset %d); deleting %d later segments",
+                                segment.base_offset, self.dir.name, truncated,
+                                segment.read_next_offset(), len(unflushed) - i - 1)
                     segment.flush()
                     self._delete_segments(unflushed[i + 1:])
                     break

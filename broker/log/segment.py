@@ -24,7 +24,12 @@ both with the same rule, so a recovered index equals the one built by appends.
 
 Invariants:
 - every byte of the ``.log`` below ``size`` belongs to a whole batch that passed the
-  caller's validation (append) or CRC + size + offset checks (recover);
+  caller's validation (append) or CRC + size + offset checks (recover). Recovery does not
+  decode records (Kafka's ``LogSegment.recover`` neither): a CRC-valid batch whose records
+  are bad (written before validation, or elsewhere) is kept, with the good data after it;
+  readers report it (``CorruptBatchError``). What recovery cuts is logged (warning) with
+  the segment's path (its topic-partition directory), the byte position, the offset the
+  segment now ends after and the reason;
 - no offset is stored relative to the base unless it fits in [0, 2**31 - 1]:
   ``append`` raises ``OffsetOverflowError`` before writing anything and ``should_roll`` is
   true for a batch that would not fit (R16);
@@ -601,12 +606,14 @@ class LogSegment:
                         self._txn_index.append(aborted)
                 previous_last_offset = last
         except (DecodeError, CorruptRecordError, InvalidRecordError) as exc:
-            log.warning("Found invalid batches in log segment %s at byte offset %d: %s",
-                        self._log.path, valid_bytes, exc)
+            reason = f"invalid batch: {exc}"
+        else:
+            reason = "a partial batch at the end (an interrupted write)"
         truncated = self._log.size_in_bytes - valid_bytes
         if truncated > 0:
-            log.debug("Truncated %d invalid bytes at the end of segment %s during recovery",
-                      truncated, self._log.path)
+            log.warning("Truncated %d bytes from byte offset %d of log segment %s during recovery "
+                        "(the segment now ends after offset %d): %s", truncated, valid_bytes,
+                        self._log.path, previous_last_offset, reason)
         self._log.truncate_to(valid_bytes)
         offset_index.trim_to_valid_size()
         # as a cleanly closed segment, record the largest timestamp ever seen

@@ -56,6 +56,7 @@ import crc32c as _crc32c
 from . import codecs
 from .errors import (
     CorruptRecordError,
+    DecodeError,
     EncodeError,
     InvalidRecordError,
     TruncatedError,
@@ -319,47 +320,54 @@ def decode_records(payload, header: BatchHeader) -> list[Record]:
     base_ts = header.max_timestamp if log_append else header.base_timestamp
     out: list[Record] = []
     pos = 0
-    for _ in range(count):
-        length, pos = decode_varint(payload, pos, end)
-        if length < 6 or length > end - pos:
-            raise CorruptRecordError(f"record length {length} with {end - pos} bytes left")
-        rec_end = pos + length
-        attributes = payload[pos]
-        pos += 1
-        ts_delta, pos = decode_varlong(payload, pos, rec_end)
-        off_delta, pos = decode_varint(payload, pos, rec_end)
-        key, pos = _read_nullable_bytes(payload, pos, rec_end)
-        value, pos = _read_nullable_bytes(payload, pos, rec_end)
-        n_headers, pos = decode_varint(payload, pos, rec_end)
-        if n_headers < 0 or n_headers * 2 > rec_end - pos:
-            raise CorruptRecordError(f"headers count {n_headers} does not fit in the record")
-        headers = []
-        for _h in range(n_headers):
-            hkey, pos = _read_nullable_bytes(payload, pos, rec_end)
-            if hkey is None:
-                raise CorruptRecordError("null header key")
-            hvalue, pos = _read_nullable_bytes(payload, pos, rec_end)
-            try:
-                headers.append((hkey.decode("utf-8"), hvalue))
-            except UnicodeDecodeError as exc:
-                raise CorruptRecordError(f"header key is not UTF-8: {exc}") from None
-        if pos != rec_end:
-            raise CorruptRecordError(f"record declares {length} bytes but uses {length - (rec_end - pos)}")
-        out.append(Record(base_offset + off_delta, base_ts if log_append else base_ts + ts_delta,
-                          key, value, tuple(headers), attributes))
+    i = 0
+    try:
+        for i in range(count):  # noqa: B007 (i is read by the except clause)
+            length, pos = decode_varint(payload, pos, end)
+            if length < 6 or length > end - pos:
+                raise CorruptRecordError(f"record length {length} with {end - pos} bytes left")
+            rec_end = pos + length
+            attributes = payload[pos]
+            pos += 1
+            ts_delta, pos = decode_varlong(payload, pos, rec_end)
+            off_delta, pos = decode_varint(payload, pos, rec_end)
+            key, pos = _read_nullable_bytes(payload, pos, rec_end, "key")
+            value, pos = _read_nullable_bytes(payload, pos, rec_end, "value")
+            n_headers, pos = decode_varint(payload, pos, rec_end)
+            if n_headers < 0 or n_headers * 2 > rec_end - pos:
+                raise CorruptRecordError(f"headers count {n_headers} does not fit in the record")
+            headers = []
+            for _h in range(n_headers):
+                hkey, pos = _read_nullable_bytes(payload, pos, rec_end, "header key")
+                if hkey is None:
+                    raise CorruptRecordError("null header key")
+                hvalue, pos = _read_nullable_bytes(payload, pos, rec_end, "header value")
+                try:
+                    headers.append((hkey.decode("utf-8"), hvalue))
+                except UnicodeDecodeError as exc:
+                    raise CorruptRecordError(f"header key is not UTF-8: {exc}") from None
+            if pos != rec_end:
+                raise CorruptRecordError(f"record declares {length} bytes but uses "
+                                         f"{length - (rec_end - pos)}")
+            out.append(Record(base_offset + off_delta, base_ts if log_append else base_ts + ts_delta,
+                              key, value, tuple(headers), attributes))
+    except DecodeError as exc:  # name the record: "record 3: key length -7 out of range"
+        raise type(exc)(f"record {i}: {exc}") from None
     if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes after the last of {count} records")
+        raise CorruptRecordError(f"records end {end - pos} bytes before the batch end "
+                                 f"({count} records)")
     return out
 
 
-def _read_nullable_bytes(buf, pos: int, end: int) -> tuple[bytes | None, int]:
+def _read_nullable_bytes(buf, pos: int, end: int, what: str = "length") -> tuple[bytes | None, int]:
     n, pos = decode_varint(buf, pos, end)
     if n < 0:
         if n != -1:
-            raise CorruptRecordError(f"negative length {n}")
+            raise CorruptRecordError(f"{what} length {n} out of range")
         return None, pos
     if n > end - pos:
-        raise CorruptRecordError(f"length {n} with {end - pos} bytes left in the record")
+        raise CorruptRecordError(f"{what} length {n} out of range: {end - pos} bytes left in "
+                                 "the record")
     return bytes(buf[pos:pos + n]), pos + n
 
 

@@ -103,7 +103,7 @@ _LIBRARY_ERRORS = (
 )
 
 
-def _too_large(max_bytes: int) -> RecordTooLargeError:
+def _too_large(max_bytes: int) -> RecordTooLargeError:  # reworded by ``decompress``
     return RecordTooLargeError(f"decompressed payload exceeds the budget of {max_bytes} bytes")
 
 
@@ -434,6 +434,9 @@ def decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
         raise UnsupportedCodecError(f"unknown compression codec id {codec!r}") from None
     try:
         return decompressor(_byte_view(data), max_bytes)
+    except RecordTooLargeError:  # name the codec: "zstd data inflates beyond the budget ..."
+        raise RecordTooLargeError(f"{_codec_name(codec)} data inflates beyond the budget of "
+                                  f"{max_bytes} bytes") from None
     except DecodeError:
         raise
     except _LIBRARY_ERRORS as exc:

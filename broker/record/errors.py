@@ -9,8 +9,13 @@ An upper layer that keeps one of these names refines the class, never redefines 
 ``broker.log.errors.CorruptRecordError`` / ``InvalidRecordError`` and
 ``broker.client.errors.RecordTooLargeError`` subclass the classes of the same name here.
 
+``CorruptBatchError`` is the one error a reader reports for a whole batch it cannot read
+(named by its base and last offsets, and by its topic-partition once a caller knows it).
+
 Thread-safety: plain exception classes, nothing shared.
 """
+
+from __future__ import annotations
 
 
 class RecordError(Exception):
@@ -28,6 +33,38 @@ class TruncatedError(DecodeError):
 class CorruptRecordError(DecodeError):
     """The bytes are complete but inconsistent: a CRC mismatch, a bad length, a count that
     disagrees with the records present. Kafka's CORRUPT_MESSAGE (error code 2)."""
+
+
+class CorruptBatchError(CorruptRecordError):
+    """One batch of a log or a fetch response that cannot be read, named by its offsets:
+    its framing (base offset, length, magic) is sound, so a reader knows where the next
+    batch starts and may skip this one, but its content is not (CRC mismatch, records
+    that do not decode, a payload that does not decompress or inflates past its budget).
+
+    ``base_offset`` / ``last_offset`` are the batch's (from its header), ``reason`` what is
+    wrong (e.g. ``record 3: key length -7 out of range``), ``position`` its byte position
+    in the buffer read (-1: unknown); ``topic`` / ``partition`` are filled in by the layer
+    that knows them (``with_partition``). Kafka's consumer raises a CorruptRecordException
+    (CORRUPT_MESSAGE) at such a batch."""
+
+    def __init__(self, reason: str, *, base_offset: int, last_offset: int, position: int = -1,
+                 topic: str | None = None, partition: int | None = None) -> None:
+        self.reason = reason
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.position = position
+        self.topic = topic
+        self.partition = partition
+        where = "" if topic is None else f" of {topic}-{partition}"
+        at = "" if position < 0 else f" (byte position {position})"
+        super().__init__(f"Record batch{where} at offsets [{base_offset}, {last_offset}]{at} "
+                         f"is invalid: {reason}")
+
+    def with_partition(self, topic: str, partition: int) -> CorruptBatchError:
+        """The same error naming ``topic``-``partition``."""
+        return CorruptBatchError(self.reason, base_offset=self.base_offset,
+                                 last_offset=self.last_offset, position=self.position,
+                                 topic=topic, partition=partition)
 
 
 class InvalidRecordError(DecodeError):

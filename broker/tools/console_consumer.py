@@ -35,6 +35,13 @@ Behaviour:
   come again, at-least-once). Offsets are stored by the broker through
   ``broker.client.consumer.group_offsets`` (commit / fetch of a group's offsets only: no
   group membership or rebalancing, so two consumers of one group both read everything).
+- A batch that cannot be read (bad CRC, records or compressed payload, a decompression
+  bomb): the records before it are printed, then the command stops with one line
+  ``kafkalog consume: error: CorruptBatchError: Record batch of t-0 at offsets [5, 9]
+  (byte position 73) is invalid: record 3: key length -7 out of range`` and exit code 1
+  (Kafka's console consumer stops with the consumer's CorruptRecordException; to read
+  on, start again with ``--partition P --offset <last offset + 1>``). With ``--group``
+  the records printed are committed, so the group resumes at the bad batch.
 - Settings: ``--consumer.config FILE`` < ``--consumer-property K=V`` < dedicated options
   (``--bootstrap-server``, ``--isolation-level``, ``--group``). The first offset lookups
   wait at most ``default.api.timeout.ms`` (60 s) for the broker. While following, a lost

@@ -18,6 +18,17 @@ Behaviour:
 - Damaged logs are dumped as far as they can be read, then ``Found N invalid bytes at
   the end of <file>``; the exit code stays 0 (Kafka's behaviour). A failed sanity check
   exits 1.
+- A batch whose records cannot be decoded (``--deep-iteration`` / ``--print-data-log``:
+  bad record lengths or varints, records ending before the batch end, a compressed
+  payload that does not decompress or inflates past its budget) prints its batch line,
+  then ``| records could not be decoded: <what is wrong>`` in place of its records, and
+  the dump goes on with the next batch; at the end, stderr lists every such batch
+  (``Found N batches whose records could not be decoded in :<file>`` and one line
+  ``  baseOffset: B lastOffset: L position: P: <what is wrong>`` each) and the exit code
+  is 1. Kafka's DumpLogSegments dies with the exception at the first such batch (a
+  non-zero exit): the exit status is kept, the rest of the file is still dumped. Without
+  deep iteration records are not decoded (only ``isvalid``, the CRC, is checked), as in
+  Kafka.
 - Dumping more than 64 MiB in total shows a progress bar on stderr when stderr is a
   terminal and stdout is redirected; otherwise the command prints nothing but the dump.
 """

@@ -33,7 +33,10 @@ Kafka's default ``StringDecoder`` does.
 Differences from Kafka, all on damaged input, where Kafka throws: a header that cannot be
 a batch (unknown magic, impossible size) ends the walk like a torn tail (``Found N invalid
 bytes``, plus one warning line naming the position); a batch whose records cannot be
-decoded prints ``| records could not be decoded: <reason>`` and the walk goes on; an index
+decoded prints ``| records could not be decoded: <reason>`` (e.g. ``record 3: key length
+-7 out of range``, ``zstd data inflates beyond the budget of N bytes``), the walk goes on
+and the batch is listed again in the report, with its offsets, where it makes the exit
+code 1 (Kafka's tool fails at such a batch); an index
 entry pointing past the log is a mismatch with log offset -1; a zero first index entry
 (a preallocated, never written index) reads as empty. A failed ``--index-sanity-check``
 prints one error line and makes the exit code 1; everything else exits 0.
@@ -297,10 +300,12 @@ class LogDumper:
         self.non_consecutive: dict[str, list[tuple[int, int]]] = defaultdict(list)
         self.failed_sanity_checks = 0
         self.undecodable_batches = 0
+        # per .log: (base offset, last offset, position, reason) of batches not decoded
+        self.undecodable: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed_sanity_checks else 0
+        return 1 if self.failed_sanity_checks or self.undecodable_batches else 0
 
     def _warn(self, message: str) -> None:
         print(f"kafkalog {self._command}: warning: {message}", file=self._err, flush=True)
@@ -345,11 +350,12 @@ class LogDumper:
             walk = LogWalk(fd, 0, end)
             offsets = _Offsets(self.non_consecutive[str(path.absolute())])
             done = 0
+            undecodable = self.undecodable[str(path.absolute())]
             for entry in walk:
                 if entry.magic == CURRENT_MAGIC:
-                    self._batch(fd, entry, offsets)
+                    self._batch(fd, entry, offsets, undecodable)
                 else:
-                    self._legacy_entry(fd, entry, offsets)
+                    self._legacy_entry(fd, entry, offsets, undecodable)
                 self._advance(entry.position + entry.size - done)
                 done = entry.position + entry.size
             if walk.problem is not None:
@@ -361,7 +367,8 @@ class LogDumper:
         finally:
             os.close(fd)
 
-    def _batch(self, fd: int, entry: LogEntry, offsets: _Offsets) -> None:
+    def _batch(self, fd: int, entry: LogEntry, offsets: _Offsets,
+               undecodable: list[tuple[int, int, int, str]]) -> None:
         data = entry.data
         if data is not None:
             h = read_header(data)
@@ -383,12 +390,16 @@ class LogDumper:
             f"crc: {h.crc} isvalid: {_bool(crc == h.crc)}\n")
         if not self.options.deep:
             return
+        budget = self.options.max_decompressed_bytes
         try:
-            payload = records_payload(_entry_bytes(fd, entry), 0, h, self.options.max_decompressed_bytes)
+            payload = records_payload(_entry_bytes(fd, entry), 0, h, budget)
             records = decode_records(payload, h)
         except DecodeError as exc:
+            reason = str(exc)
             self.undecodable_batches += 1
-            self._write(f"{RECORD_INDENT} records could not be decoded: {exc}\n")
+            undecodable.append((h.base_offset, h.last_offset, entry.position, reason))
+            offsets.last = h.last_offset  # reported above, not again as non-consecutive
+            self._write(f"{RECORD_INDENT} records could not be decoded: {reason}\n")
             return
         metadata = not self.options.skip_record_metadata
         is_control = h.is_control
@@ -422,7 +433,8 @@ class LogDumper:
         if value is not None:
             parts.append(f"payload: {_text(value)}")
 
-    def _legacy_entry(self, fd: int, entry: LogEntry, offsets: _Offsets) -> None:
+    def _legacy_entry(self, fd: int, entry: LogEntry, offsets: _Offsets,
+                      undecodable: list[tuple[int, int, int, str]]) -> None:
         data = _entry_bytes(fd, entry)
         offset = struct.unpack_from(">q", data, 0)[0]
         crc, magic, attributes = _LEGACY_HEADER.unpack_from(data, LOG_OVERHEAD)
@@ -441,6 +453,7 @@ class LogDumper:
             records = list(iter_legacy_records(data, self.options.max_decompressed_bytes))
         except DecodeError as exc:
             self.undecodable_batches += 1
+            undecodable.append((offset, offset, entry.position, str(exc)))
             self._write(f"{RECORD_INDENT} records could not be decoded: {exc}\n")
             return
         for rec in records:
@@ -632,6 +645,13 @@ class LogDumper:
                 print(f"Non-consecutive offsets in {name}", file=err)
                 for first, second in pairs:
                     print(f"  {first} is followed by {second}", file=err)
+        for name, bad in self.undecodable.items():
+            if bad:
+                print(f"Found {len(bad)} batches whose records could not be decoded in :{name}",
+                      file=err)
+                for base, last, position, reason in bad:
+                    print(f"  baseOffset: {base} lastOffset: {last} position: {position}: "
+                          f"{reason}", file=err)
         err.flush()
 
 

@@ -10,8 +10,10 @@ with the client core). Planning talks to a ``planning.OffsetReader``, tasks to a
 Contract of a ``RangeReader.read(topic, partition, start, end)``: the records with
 offsets in [start, end), in offset order, as RecordBatches of
 ``broker.record.columnar.arrow_schema(include_headers)``; never a control record nor a
-record of an aborted transaction; offsets missing at read time are reported through
-``errors.report_data_loss`` (error or warning per failOnDataLoss); memory bounded by
+record of an aborted transaction; offsets missing at read time, and the offsets of a
+batch that cannot be read (``broker.record.errors.CorruptBatchError``: bad CRC, records
+or compressed payload), are reported through ``errors.report_data_loss`` (error or
+warning per failOnDataLoss; the read goes on after the bad batch); memory bounded by
 the options' byte budget. Nothing an executor runs imports ``planning`` (driver-only).
 
 Thread-safety: the factories are pure; readers are per task.

@@ -17,6 +17,15 @@ then moves to the first entry the decoder did not take (a batch cut by the windo
 a batch larger than the window gets a window of its own size. Reading stops at the first
 batch at or past ``end``.
 
+Bad batches (a batch in the files whose CRC, records or compressed payload are bad, or
+which inflates past the decoder's budget: a log written elsewhere, or before the broker
+validated records) go to ``errors.report_data_loss`` as the loss of the batch's offsets
+inside the range, the reason naming the batch (``Record batch of t-0 at offsets [5, 9]
+(byte position 73) is invalid: record 3: key length -7 out of range``) and its segment
+file: the query fails with failOnDataLoss, else a warning is logged and the read goes on
+with the next batch. A broken framing (a batchLength below the header, an unknown magic)
+leaves no next batch and raises ``CorruptRecordError`` / ``CorruptBatchError``.
+
 Memory: one mapped window (``max_bytes_per_batch``, unmapped before the next is mapped)
 plus the decoder's unit (about twice ``max_bytes_per_batch`` of record bytes) and the
 batch Spark is sending: about four times ``max_bytes_per_batch``, whatever the size of the
@@ -136,7 +145,7 @@ class DirectRangeReader:
                    for t in reader.aborted_transactions(start, end)]
         for seg in reader.segment_ranges(start, end):
             try:
-                done = yield from self._read_segment(seg, start, end, aborted)
+                done = yield from self._read_segment(seg, tp, start, end, aborted)
             except FileNotFoundError:
                 # retention deleted the segment since it was listed
                 fresh = PartitionReader(reader.directory)
@@ -157,11 +166,21 @@ class DirectRangeReader:
             report_data_loss(tp, max(start, log_end), end, f"the log now ends at offset {log_end}",
                              self.fail_on_data_loss)
 
-    def _read_segment(self, seg: SegmentRange, start: int, end: int, aborted: list
-                      ) -> Iterator[pa.RecordBatch]:
+    def _read_segment(self, seg: SegmentRange, tp: TopicPartition, start: int, end: int,
+                      aborted: list) -> Iterator[pa.RecordBatch]:
         """Decode ``seg``; returns True once a batch at or past ``end`` was reached."""
         from broker.record.columnar import DecodeProgress, iter_arrow
-        from broker.record.errors import CorruptRecordError
+        from broker.record.errors import CorruptBatchError, CorruptRecordError
+
+        window_at = 0  # file position of the window being decoded
+
+        def on_bad_batch(error: CorruptBatchError) -> None:
+            error = CorruptBatchError(error.reason, base_offset=error.base_offset,
+                                      last_offset=error.last_offset,
+                                      position=window_at + error.position,
+                                      topic=tp[0], partition=tp[1])
+            report_data_loss(tp, max(error.base_offset, start), min(error.last_offset + 1, end),
+                             f"{error} in segment {seg.path.name}", self.fail_on_data_loss)
 
         budget = self.max_bytes_per_batch
         with open(seg.path, "rb") as f:
@@ -177,9 +196,11 @@ class DirectRangeReader:
                     pass
                 view = memoryview(mm)[pos - aligned:]
                 progress = DecodeProgress()
+                window_at = pos
                 it = iter_arrow(view, start, end, max_bytes_per_batch=budget,
                                 include_headers=self.include_headers, aborted=aborted,
-                                verify_crc=self.verify_crc, progress=progress)
+                                verify_crc=self.verify_crc, progress=progress,
+                                on_bad_batch=on_bad_batch)
                 try:
                     yield from it
                     consumed = progress.position

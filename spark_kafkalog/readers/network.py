@@ -19,7 +19,10 @@ decoder's unit (``max_bytes_per_batch``) and the batch Spark is sending.
 
 Data loss at read time (records deleted since planning, a log ending early, a deleted
 topic) goes to ``errors.report_data_loss``: ``KafkaDataLossError`` naming the partition
-and the offsets with failOnDataLoss, else a warning and the remaining rows.
+and the offsets with failOnDataLoss, else a warning and the remaining rows. So does a bad
+batch served by the broker (a CRC, records or compressed payload that cannot be read, or
+a decompression bomb: ``RangeFetcher`` reports its offsets as a ``DataLoss`` whose reason
+names the batch and what is wrong); the read then goes on after it.
 
 Thread-safety: one reader per task; ``NetworkOffsetReader`` belongs to the planning
 thread. Each holds one ``ConsumerNetworkClient`` (not thread-safe), closed by ``close``.

@@ -34,7 +34,17 @@ Owns the fetch loop of a bounded read, as the part of Kafka's ``Fetcher`` /
   and request timeouts refresh the metadata and retry from the same offset after an
   exponential backoff (the response in hand is decoded first, so no record is skipped
   or repeated). Other error codes raise ``KafkaError.from_code`` naming the partition;
-  malformed batches raise ``broker.record.errors.DecodeError`` subclasses. No progress for
+  malformed framing (a length or magic that leaves no next batch) raises
+  ``broker.record.errors.DecodeError`` subclasses.
+* Bad batches (a batch already in the log whose CRC, records or compressed payload are
+  bad, or which inflates past ``max_decompressed``): ``CorruptBatchError`` naming the
+  topic-partition, the batch's base and last offsets and what is wrong, e.g. ``Record
+  batch of t-0 at offsets [5, 9] (byte position 73) is invalid: record 3: key length -7
+  out of range``. The rows of the batches before it are yielded first. With
+  ``on_data_loss`` the batch is reported as a ``DataLoss`` of its offsets inside the
+  range instead, and the read goes on with the next batch; either way the next fetch
+  starts after it (the offsets come from the batch headers, never from decoded records),
+  so a bad batch is never fetched twice. No progress for
   ``default.api.timeout.ms`` (or ``timeout_ms``) raises ``KafkaTimeoutError``.
 * Data loss: offsets of the range that no longer exist are reported once each, as a
   ``DataLoss(topic, partition, start, end, reason)``: to ``on_data_loss`` when one is
@@ -100,7 +110,7 @@ from broker.record.columnar import (
     iter_arrow,
 )
 from broker.record.control import is_abort_marker
-from broker.record.errors import CorruptRecordError, UnsupportedMagicError
+from broker.record.errors import CorruptBatchError, CorruptRecordError, UnsupportedMagicError
 from broker.record.limits import INT64_MAX
 
 from .client import ConsumerNetworkClient
@@ -466,7 +476,8 @@ class RangeFetcher:
                                      max_bytes_per_batch=self.max_bytes_per_batch,
                                      max_decompressed=self.max_decompressed,
                                      aborted=aborted, verify_crc=self.verify_crc,
-                                     include_headers=self.include_headers, progress=progress):
+                                     include_headers=self.include_headers, progress=progress,
+                                     on_bad_batch=lambda e, at=offset: self._bad_batch(stats, e, at)):
                     stats.records += rb.num_rows
                     stats.batches += 1
                     yield rb
@@ -514,6 +525,18 @@ class RangeFetcher:
                 topic=loss.topic, partition=loss.partition, start_offset=stats.start_offset,
                 end_offset=stats.end_offset, lost_start=loss.start, lost_end=loss.end)
         raise error
+
+    def _bad_batch(self, stats: FetchStats, error: CorruptBatchError, offset: int) -> None:
+        """A batch of the response that cannot be read: raised naming the partition, or,
+        with ``on_data_loss``, reported as the loss of its offsets inside the range."""
+        error = error.with_partition(stats.topic, stats.partition)
+        if self.on_data_loss is None:
+            raise error
+        start = max(error.base_offset, offset, stats.start_offset)
+        end = min(error.last_offset + 1, stats.end_offset)
+        if start < end:
+            self._data_loss(stats, DataLoss(stats.topic, stats.partition, start, end,
+                                            str(error)), None)
 
     def _out_of_range(self, tp: TopicPartition, stats: FetchStats, offset: int, pd: Any,
                       attempts: int, deadline: float) -> int:

@@ -34,6 +34,14 @@ assignment:
   resets the partition per ``auto.offset.reset`` (earliest / latest) or, with ``none``,
   raises ``OffsetOutOfRangeError``. Other error codes raise ``KafkaError.from_code``
   naming the partition; malformed data raises ``broker.record.errors.DecodeError``.
+* Bad batches (a batch already in the log whose CRC, records or compressed payload are
+  bad, or which inflates past ``max_decompressed``), as Kafka's consumer does with its
+  CorruptRecordException: the records before it are returned; then ``poll`` raises
+  ``CorruptBatchError`` naming the topic-partition, the batch's base and last offsets and
+  what is wrong (``Record batch of t-0 at offsets [5, 9] (byte position 73) is invalid:
+  record 3: key length -7 out of range``), the position stays at the batch, and every
+  later ``poll`` raises it again until ``seek`` moves past it (the caller's choice: the
+  poller never skips data on its own). Nothing is fetched again meanwhile.
 
 Wire format: none of its own (Fetch and ListOffsets, via ``ConsumerNetworkClient``).
 Invariants: ``poll`` returns each offset of a partition at most once and in offset order
@@ -65,7 +73,12 @@ from broker.record.batch import (
     records_payload,
 )
 from broker.record.control import is_abort_marker
-from broker.record.errors import CorruptRecordError, UnsupportedMagicError
+from broker.record.errors import (
+    CorruptBatchError,
+    CorruptRecordError,
+    DecodeError,
+    UnsupportedMagicError,
+)
 from broker.record.legacy import iter_legacy_records
 
 from .client import ConsumerNetworkClient
@@ -104,13 +117,15 @@ class ConsumerRecord(NamedTuple):
 class _Completed:
     """Decoded records of one partition from one response, not yet all returned."""
 
-    __slots__ = ("tp", "records", "index", "next_offset")
+    __slots__ = ("tp", "records", "index", "next_offset", "error")
 
-    def __init__(self, tp: TopicPartition, records: list[ConsumerRecord], next_offset: int) -> None:
+    def __init__(self, tp: TopicPartition, records: list[ConsumerRecord], next_offset: int,
+                 error: CorruptBatchError | None = None) -> None:
         self.tp = tp
         self.records = records
         self.index = 0
         self.next_offset = next_offset
+        self.error = error  # the bad batch at next_offset, raised once the records are out
 
 
 class _InFlight(NamedTuple):
@@ -266,8 +281,12 @@ class PartitionPoller:
                 room -= len(take)
                 self._positions[c.tp] = take[-1].offset + 1
             if c.index >= len(c.records):
-                self._completed.popleft()
                 self._positions[c.tp] = max(self._positions[c.tp], c.next_offset)
+                if c.error is not None:
+                    if out:
+                        break  # these first; the error on the next poll
+                    raise c.error  # kept buffered: raised again until seek() drops it
+                self._completed.popleft()
         return out
 
     def _wait_any(self, deadline: float) -> None:
@@ -412,27 +431,24 @@ class PartitionPoller:
             complete = True
             magic = buf[pos + MAGIC_OFFSET]
             if magic == CURRENT_MAGIC:
-                header = ensure_valid(buf, pos) if self.verify_crc else read_header(buf, pos)
+                header = read_header(buf, pos)
                 last = header.last_offset
                 if last >= next_offset:
-                    skip = False
-                    if committed and header.producer_id >= 0:
-                        while aborted_heap and aborted_heap[0][0] <= last:
-                            aborted_pids.add(heapq.heappop(aborted_heap)[1])
-                        if header.is_control:
-                            if header.producer_id in aborted_pids and is_abort_marker(buf, pos, header):
-                                aborted_pids.discard(header.producer_id)
-                        elif header.is_transactional and header.producer_id in aborted_pids:
-                            skip = True
-                    if not header.is_control and not skip:
-                        ts_type = header.timestamp_type
-                        epoch = header.partition_leader_epoch
-                        payload = records_payload(buf, pos, header, self.max_decompressed)
-                        for r in decode_records(payload, header):
-                            if r.offset >= next_offset:
-                                out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp,
-                                                          ts_type, r.key, r.value, r.headers,
-                                                          epoch))
+                    try:
+                        batch_records = self._batch_records(buf, pos, header, committed,
+                                                            aborted_heap, aborted_pids)
+                    except DecodeError as exc:
+                        error = CorruptBatchError(
+                            str(exc), base_offset=header.base_offset, last_offset=last,
+                            position=pos, topic=topic, partition=partition)
+                        self._completed.append(_Completed(tp, out, next_offset, error))
+                        self._partial.pop(tp, None)
+                        return
+                    for r in batch_records:
+                        if r.offset >= next_offset:
+                            out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp,
+                                                      header.timestamp_type, r.key, r.value,
+                                                      r.headers, header.partition_leader_epoch))
                     next_offset = max(next_offset, header.next_offset)
             elif magic in (0, 1):
                 for r in iter_legacy_records(buf[pos:pos + size], self.max_decompressed):
@@ -454,6 +470,25 @@ class PartitionPoller:
         self._partial.pop(tp, None)
         if out or next_offset != position:
             self._completed.append(_Completed(tp, out, next_offset))
+
+    def _batch_records(self, buf: memoryview, pos: int, header: Any, committed: bool,
+                       aborted_heap: list[tuple[int, int]], aborted_pids: set[int]) -> list:
+        """The records of the v2 batch at ``pos`` for the caller (none for a control or
+        aborted batch); a batch that cannot be read raises ``DecodeError``."""
+        if self.verify_crc:
+            ensure_valid(buf, pos, header)
+        skip = False
+        if committed and header.producer_id >= 0:
+            while aborted_heap and aborted_heap[0][0] <= header.last_offset:
+                aborted_pids.add(heapq.heappop(aborted_heap)[1])
+            if header.is_control:
+                if header.producer_id in aborted_pids and is_abort_marker(buf, pos, header):
+                    aborted_pids.discard(header.producer_id)
+            elif header.is_transactional and header.producer_id in aborted_pids:
+                skip = True
+        if header.is_control or skip:
+            return []
+        return decode_records(records_payload(buf, pos, header, self.max_decompressed), header)
 
 
 __all__ = ["ConsumerRecord", "MAX_PARTIAL_ANSWERS", "PartitionPoller"]

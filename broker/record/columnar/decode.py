@@ -16,6 +16,16 @@ the unit at once (``_vec.read_varints``), and keys, values and headers become Ar
 arrays by one C++ copy each: a binary_view array over the region cast to binary, or a
 ``take`` of the odd elements of a gap/value/gap/value binary array over the region.
 
+Bad batches: a v2 batch whose framing is sound (base offset, batchLength, magic) but whose
+content is not (CRC, decompression, the size budget, the records) is reported as a
+``CorruptBatchError`` naming its base and last offsets and what is wrong (``record 3: key
+length -7 out of range``): raised, or, with ``on_bad_batch``, handed to it and skipped, the
+decode going on with the next batch. The rows of the batches before it are yielded first.
+A unit that fails as a whole is decoded again batch by batch to find the bad one, and the
+bad one once more by ``batch.decode_records`` for a precise reason: only on damaged data.
+Framing errors (a batchLength below the header, an unknown magic) leave no next batch to
+go on with: they raise ``CorruptBatchError`` (or ``UnsupportedMagicError``) in any case.
+
 Invariants: malformed bytes raise ``DecodeError`` subclasses only. Counts are checked
 against the bytes that remain before anything is allocated (a record takes at least 7
 bytes, a header 2). The field readers never index outside the region; within a record
@@ -31,7 +41,7 @@ Thread-safety: pure functions; the input buffer is only read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,9 +69,17 @@ from ..batch import (
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
     crc32c,
+    decode_records,
 )
-from ..errors import CorruptRecordError, TruncatedError, UnsupportedMagicError
+from ..errors import (
+    CorruptBatchError,
+    CorruptRecordError,
+    DecodeError,
+    TruncatedError,
+    UnsupportedMagicError,
+)
 from ..limits import INT64_MAX, INT64_MIN
 from ..varint import MAX_VARLONG_BYTES, decode_varint
 from ._vec import SIZE2, VALUE2, read_varints
@@ -130,7 +148,9 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                skip_control: bool = True,
                aborted: Sequence[tuple[int, int, int]] | None = None,
                verify_crc: bool = True, include_headers: bool = True,
-               progress: DecodeProgress | None = None) -> Iterator[pa.RecordBatch]:
+               progress: DecodeProgress | None = None,
+               on_bad_batch: Callable[[CorruptBatchError], None] | None = None
+               ) -> Iterator[pa.RecordBatch]:
     """Decode the log entries of ``buf`` (bytes, bytearray, memoryview or mmap) into
     RecordBatches of ``arrow_schema(include_headers)`` of at most ``max_rows_per_batch``
     rows, holding about ``max_bytes_per_batch`` of record bytes at a time.
@@ -139,8 +159,10 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
     control batches (``skip_control``) and the transactional batches of ``aborted``
     transactions, given as (producer_id, first_offset, last_offset), inclusive. Stops
     silently at a trailing partial entry and at the first batch at or past ``end_offset``.
-    Malformed bytes raise ``DecodeError`` subclasses; a compressed batch inflating past
-    ``max_decompressed`` raises ``RecordTooLargeError``. The iterator keeps ``buf``
+    A batch that cannot be read (bad CRC, records, compressed payload, or one inflating
+    past ``max_decompressed``) raises ``CorruptBatchError`` naming its offsets, or, with
+    ``on_bad_batch``, is handed to it and skipped (the callback may raise); other
+    malformed bytes raise ``DecodeError`` subclasses. The iterator keeps ``buf``
     exported while it runs (close an mmap after it is exhausted or closed); the batches
     it yields do not point into ``buf``.
     """
@@ -166,16 +188,46 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
     legacy_start = legacy_end = -1
     unit_rows = unit_bytes = 0
 
-    def emit() -> Iterator[pa.RecordBatch]:
-        if legacy_start >= 0:
-            rb = _decode_legacy(view[legacy_start:legacy_end], lo, hi, max_decompressed, schema)
-        else:
-            rb = _decode_unit(view, data, headers, positions, payloads, lo, hi,
-                              include_headers, schema)
+    def bad(error: CorruptBatchError) -> None:
+        if on_bad_batch is None:
+            raise error
+        on_bad_batch(error)
+
+    def parts(rb: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         for s in range(0, rb.num_rows, max_rows_per_batch):
             part = rb.slice(s, max_rows_per_batch) if rb.num_rows > max_rows_per_batch else rb
             progress.records += part.num_rows
             yield part
+
+    def emit() -> Iterator[pa.RecordBatch]:
+        if legacy_start >= 0:
+            try:
+                rb = _decode_legacy(view[legacy_start:legacy_end], lo, hi, max_decompressed,
+                                    schema)
+            except DecodeError:
+                yield from _legacy_one_by_one(view, legacy_start, legacy_end, lo, hi,
+                                              max_decompressed, schema, bad, parts)
+                return
+            yield from parts(rb)
+            return
+        try:
+            rb = _decode_unit(view, data, headers, positions, payloads, lo, hi,
+                              include_headers, schema)
+        except DecodeError as exc:
+            if len(headers) == 1:
+                bad(_bad_batch(view, headers[0], positions[0], payloads[0], exc))
+                return
+            # Which batch? Each alone, in order: the good ones' rows, the bad ones reported.
+            for header, position, payload in zip(headers, positions, payloads):
+                try:
+                    rb = _decode_unit(view, data, [header], [position], [payload], lo, hi,
+                                      include_headers, schema)
+                except DecodeError as exc1:
+                    bad(_bad_batch(view, header, position, payload, exc1))
+                    continue
+                yield from parts(rb)
+            return
+        yield from parts(rb)
 
     pos, end = 0, len(view)
     unpack_header = HEADER.unpack_from
@@ -189,8 +241,9 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
             base_offset = header[H_BASE_OFFSET]
             size = header[H_BATCH_LENGTH] + LOG_OVERHEAD
             if size < RECORD_BATCH_OVERHEAD:
-                raise CorruptRecordError(f"batchLength {header[H_BATCH_LENGTH]} at position {pos} "
-                                         "is smaller than the header")
+                raise CorruptBatchError(f"batchLength {header[H_BATCH_LENGTH]} is smaller than "
+                                        "the header", base_offset=base_offset,
+                                        last_offset=base_offset, position=pos)
             if size > end - pos or base_offset >= hi:
                 break
             attributes = header[H_ATTRIBUTES]
@@ -201,22 +254,35 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                 pos += size
                 progress.position, progress.next_offset = pos, next_offset
                 continue
-            if verify_crc:
-                actual = crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size])
-                if actual != header[H_CRC]:
-                    raise CorruptRecordError(f"batch at offset {base_offset}: CRC {actual:#010x} "
-                                             f"!= stored {header[H_CRC]:#010x}")
             codec = attributes & COMPRESSION_CODEC_MASK
             payload = None
-            if codec:
-                payload = codecs.decompress(codec, view[pos + RECORDS_OFFSET:pos + size],
-                                            max_decompressed)
-                nbytes = len(payload)
-            else:
-                nbytes = size - RECORDS_OFFSET
             count = header[H_RECORDS_COUNT]
-            if count < 0 or count * MIN_RECORD_SIZE > nbytes:
-                raise CorruptRecordError(f"records count {count} does not fit in {nbytes} bytes")
+            try:
+                if verify_crc:
+                    actual = crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size])
+                    if actual != header[H_CRC]:
+                        raise CorruptRecordError(f"CRC {actual:#010x} != stored "
+                                                 f"{header[H_CRC]:#010x}")
+                if codec:
+                    payload = codecs.decompress(codec, view[pos + RECORDS_OFFSET:pos + size],
+                                                max_decompressed)
+                    nbytes = len(payload)
+                else:
+                    nbytes = size - RECORDS_OFFSET
+                if count < 0 or count * MIN_RECORD_SIZE > nbytes:
+                    raise CorruptRecordError(f"records count {count} does not fit in "
+                                             f"{nbytes} bytes")
+            except DecodeError as exc:
+                if headers or legacy_start >= 0:  # the rows before it first
+                    yield from emit()
+                    headers, positions, payloads = [], [], []
+                    legacy_start = -1
+                    unit_rows = unit_bytes = 0
+                payload = None
+                pos += size
+                progress.position, progress.next_offset = pos, next_offset
+                bad(_batch_error(header, pos - size, str(exc)))
+                continue
             if legacy_start >= 0 or headers and (unit_rows + count > max_rows_per_batch
                                                  or unit_bytes + nbytes > max_bytes_per_batch):
                 yield from emit()
@@ -251,6 +317,45 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
         progress.position, progress.next_offset = pos, next_offset
     if headers or legacy_start >= 0:
         yield from emit()
+
+
+def _batch_error(header: tuple, pos: int, reason: str) -> CorruptBatchError:
+    base = header[H_BASE_OFFSET]
+    return CorruptBatchError(reason, base_offset=base,
+                             last_offset=base + header[H_LAST_OFFSET_DELTA], position=pos)
+
+
+def _bad_batch(view: memoryview, header: tuple, pos: int, payload: bytes | None,
+               exc: DecodeError) -> CorruptBatchError:
+    """The error of a batch whose records the vectorised decode refused, with the reason
+    told by the scalar decoder (it names the record), else by ``exc``."""
+    if payload is None:
+        payload = view[pos + RECORDS_OFFSET:pos + header[H_BATCH_LENGTH] + LOG_OVERHEAD]
+    reason = str(exc)
+    try:
+        decode_records(payload, BatchHeader(*header))
+    except DecodeError as scalar:
+        reason = str(scalar)
+    return _batch_error(header, pos, reason)
+
+
+def _legacy_one_by_one(view: memoryview, start: int, end: int, lo: int, hi: int,
+                       max_decompressed: int, schema: pa.Schema, bad, parts
+                       ) -> Iterator[pa.RecordBatch]:
+    """A legacy run that failed as a whole, entry by entry: the bad entries reported."""
+    pos = start
+    while pos < end:
+        offset, length = LOG_ENTRY_PREFIX.unpack_from(view, pos)
+        size = length + LOG_OVERHEAD
+        try:
+            rb = _decode_legacy(view[pos:pos + size], lo, hi, max_decompressed, schema)
+        except DecodeError as exc:
+            # a legacy entry's offset is its last (inner) offset; its first is unknown here
+            bad(CorruptBatchError(str(exc), base_offset=offset, last_offset=offset,
+                                  position=pos))
+        else:
+            yield from parts(rb)
+        pos += size
 
 
 def decode_to_arrow(buf, start_offset: int | None = None, end_offset: int | None = None, *,
