@@ -19,11 +19,11 @@ from broker.log.errors import (
 )
 from broker.log.validator import (
     AppendOrigin,
-    LogValidator,
     ValidatorConfig,
     analyze_and_validate_records,
+    analyze_single_batch,
     assign_offsets,
-    validate_and_assign_offsets,
+    assign_offsets_single,
 )
 from broker.record import batch as rb
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
@@ -47,9 +47,20 @@ def idem(n: int, seq: int, pid: int = 7, epoch: int = 0, **kw) -> bytes:
 
 
 def run(buf: bytearray, config: ValidatorConfig = ValidatorConfig(), leo: int = 100, epoch: int = 5,
-        origin: AppendOrigin = AppendOrigin.CLIENT):
-    return validate_and_assign_offsets(buf, config, log_end_offset=leo, partition_leader_epoch=epoch,
-                                       now_ms=NOW, origin=origin)
+        origin: AppendOrigin = AppendOrigin.CLIENT, now: int = NOW):
+    """The leader's two steps as ``UnifiedLog.append_as_leader`` runs them: the fused
+    single-batch path when it accepts the request, else the general one. Both are run
+    and must agree (bytes written and the ``LogAppendInfo``)."""
+    copy = bytearray(buf)
+    fast = analyze_single_batch(copy, config, now, origin)
+    info = analyze_and_validate_records(buf, config, now_ms=now, origin=origin)
+    info = assign_offsets(buf, info, first_offset=leo, partition_leader_epoch=epoch, now_ms=now,
+                          log_append_time=config.log_append_time)
+    if fast is not None:
+        fast_info = assign_offsets_single(copy, fast, leo, epoch, now, config.log_append_time)
+        assert bytes(copy) == bytes(buf)
+        assert fast_info._replace(record_max_timestamps=None) == info._replace(record_max_timestamps=None)
+    return info
 
 
 def assert_rejected(buf: bytearray, error: type[Exception], config: ValidatorConfig = ValidatorConfig(),
@@ -58,6 +69,7 @@ def assert_rejected(buf: bytearray, error: type[Exception], config: ValidatorCon
     with pytest.raises(error) as info:
         run(buf, config, **kw)
     assert bytes(buf) == before, "a rejected append must leave the buffer untouched"
+    assert analyze_single_batch(buf, config, kw.get("now", NOW), kw.get("origin", AppendOrigin.CLIENT)) is None
     return info.value
 
 
@@ -102,7 +114,7 @@ def test_max_timestamp_and_its_offset():
 def test_analyze_is_read_only_and_reports_client_offsets():
     buf = bytearray(batch(4))
     before = bytes(buf)
-    info = LogValidator().analyze(buf, now_ms=NOW)
+    info = analyze_and_validate_records(buf, now_ms=NOW)
     assert bytes(buf) == before
     assert (info.first_offset, info.last_offset, info.records_count) == (0, 3, 4)
 
@@ -130,8 +142,7 @@ def test_log_append_time_rewrites_and_revalidates():
     buf = bytearray(batch(3, ts=NOW - 5_000_000) + batch(2, ts=NOW - 4_000_000))
     config = ValidatorConfig(log_append_time=True)
     append_time = NOW + 7
-    info = validate_and_assign_offsets(buf, config, log_end_offset=10, partition_leader_epoch=1,
-                                       now_ms=append_time)
+    info = run(buf, config, leo=10, epoch=1, now=append_time)
     assert info.log_append_time == append_time
     assert info.max_timestamp == append_time and info.offset_of_max_timestamp == 10
     for pos, header in info.batches:
