@@ -486,20 +486,23 @@ def _snappy_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
 
 
 def _lz4_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
+    # Input in _INPUT pieces: the decompressor keeps what it has not consumed, and a
+    # piece at a time keeps that small (and is as fast as one call for the whole frame).
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(view, max_length=_CHUNK)
-    while True:
+    at, end = 0, len(view)
+    while not d.eof:
+        if d.needs_input:
+            if at >= end:
+                raise DecompressionError("lz4: truncated frame")
+            data: bytes | memoryview = view[at:at + _INPUT]
+            at += len(data)
+        else:
+            data = b""
+        out = d.decompress(data, max_length=_CHUNK)
         if out:
             yield out
-        if d.eof:
-            break
-        if d.needs_input:
-            raise DecompressionError("lz4: truncated frame")
-        out = d.decompress(b"", max_length=_CHUNK)
-        if not out and not d.eof:
-            raise DecompressionError("lz4: decompressor made no progress")
-    if d.unused_data:
-        raise DecompressionError(f"lz4: {len(d.unused_data)} bytes after the frame")
+    if d.unused_data or at < end:
+        raise DecompressionError(f"lz4: {len(d.unused_data) + end - at} bytes after the frame")
 
 
 def _zstd_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
