@@ -344,8 +344,8 @@ def _raise_record_errors(buf, start: int, end: int, header: BatchHeader, index: 
             continue
         ts = header.max_timestamp if lat_bit else header.base_timestamp + delta
         if check_ts and ts != _NO_TIMESTAMP and (ts < low or ts > high):
-            errors.append((i, f"timestamp {ts} of the record with offset delta {i} is out of range "
-                              f"[{low}, {high}] (message.timestamp.before/after.max.ms)"))
+            errors.append((i, (f"timestamp {ts} of the record with offset delta {i} is out of range "
+                               f"[{low}, {high}] (message.timestamp.before/after.max.ms)")))
             bad_timestamp = True
     if not errors:
         return
@@ -444,7 +444,8 @@ _new_tuple = tuple.__new__
 _HEADER_FIELDS = len(BatchHeader._fields)
 _HEADER_MAX_TIMESTAMP = _HEADER_FIELDS  # the maxTimestamp the batch's header holds
 _MAX_TIMESTAMP_DELTA = _HEADER_FIELDS + 1  # offset delta of the record holding the max (-1: none)
-assert _HEADER_FIELDS == 13 and len(rb.HEADER.format) - 1 == _HEADER_FIELDS, "HEADER and BatchHeader disagree"
+if _HEADER_FIELDS != 13 or len(rb.HEADER.unpack(bytes(rb.HEADER.size))) != _HEADER_FIELDS:
+    raise ImportError("broker.record.batch.HEADER and BatchHeader disagree on the header fields")
 
 
 def analyze_single_batch(buf, config: ValidatorConfig, now_ms: int, origin: AppendOrigin) -> tuple | None:

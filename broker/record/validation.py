@@ -58,7 +58,7 @@ from .errors import (
     RecordTooLargeError,
 )
 
-__all__ = ["check_records", "record_details", "MAX_BUFFERED_RECORD"]
+__all__ = ["MAX_BUFFERED_RECORD", "VECTOR_MIN_RECORDS", "check_records", "record_details"]
 
 # Decompressed output pulled per step, and the largest record buffered whole; a larger
 # record is walked field by field from the stream. Input is fed to zlib in _INPUT pieces
@@ -251,6 +251,11 @@ def check_records(buf, start: int, end: int, codec: int, count: int, max_decompr
     if codec == 0:
         if count * 7 > end - start:
             raise CorruptRecordError(f"{count} records cannot fit in {end - start} bytes")
+        if count >= VECTOR_MIN_RECORDS and sink is None:
+            summary = _walk_vectorised(buf, start, end, count)
+            if summary is not None:
+                return summary
+            # a failure: the plain walk below finds the first record at fault and its error
         try:
             pos, index, lo, hi, hi_index, nulls = _walk(buf, start, end, 0, count, _BIG, -_BIG, -1, 0, sink)
         except IndexError:
@@ -273,13 +278,145 @@ def record_details(buf, start: int, end: int, codec: int, count: int,
     return sink
 
 
+# --- uncompressed batches of many records: numpy ------------------------------------------
+#
+# The only sequential dependency is each record's length varint: a plain loop finds where
+# every record starts and ends (about a third of the work of the full walk). Every other
+# field is then read for all the records at once, one varint per record per numpy pass:
+# 1- and 2-byte varints through a 64-Ki-entry table (value and size of every 2-byte
+# pattern), longer ones a pass per byte. Positions only move forward, so one check that
+# every record's fields end exactly at its end proves every read was inside its record
+# (reads use mode="clip": never outside the batch). Headers, rare, are walked in Python,
+# only for the records that have some. Any failure returns None and the plain walk then
+# reports the first record at fault, so errors are the plain walk's.
+
+VECTOR_MIN_RECORDS = 128  # below this the numpy calls cost more than they save (measured)
+_np = None
+_TABLES = None
+
+
+def _numpy():
+    global _np, _TABLES
+    if _np is None:
+        import numpy
+
+        w = numpy.arange(1 << 16, dtype=numpy.int64)
+        b0, b1 = w & 0xFF, w >> 8
+        z = numpy.where(b0 < 0x80, b0, (b0 & 0x7F) | (b1 << 7))
+        size = numpy.where(b0 < 0x80, 1, numpy.where(b1 < 0x80, 2, 0))
+        _TABLES = ((z >> 1) ^ -(z & 1), size)
+        _np = numpy
+    return _np
+
+
+def _np_varints(np, data, pos, max_bytes: int):
+    """Zigzag varints at every ``pos``: (int64 values, positions after them), or None when
+    one is longer than ``max_bytes`` or overflows its type."""
+    value2, size2 = _TABLES
+    w = data.take(pos + 1, mode="clip").astype(np.intp)
+    w <<= 8
+    w |= data.take(pos, mode="clip")
+    size = size2.take(w)
+    if size.all():
+        return value2.take(w), pos + size
+    z = np.zeros(pos.size, np.uint64)
+    n = np.zeros(pos.size, np.int64)
+    active = np.ones(pos.size, np.bool_)
+    for j in range(max_bytes):
+        b = data.take(pos + j, mode="clip")
+        z |= np.where(active, (b & 0x7F).astype(np.uint64) << np.uint64(7 * j), np.uint64(0))
+        n += active
+        active &= b >= 0x80
+        if not active.any():
+            break
+    else:
+        return None
+    if max_bytes == 5 and (z > 0xFFFFFFFF).any():
+        return None
+    if max_bytes == 10 and ((n == 10) & (data.take(pos + 9, mode="clip") > 1)).any():
+        return None
+    one = np.uint64(1)
+    return (z >> one).view(np.int64) ^ -(z & one).view(np.int64), pos + n
+
+
+def _walk_vectorised(buf, start: int, end: int, count: int) -> tuple[int, int, int, int] | None:
+    uv = _uvarint
+    starts = [0] * count
+    ends = [0] * count
+    pos = start
+    try:
+        for i in range(count):
+            z = buf[pos]
+            if z < 0x80:
+                p = pos + 1
+            elif buf[pos + 1] < 0x80:
+                z = (z & 0x7F) | buf[pos + 1] << 7
+                p = pos + 2
+            else:
+                z, p = uv(buf, pos, 5)
+            if z & 1 or z < 12:
+                return None
+            starts[i] = p
+            pos = ends[i] = p + (z >> 1)
+    except (IndexError, DecodeError):
+        return None
+    if pos != end:
+        return None
+    np = _numpy()
+    data = np.frombuffer(buf, np.uint8, count=end - start, offset=start)
+    first = np.array(starts, np.int64)
+    first -= start
+    last = np.array(ends, np.int64)
+    last -= start
+    if (data.take(first) >= 0x80).any():  # attributes
+        return None
+    r = _np_varints(np, data, first + 1, 10)
+    if r is None:
+        return None
+    tsd, p = r
+    r = _np_varints(np, data, p, 5)
+    if r is None or (r[0] != np.arange(count)).any():
+        return None
+    r = _np_varints(np, data, r[1], 5)
+    if r is None:
+        return None
+    key_len, p = r
+    if (key_len < -1).any():
+        return None
+    nulls = int((key_len == -1).sum())
+    p = p + np.maximum(key_len, 0)
+    r = _np_varints(np, data, p, 5)
+    if r is None:
+        return None
+    value_len, p = r
+    if (value_len < -1).any():
+        return None
+    p = p + np.maximum(value_len, 0)
+    r = _np_varints(np, data, p, 5)
+    if r is None:
+        return None
+    n_headers, p = r
+    if n_headers.any():
+        if (n_headers < 0).any() or (n_headers > last - p).any():
+            return None
+        try:
+            for i in np.flatnonzero(n_headers).tolist():
+                p[i] = _headers(buf, start + int(p[i]), start + int(last[i]), int(n_headers[i]), i) - start
+        except (IndexError, DecodeError):
+            return None
+    if (p != last).any():
+        return None
+    hi_index = int(tsd.argmax())
+    return int(tsd.min()), int(tsd[hi_index]), hi_index, nulls
+
+
 # --- compressed: a stream of decompressed chunks, walked as it comes ----------------------
 
 
 class _Stream:
     """Pull-based reader over decompressed chunks, for records too long to buffer."""
 
-    __slots__ = ("buf", "pos", "chunks")
+    __slots__ = ("buf", "chunks", "pos")
 
     def __init__(self, buf: bytes, pos: int, chunks: Iterator[bytes]) -> None:
         self.buf, self.pos, self.chunks = buf, pos, chunks
@@ -420,9 +557,8 @@ def _walk_stream(chunks: Iterator[bytes], count: int, sink: list | None) -> tupl
                                                         hi_index, nulls, sink)
         except IndexError:
             raise CorruptRecordError(f"record {index} runs past its declared length") from None
-    if index == count:
-        if pos < len(buf) or any(chunks):
-            raise CorruptRecordError(f"bytes after the last of {count} records")
+    if index == count and (pos < len(buf) or any(chunks)):
+        raise CorruptRecordError(f"bytes after the last of {count} records")
     return _finish(index, count, lo, hi, hi_index, nulls)
 
 
@@ -442,7 +578,7 @@ def _decompressed_chunks(codec: int, view: memoryview, budget: int) -> Iterator[
             yield chunk
     except DecodeError:
         raise
-    except codecs._LIBRARY_ERRORS as exc:  # noqa: SLF001 - the codecs' list of "bad payload" errors
+    except codecs._LIBRARY_ERRORS as exc:  # the codecs' list of "bad payload" library errors
         raise DecompressionError(f"{name}: {str(exc)[:200]}") from exc
 
 
