@@ -204,3 +204,25 @@ def test_vectorised_walk_accepts_only_what_the_plain_walk_accepts(data):
         assert check(raw) == plain
     except DecodeError:
         assert plain is None
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 1000])
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_records_cut_anywhere_by_chunk_boundaries(monkeypatch, codec, chunk):
+    """Decompressed chunks of a few bytes cut records (and their length varints) at every
+    place: the walk gives what the plain walk of the uncompressed records gives."""
+    monkeypatch.setattr(rv, "_CHUNK", chunk)
+    plain = _plain(rb.encode_batch(MANY), len(MANY))
+    assert check(rb.encode_batch(MANY, compression=codec)) == plain
+    details = rv.record_details(raw := rb.encode_batch(MANY, compression=codec), rb.RECORDS_OFFSET, len(raw),
+                                codec, len(MANY), BUDGET)
+    assert [null for _, null in details] == [k is None for k, _, _, _ in MANY]
+
+
+@pytest.mark.parametrize("chunk", [3, 64, 4096])
+@pytest.mark.parametrize("codec", [1, 4])
+def test_every_record_walked_from_the_stream(monkeypatch, codec, chunk):
+    """MAX_BUFFERED_RECORD lowered so that every record takes the skipping walk."""
+    monkeypatch.setattr(rv, "_CHUNK", chunk)
+    monkeypatch.setattr(rv, "MAX_BUFFERED_RECORD", 8)
+    assert check(rb.encode_batch(MANY, compression=codec)) == _plain(rb.encode_batch(MANY), len(MANY))

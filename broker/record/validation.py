@@ -523,17 +523,23 @@ def _big_record(s: _Stream, index: int) -> tuple[int, bool]:
 
 
 def _walk_stream(chunks: Iterator[bytes], count: int, sink: list | None) -> tuple[int, int, int, int]:
+    """Walk the records of a stream of decompressed chunks. Each chunk is walked in place;
+    a record cut by a chunk boundary is joined from its two parts alone (its length is
+    known from its varint) rather than the chunks being joined, so output is copied only
+    around boundaries; a record longer than MAX_BUFFERED_RECORD is walked from the stream
+    with its bytes skipped (``_big_record``)."""
     buf, pos = b"", 0
     index, lo, hi, hi_index, nulls = 0, _BIG, -_BIG, -1, 0
     while index < count:
+        total = -1  # bytes of the record cut at pos (length varint included), when known
         if pos < len(buf):
-            pending = len(buf) - pos
-            # A long record: its length is known once the varint is complete.
             try:
                 z, start = _uvarint(buf, pos, 5) if buf[pos] >= 0x80 else (buf[pos], pos + 1)
+                if not z & 1:
+                    total = start - pos + (z >> 1)
             except IndexError:
-                z = -1
-            if z >= 0 and not z & 1 and (z >> 1) > MAX_BUFFERED_RECORD and pending < (z >> 1) + start - pos:
+                pass  # the length varint itself is cut
+            if total > MAX_BUFFERED_RECORD:
                 s = _Stream(buf, pos, chunks)
                 tsd, null_key = _big_record(s, index)
                 buf, pos = s.buf, s.pos
@@ -550,9 +556,18 @@ def _walk_stream(chunks: Iterator[bytes], count: int, sink: list | None) -> tupl
             if pos < len(buf):
                 raise CorruptRecordError(f"record {index} is cut by the end of the decompressed records")
             break
-        buf = buf[pos:] + chunk if pos < len(buf) else chunk
-        pos = 0
         try:
+            if pos >= len(buf):
+                buf, pos = chunk, 0
+            else:
+                need = total - (len(buf) - pos)
+                if 0 < need <= len(chunk):  # the cut record, joined alone, then the chunk
+                    one = buf[pos:] + chunk[:need]
+                    _, index, lo, hi, hi_index, nulls = _walk(one, 0, len(one), index, index + 1, lo, hi,
+                                                              hi_index, nulls, sink)
+                    buf, pos = chunk, need
+                else:  # a cut length varint, or a record longer than the chunk
+                    buf, pos = buf[pos:] + chunk, 0
             pos, index, lo, hi, hi_index, nulls = _walk(buf, pos, len(buf), index, count, lo, hi,
                                                         hi_index, nulls, sink)
         except IndexError:
