@@ -364,3 +364,58 @@ def test_config_from_log_config():
          "max.message.bytes": "2000"}))
     assert config == ValidatorConfig(max_message_bytes=2000, log_append_time=True, compacted=True)
     assert ValidatorConfig.from_log_config(LogConfig.from_props({})) == ValidatorConfig()
+
+
+# --- every record walked (issue 13) ---
+
+def test_every_topic_fixes_a_wrong_max_timestamp_and_reports_the_exact_offset():
+    """Kafka's maxBatchTimestamp: the records' largest timestamp, whatever the header says;
+    the offset of its first record, not the batch's last offset."""
+    raw = b"".join(rb.encode_record(i, d, b"k", b"v") for i, d in enumerate((0, 9, 2)))
+    for codec in (0, 4):
+        buf = bytearray(rb.build_batch(raw, count=3, base_timestamp=NOW, max_timestamp=NOW + 999,
+                                       compression=codec))
+        info = run(buf, leo=50)
+        header = rb.ensure_valid(buf)
+        assert header.max_timestamp == NOW + 9 == info.max_timestamp
+        assert info.offset_of_max_timestamp == 51
+
+
+def test_garbage_records_with_a_right_crc_are_corrupt():
+    for codec in (0, 1, 2, 3, 4):
+        bad = rb.build_batch(b"\x07" * 64, count=2, compression=codec, base_timestamp=NOW, max_timestamp=NOW)
+        assert_rejected(bytearray(bad), CorruptRecordError)
+
+
+def test_offset_deltas_out_of_order_on_any_topic_name_the_record():
+    raw = rb.encode_record(0, 0, b"k", b"v") + rb.encode_record(0, 0, b"k", b"v")
+    for codec in (0, 3):
+        bad = rb.build_batch(raw, count=2, base_timestamp=NOW, max_timestamp=NOW, compression=codec)
+        err = assert_rejected(bytearray(bad), InvalidRecordError)
+        assert [i for i, _ in err.record_errors] == [1]
+
+
+def test_a_decompression_bomb_is_message_too_large():
+    bomb = rb.encode_batch([(b"k", b"\x00" * (3 << 20), NOW)], compression=4)
+    assert_rejected(bytearray(bomb), RecordBatchTooLargeError, ValidatorConfig(max_decompressed_bytes=1 << 20))
+    run(bytearray(bomb), ValidatorConfig(max_decompressed_bytes=4 << 20))
+    assert ValidatorConfig().decompression_budget == 64 * ValidatorConfig().max_message_bytes
+    assert ValidatorConfig(max_message_bytes=1000).decompression_budget == rb.DEFAULT_MAX_DECOMPRESSED_BYTES
+
+
+def test_every_record_timestamp_is_checked_on_every_topic():
+    config = ValidatorConfig(timestamp_before_max_ms=100)
+    raw = b"".join(rb.encode_record(i, d, b"k", b"v") for i, d in enumerate((0, -1000, 1, -2000)))
+    bad = rb.build_batch(raw, count=4, base_timestamp=NOW, max_timestamp=NOW + 1)
+    err = assert_rejected(bytearray(bad), InvalidTimestampError, config)
+    assert [i for i, _ in err.record_errors] == [1, 3]
+    # NO_TIMESTAMP records are not checked, as in Kafka
+    raw = rb.encode_record(0, 0, b"k", b"v")
+    run(bytearray(rb.build_batch(raw, count=1, base_timestamp=-1, max_timestamp=-1)), config)
+
+
+def test_log_append_time_set_by_a_producer_on_a_log_append_time_topic():
+    """Kafka's validateTimestamp: "Producer should not set timestamp type to LogAppendTime"."""
+    buf = bytearray(batch(2, timestamp_type=rb.LOG_APPEND_TIME))
+    err = assert_rejected(buf, InvalidTimestampError, ValidatorConfig(log_append_time=True))
+    assert [i for i, _ in err.record_errors] == [0, 1]

@@ -56,7 +56,12 @@ so a rejected request leaves the caller's buffer byte-identical.
 Errors (``broker.log.errors``; the server maps them to Kafka codes): CorruptRecordError (2),
 InvalidRecordError (87; ``.record_errors`` lists ``(batch_index, message)`` for record-level
 failures, Kafka's ``RecordError``s in the produce response), UnsupportedForMessageFormatError
-(43), RecordBatchTooLargeError (10), InvalidTimestampError (32).
+(43), RecordBatchTooLargeError (10), InvalidTimestampError (32). Records that do not parse
+and compressed payloads that do not decompress are CORRUPT_MESSAGE here, the protocol's
+code for a message "otherwise corrupt", with the reason in the message; Kafka 4 answers
+INVALID_RECORD for the first (``DefaultRecord`` throws ``InvalidRecordException``) and
+UNKNOWN_SERVER_ERROR for the second. An offset delta out of order is INVALID_RECORD naming
+the record: Kafka rewrites such a compressed batch, this broker never recompresses.
 
 Not done here (other layers): the produce-request rule "exactly one batch per partition
 for ProduceRequest v3+" (protocol layer; this module accepts several), producer-state

@@ -21,16 +21,27 @@ is one that Java, librdkafka, kafka-python and aiokafka can all read:
   the batch; compressed: up to the end of the decompressed stream, which is drained to its
   end so that trailers and checksums are verified as a consumer would).
 
+Uncompressed batches are walked in place by a plain loop that decodes 1- and 2-byte
+varints inline (about 0.7-1.4 us a record on CPython 3.11); from ``VECTOR_MIN_RECORDS``
+records on, only the length varints are walked by that loop and every other field is read
+for all records at once with numpy (2-3x faster on small records; see ``_walk_vectorised``),
+falling back to the plain loop, which names the error, when anything is wrong.
+
 Compressed batches are decompressed as a stream (``_CHUNK`` bytes of output at a time;
-zlib ``max_length``, ``LZ4FrameDecompressor`` ``max_length``, a zstd ``stream_reader``,
-xerial snappy block by block) and walked as they come: a record longer than
-``MAX_BUFFERED_RECORD`` is walked field by field with its key, value and header values
-skipped, never held. The whole output is counted against ``max_decompressed`` (the caller's
-budget): past it, ``RecordTooLargeError`` as soon as the output passes it. Memory stays at
-about one chunk plus one buffered record plus the decompressor's window, whatever the
-ratio. Stricter than ``codecs.decompress`` on purpose: trailing bytes after the last gzip
-member and a second lz4 frame are refused (Java's streams stop at the first frame, and
-Python's gzip refuses trailing garbage, so some consumer would not see those bytes).
+zlib ``max_length`` with the input fed in ``_INPUT`` pieces, ``LZ4FrameDecompressor``
+``max_length`` likewise, a zstd ``stream_reader``, xerial snappy block by block, each
+block's size checked against the budget before it is decoded) and walked as the chunks
+come, each chunk in place: a record cut by a chunk boundary is joined from its two parts
+alone, and a record longer than ``MAX_BUFFERED_RECORD`` is walked field by field from the
+stream with its key, value and header bytes skipped, never held. The whole output is
+counted against ``max_decompressed`` (the caller's budget): past it, ``RecordTooLargeError``
+as soon as the output passes it. Memory stays at about one chunk plus one buffered record
+plus the decompressor's own state (zstd's window: at most 128 MiB, the library's and
+zstd-jni's default limit, usually 1-8 MiB; a snappy block: at most about 32x its input),
+whatever the ratio. Stricter than ``codecs.decompress`` on purpose: trailing bytes after
+the last gzip member and a second lz4 frame are refused (Java's lz4 stream stops at the
+first frame, and Python's gzip refuses trailing garbage, so some consumer would not read
+those bytes the way the broker did).
 
 Errors (``broker.record.errors``): ``CorruptRecordError`` (or ``DecompressionError``) for
 anything that does not parse, ``InvalidRecordError`` with ``batch_index`` for an offset
@@ -262,6 +273,8 @@ def check_records(buf, start: int, end: int, codec: int, count: int, max_decompr
             raise CorruptRecordError("a record runs past the end of the batch") from None
         if index == count and pos != end:
             raise CorruptRecordError(f"{end - pos} bytes after the last of {count} records")
+        if index < count and pos < end:
+            raise CorruptRecordError(f"record {index} runs past the end of the batch")
         return _finish(index, count, lo, hi, hi_index, nulls)
     chunks = _decompressed_chunks(codec, memoryview(buf)[start:end], max_decompressed)
     try:
