@@ -17,10 +17,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log.validator import AppendOrigin, ValidatorConfig, analyze_and_validate_records
+from broker.log.validator import (
+    AppendOrigin,
+    ValidatorConfig,
+    analyze_and_validate_records,
+)
 from broker.record import batch as rb
 from broker.record import validation as rv
-from broker.record.errors import CorruptRecordError, DecodeError, InvalidRecordError, RecordTooLargeError
+from broker.record.errors import (
+    CorruptRecordError,
+    DecodeError,
+    InvalidRecordError,
+    RecordTooLargeError,
+)
 
 NOW = 1_700_000_000_000
 CODECS = [0, 1, 2, 3, 4]
@@ -226,3 +235,33 @@ def test_every_record_walked_from_the_stream(monkeypatch, codec, chunk):
     monkeypatch.setattr(rv, "_CHUNK", chunk)
     monkeypatch.setattr(rv, "MAX_BUFFERED_RECORD", 8)
     assert check(rb.encode_batch(MANY, compression=codec)) == _plain(rb.encode_batch(MANY), len(MANY))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record_st, min_size=1, max_size=30), st.sampled_from(CODECS))
+def test_every_batch_of_the_client_producer_and_the_columnar_encoder_is_accepted(records, codec):
+    """The two other encoders of this project: the client producer's ``encode_one`` (framed
+    as its accumulator does, with ``build_batch``) and the Spark sink's ``encode_from_arrow``."""
+    import pyarrow as pa
+
+    from broker.client.producer.batch import encode_one
+    from broker.record.columnar.encode import encode_from_arrow
+
+    base = records[0][2]
+    raw = b"".join(encode_one(i, ts - base, k, v, hs) for i, (k, v, ts, hs) in enumerate(records))
+    framed = rb.build_batch(raw, count=len(records), base_timestamp=base,
+                            max_timestamp=max(r[2] for r in records), compression=codec)
+    check(framed)
+    assert accepted(framed)
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    batches = encode_from_arrow(
+        pa.array([v for _, v, _, _ in records], pa.binary()), pa.array([k for k, _, _, _ in records], pa.binary()),
+        pa.array([ts for _, _, ts, _ in records], pa.int64()),
+        pa.array([[{"key": hk, "value": hv} for hk, hv in hs] for _, _, _, hs in records], header_type),
+        compression=codec, max_batch_bytes=1024)
+    assert sum(b.record_count for b in batches) == len(records)
+    for b in batches:
+        check(b.data)
+        data = bytearray(b.data)
+        struct.pack_into(">q", data, 0, 0)  # a producer's batch starts at offset 0 (outside the CRC)
+        assert accepted(bytes(data))
