@@ -5,9 +5,13 @@ Owns: measuring, in one run,
 1. ingest MB/s of the real broker (``python -m broker`` in a subprocess, fresh log
    directory, one topic of ``PARTITIONS`` partitions created with CreateTopics, default
    flush policy and segment size) under a load generator that sends pre-built Produce v8
-   requests (acks=1, one 16-KiB or 1-MiB batch per request), against a minimal
-   "receive, CRC-check, append, ack" server (``baseline_server`` below: a subprocess of this
-   script) fed by the same generator over the same connections with the same bytes.
+   requests (acks=1, one 16-KiB or 1-MiB batch per request; uncompressed, and lz4 and
+   zstd batches of hex text, about 2:1 for zstd), against a minimal "receive, CRC-check,
+   append, ack" server (``baseline_server`` below: a subprocess of this script) fed by the
+   same generator over the same connections with the same bytes; for a compressed batch
+   the minimal server also decompresses its records in one call (the least a broker that
+   checks records must do), so that the ratio measures the broker's overhead: the
+   streaming decompression and the walk of every record (``broker.record.validation``).
    Goal: at least 0.7 of the minimal server.
 2. fetch MB/s: a consumer reading everything back, with raw Fetch v11 requests
    (``FETCH_MAX_BYTES`` per partition, one connection per partition), from the broker and
@@ -78,10 +82,20 @@ PARTITIONS = 4
 CONNECTIONS = 4
 WINDOW = 5
 REPEAT = 3
-KINDS = ("16k", "1m")
+# A kind is a batch size, optionally with the codec of its batches ("1m-zstd").
+KINDS = ("16k", "1m", "16k-lz4", "1m-lz4", "16k-zstd", "1m-zstd")
 INGEST_BYTES = {"16k": 400_000_000, "1m": 1_000_000_000}
 BATCH_SHAPE = {"16k": (16, 1024 - 40), "1m": (64, 16384 - 40)}  # records per batch, value size
 POOL = {"16k": 16, "1m": 4}  # distinct batches per partition
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def kind_size(kind: str) -> str:
+    return kind.split("-")[0]
+
+
+def kind_codec(kind: str) -> int:
+    return CODEC_IDS[kind.split("-")[1]] if "-" in kind else 0
 WARMUP_REQUESTS = 2 * WINDOW  # per connection, before the clock starts
 FETCH_MAX_BYTES = 16 << 20  # partition_max_bytes of the raw fetches (max_bytes 4x that)
 CONFLUENT_CAP_S = 60.0
@@ -201,9 +215,21 @@ class _Partition:
 
 
 def baseline_server(directory: str) -> None:
-    """Receive, CRC-check, append, ack (and a sendfile Fetch), one thread per connection."""
+    """Receive, CRC-check (decompress a compressed batch's records), append, ack (and a
+    sendfile Fetch), one thread per connection."""
     import crc32c
+    import lz4.frame
+    import zstandard
     crc = crc32c.crc32c
+    zstd_local = threading.local()
+
+    def zstd_decompress(data) -> bytes:
+        dctx = getattr(zstd_local, "dctx", None)
+        if dctx is None:
+            dctx = zstd_local.dctx = zstandard.ZstdDecompressor()
+        return dctx.decompressobj().decompress(data)
+
+    decompress = {3: lz4.frame.decompress, 4: zstd_decompress}
     parts = [_Partition(Path(directory) / f"{TOPIC}-{p}" / "00000000000000000000.log")
              for p in range(PARTITIONS)]
     produce_template = produce_response_template()
@@ -223,6 +249,9 @@ def baseline_server(directory: str) -> None:
         if size < 61 or crc(records[21:]) != u32(records, 17)[0]:
             error, base = 2, -1  # CORRUPT_MESSAGE
         else:
+            codec = records[22] & 7
+            if codec:  # decompress the records, as a broker must at least do to check them
+                decompress[codec](records[61:])
             error = 0
             with part.lock:
                 base = part.next_offset
@@ -349,11 +378,15 @@ def make_frames(kind: str) -> list[list[tuple[bytes, memoryview, int]]]:
     """Per connection, the cycle of (frame after its 12-byte head, batch bytes) it sends."""
     from broker.protocol import RequestHeader, encode_request
     from broker.record.batch import encode_batch
-    count, size = BATCH_SHAPE[kind]
+    count, size = BATCH_SHAPE[kind_size(kind)]
+    codec = kind_codec(kind)
     rng = random.Random(kind)
     now = int(time.time() * 1000)
-    batches = [encode_batch([(b"key-%d-%d" % (i, j), rng.randbytes(size), now + j) for j in range(count)])
-               for i in range(POOL[kind])]
+    # Compressed kinds: hex text of random bytes (about 2:1 for zstd, so that decompression
+    # is real work); uncompressed ones: random bytes.
+    value = (lambda: rng.randbytes(size // 2).hex().encode()) if codec else (lambda: rng.randbytes(size))
+    batches = [encode_batch([(b"key-%d-%d" % (i, j), value(), now + j) for j in range(count)], compression=codec)
+               for i in range(POOL[kind_size(kind)])]
     frames = {}
     for i, batch in enumerate(batches):
         for p in range(PARTITIONS):
@@ -691,9 +724,9 @@ def main(quick: bool = False) -> None:
                 for name in order:
                     pid, p = servers[name]
                     r = worker_proc.run(pid, op="ingest", kind=kind, host="127.0.0.1", port=p,
-                                        bytes=int(INGEST_BYTES[kind] * scale))
+                                        bytes=int(INGEST_BYTES[kind_size(kind)] * scale))
                     ingest.setdefault((name, kind), []).append(r)
-                    print(f"  {kind:>3} {name:<8} run {rep + 1}: {mb_s(r):7.1f} MB/s, "
+                    print(f"  {kind:>8} {name:<8} run {rep + 1}: {mb_s(r):7.1f} MB/s, "
                           f"server {cpu_per_gb(r):5.2f} CPU s/GB, generator {r['gen_cpu'] / r['elapsed']:.0%} "
                           f"of a core", flush=True)
         fetch = {name: worker_proc.run(pid, op="fetch", host="127.0.0.1", port=p)
@@ -723,7 +756,7 @@ def main(quick: bool = False) -> None:
     for kind in KINDS:
         b, m = best["broker", kind], best["baseline", kind]
         cb, cm = cpu["broker", kind], cpu["baseline", kind]
-        print(f"  {kind:>3} batches    {b['batch_bytes']:>8} {b['bytes'] / 1e6:5.0f}  {mb_s(b):11.1f}  {mb_s(m):12.1f}"
+        print(f"  {kind:>8} batches {b['batch_bytes']:>8} {b['bytes'] / 1e6:5.0f}  {mb_s(b):11.1f}  {mb_s(m):12.1f}"
               f"  {mb_s(b) / mb_s(m):5.2f}  {cb:15.2f}  {cm:16.2f}  {cm / cb:9.2f}"
               f"  {b['gen_cpu'] / b['elapsed']:5.0%} / {m['gen_cpu'] / m['elapsed']:.0%}")
     fb, fm = fetch["broker"], fetch["baseline"]

@@ -19,11 +19,11 @@ from broker.log.errors import (
 )
 from broker.log.validator import (
     AppendOrigin,
-    LogValidator,
     ValidatorConfig,
     analyze_and_validate_records,
+    analyze_single_batch,
     assign_offsets,
-    validate_and_assign_offsets,
+    assign_offsets_single,
 )
 from broker.record import batch as rb
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
@@ -47,9 +47,20 @@ def idem(n: int, seq: int, pid: int = 7, epoch: int = 0, **kw) -> bytes:
 
 
 def run(buf: bytearray, config: ValidatorConfig = ValidatorConfig(), leo: int = 100, epoch: int = 5,
-        origin: AppendOrigin = AppendOrigin.CLIENT):
-    return validate_and_assign_offsets(buf, config, log_end_offset=leo, partition_leader_epoch=epoch,
-                                       now_ms=NOW, origin=origin)
+        origin: AppendOrigin = AppendOrigin.CLIENT, now: int = NOW):
+    """The leader's two steps as ``UnifiedLog.append_as_leader`` runs them: the fused
+    single-batch path when it accepts the request, else the general one. Both are run
+    and must agree (bytes written and the ``LogAppendInfo``)."""
+    copy = bytearray(buf)
+    fast = analyze_single_batch(copy, config, now, origin)
+    info = analyze_and_validate_records(buf, config, now_ms=now, origin=origin)
+    info = assign_offsets(buf, info, first_offset=leo, partition_leader_epoch=epoch, now_ms=now,
+                          log_append_time=config.log_append_time)
+    if fast is not None:
+        fast_info = assign_offsets_single(copy, fast, leo, epoch, now, config.log_append_time)
+        assert bytes(copy) == bytes(buf)
+        assert fast_info._replace(record_max_timestamps=None) == info._replace(record_max_timestamps=None)
+    return info
 
 
 def assert_rejected(buf: bytearray, error: type[Exception], config: ValidatorConfig = ValidatorConfig(),
@@ -58,6 +69,7 @@ def assert_rejected(buf: bytearray, error: type[Exception], config: ValidatorCon
     with pytest.raises(error) as info:
         run(buf, config, **kw)
     assert bytes(buf) == before, "a rejected append must leave the buffer untouched"
+    assert analyze_single_batch(buf, config, kw.get("now", NOW), kw.get("origin", AppendOrigin.CLIENT)) is None
     return info.value
 
 
@@ -102,7 +114,7 @@ def test_max_timestamp_and_its_offset():
 def test_analyze_is_read_only_and_reports_client_offsets():
     buf = bytearray(batch(4))
     before = bytes(buf)
-    info = LogValidator().analyze(buf, now_ms=NOW)
+    info = analyze_and_validate_records(buf, now_ms=NOW)
     assert bytes(buf) == before
     assert (info.first_offset, info.last_offset, info.records_count) == (0, 3, 4)
 
@@ -130,8 +142,7 @@ def test_log_append_time_rewrites_and_revalidates():
     buf = bytearray(batch(3, ts=NOW - 5_000_000) + batch(2, ts=NOW - 4_000_000))
     config = ValidatorConfig(log_append_time=True)
     append_time = NOW + 7
-    info = validate_and_assign_offsets(buf, config, log_end_offset=10, partition_leader_epoch=1,
-                                       now_ms=append_time)
+    info = run(buf, config, leo=10, epoch=1, now=append_time)
     assert info.log_append_time == append_time
     assert info.max_timestamp == append_time and info.offset_of_max_timestamp == 10
     for pos, header in info.batches:
@@ -353,3 +364,58 @@ def test_config_from_log_config():
          "max.message.bytes": "2000"}))
     assert config == ValidatorConfig(max_message_bytes=2000, log_append_time=True, compacted=True)
     assert ValidatorConfig.from_log_config(LogConfig.from_props({})) == ValidatorConfig()
+
+
+# --- every record walked (issue 13) ---
+
+def test_every_topic_fixes_a_wrong_max_timestamp_and_reports_the_exact_offset():
+    """Kafka's maxBatchTimestamp: the records' largest timestamp, whatever the header says;
+    the offset of its first record, not the batch's last offset."""
+    raw = b"".join(rb.encode_record(i, d, b"k", b"v") for i, d in enumerate((0, 9, 2)))
+    for codec in (0, 4):
+        buf = bytearray(rb.build_batch(raw, count=3, base_timestamp=NOW, max_timestamp=NOW + 999,
+                                       compression=codec))
+        info = run(buf, leo=50)
+        header = rb.ensure_valid(buf)
+        assert header.max_timestamp == NOW + 9 == info.max_timestamp
+        assert info.offset_of_max_timestamp == 51
+
+
+def test_garbage_records_with_a_right_crc_are_corrupt():
+    for codec in (0, 1, 2, 3, 4):
+        bad = rb.build_batch(b"\x07" * 64, count=2, compression=codec, base_timestamp=NOW, max_timestamp=NOW)
+        assert_rejected(bytearray(bad), CorruptRecordError)
+
+
+def test_offset_deltas_out_of_order_on_any_topic_name_the_record():
+    raw = rb.encode_record(0, 0, b"k", b"v") + rb.encode_record(0, 0, b"k", b"v")
+    for codec in (0, 3):
+        bad = rb.build_batch(raw, count=2, base_timestamp=NOW, max_timestamp=NOW, compression=codec)
+        err = assert_rejected(bytearray(bad), InvalidRecordError)
+        assert [i for i, _ in err.record_errors] == [1]
+
+
+def test_a_decompression_bomb_is_message_too_large():
+    bomb = rb.encode_batch([(b"k", b"\x00" * (3 << 20), NOW)], compression=4)
+    assert_rejected(bytearray(bomb), RecordBatchTooLargeError, ValidatorConfig(max_decompressed_bytes=1 << 20))
+    run(bytearray(bomb), ValidatorConfig(max_decompressed_bytes=4 << 20))
+    assert ValidatorConfig().decompression_budget == 64 * ValidatorConfig().max_message_bytes
+    assert ValidatorConfig(max_message_bytes=1000).decompression_budget == rb.DEFAULT_MAX_DECOMPRESSED_BYTES
+
+
+def test_every_record_timestamp_is_checked_on_every_topic():
+    config = ValidatorConfig(timestamp_before_max_ms=100)
+    raw = b"".join(rb.encode_record(i, d, b"k", b"v") for i, d in enumerate((0, -1000, 1, -2000)))
+    bad = rb.build_batch(raw, count=4, base_timestamp=NOW, max_timestamp=NOW + 1)
+    err = assert_rejected(bytearray(bad), InvalidTimestampError, config)
+    assert [i for i, _ in err.record_errors] == [1, 3]
+    # NO_TIMESTAMP records are not checked, as in Kafka
+    raw = rb.encode_record(0, 0, b"k", b"v")
+    run(bytearray(rb.build_batch(raw, count=1, base_timestamp=-1, max_timestamp=-1)), config)
+
+
+def test_log_append_time_set_by_a_producer_on_a_log_append_time_topic():
+    """Kafka's validateTimestamp: "Producer should not set timestamp type to LogAppendTime"."""
+    buf = bytearray(batch(2, timestamp_type=rb.LOG_APPEND_TIME))
+    err = assert_rejected(buf, InvalidTimestampError, ValidatorConfig(log_append_time=True))
+    assert [i for i, _ in err.record_errors] == [0, 1]

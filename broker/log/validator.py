@@ -1,4 +1,4 @@
-"""The leader's append-path validation and in-place offset assignment (``LogValidator``).
+"""The leader's append-path validation and in-place offset assignment (Kafka's ``LogValidator``).
 
 Owns: what Kafka's ``UnifiedLog.analyzeAndValidateRecords`` and ``LogValidator`` do for the
 record batches of one produce request for one partition, minus format conversion and
@@ -16,27 +16,38 @@ codec the producer chose is the codec stored):
      ``lastOffsetDelta + 1 == recordsCount`` and the count > 0, no control batch, no producer
      id with a negative base sequence, and one (producer id, epoch) for the whole request
      (all INVALID_RECORD);
-   - CreateTime timestamps within ``message.timestamp.before.max.ms`` /
-     ``after.max.ms`` of now (INVALID_TIMESTAMP). Kafka checks every record; the hot path
-     here checks the batch's ``baseTimestamp`` and ``maxTimestamp`` from the header only
-     (a record whose timestamp delta is negative can slip below the bound). When records are
-     decoded (compacted topics, below) every record's timestamp is checked, as Kafka does;
-   - compacted topics (``compacted=True``): records are decoded (decompressed if needed) and
-     a null key is INVALID_RECORD, as are offset deltas other than 0..count-1. Only then are
-     records decoded; otherwise the check is a header walk plus one CRC per batch.
+   - leader appends (CLIENT and COORDINATOR) walk every record of every batch, compressed
+     ones through a streaming decompression (``broker.record.validation.check_records``:
+     lengths, varints, offset deltas 0..count-1, header counts and sizes, UTF-8 header
+     keys, nothing left over; keys and values are skipped, never copied). A batch whose
+     records do not parse, or whose compressed payload is bad: CORRUPT_MESSAGE; an offset
+     delta out of order: INVALID_RECORD naming the record. Compressed records may inflate to
+     ``ValidatorConfig.decompression_budget`` bytes (max(64 MiB, DECOMPRESSION_RATIO x
+     max.message.bytes); Kafka has no cap), past it MESSAGE_TOO_LARGE, and memory stays
+     bounded by the streaming walk (F5);
+   - per record, as Kafka's ``LogValidator.validateRecord``: on a compacted topic a null
+     key is INVALID_RECORD; on a CreateTime topic every record's timestamp (except
+     NO_TIMESTAMP) must lie within ``message.timestamp.before.max.ms`` /
+     ``after.max.ms`` of now (INVALID_TIMESTAMP, which wins when both occur); on a
+     LogAppendTime topic a batch whose producer set the LogAppendTime bit is INVALID_TIMESTAMP.
+     Such errors carry ``.record_errors``, ``(index of the record in its batch, message)``
+     (KIP-467). The hot loop only tracks the smallest and largest timestamp delta and
+     counts null keys; the records are named in a second walk, on the error path only.
 
 2. ``assign_offsets`` then rewrites the buffer in place, batch by batch: baseOffset from the
    log end offset on, partitionLeaderEpoch (both outside the CRC), and with
    ``message.timestamp.type=LogAppendTime`` the timestamp-type bit and maxTimestamp = now,
-   followed by a CRC update. A CreateTime topic clears a LogAppendTime bit a client set and,
-   when records were decoded, corrects a maxTimestamp that disagrees with the records, both
+   followed by a CRC update. A CreateTime topic clears a LogAppendTime bit a client set and
+   corrects a maxTimestamp that disagrees with the records (Kafka's maxBatchTimestamp), both
    with a CRC update (``DefaultRecordBatch.setMaxTimestamp``). Nothing is recompressed.
+   ``offset_of_max_timestamp`` is the exact offset of the first record holding the max.
 
 3. ``analyze_single_batch`` and ``assign_offsets_single`` are the two steps fused for the
-   produce hot path, a request of exactly one batch whose records need no decoding: one
-   header unpack and one CRC for every check of 1., then the writes of 2. and the same
-   ``LogAppendInfo``, built from the unpacked fields. Any other shape, and any failed
-   check, makes ``analyze_single_batch`` return None: the caller then runs the general
+   produce hot path, a request of exactly one batch: one header unpack, one CRC and one
+   record walk for every check of 1., then the writes of 2. and the same
+   ``LogAppendInfo``, built from the unpacked fields (indexed by the ``_BASE_OFFSET`` ..
+   ``_RECORDS_COUNT`` constants, derived from ``BatchHeader._fields`` and checked at
+   import). Any other shape, and any failed check, makes ``analyze_single_batch`` return None: the caller then runs the general
    path, which reports the error, so results and errors are the general path's.
 
 All-or-nothing: every check runs in ``analyze`` before ``assign_offsets`` writes anything,
@@ -45,7 +56,12 @@ so a rejected request leaves the caller's buffer byte-identical.
 Errors (``broker.log.errors``; the server maps them to Kafka codes): CorruptRecordError (2),
 InvalidRecordError (87; ``.record_errors`` lists ``(batch_index, message)`` for record-level
 failures, Kafka's ``RecordError``s in the produce response), UnsupportedForMessageFormatError
-(43), RecordBatchTooLargeError (10), InvalidTimestampError (32).
+(43), RecordBatchTooLargeError (10), InvalidTimestampError (32). Records that do not parse
+and compressed payloads that do not decompress are CORRUPT_MESSAGE here, the protocol's
+code for a message "otherwise corrupt", with the reason in the message; Kafka 4 answers
+INVALID_RECORD for the first (``DefaultRecord`` throws ``InvalidRecordException``) and
+UNKNOWN_SERVER_ERROR for the second. An offset delta out of order is INVALID_RECORD naming
+the record: Kafka rewrites such a compressed batch, this broker never recompresses.
 
 Not done here (other layers): the produce-request rule "exactly one batch per partition
 for ProduceRequest v3+" (protocol layer; this module accepts several), producer-state
@@ -53,9 +69,8 @@ deduplication (``producer_state.py``), the segment.bytes limit and rolling (the 
 
 No on-disk format of its own; the batch header layout is in ``broker/record/batch.py``.
 
-Thread-safety: pure functions over the caller's buffer; ``LogValidator`` holds only an
-immutable config. ``assign_offsets`` mutates the buffer, so the caller must own it (the
-produce request's bytes) and call it under the partition's append lock (it needs the LEO).
+Thread-safety: pure functions over the caller's buffer; ``ValidatorConfig`` is immutable.
+``assign_offsets`` mutates the buffer, so the caller must own it (the produce request's bytes) and call it under the partition's append lock (it needs the LEO).
 """
 
 from __future__ import annotations
@@ -68,6 +83,7 @@ from typing import Any, NamedTuple
 from broker.record import batch as rb
 from broker.record import errors as record_errors
 from broker.record.batch import BatchHeader
+from broker.record.validation import check_records, record_details
 
 from .errors import (
     CorruptRecordError,
@@ -81,12 +97,10 @@ __all__ = [
     "AppendOrigin",
     "ValidatorConfig",
     "LogAppendInfo",
-    "LogValidator",
     "analyze_and_validate_records",
     "assign_offsets",
     "analyze_single_batch",
     "assign_offsets_single",
-    "validate_and_assign_offsets",
 ]
 
 LONG_MAX = (1 << 63) - 1
@@ -103,12 +117,27 @@ LEGACY_RECORD_OVERHEAD_V0 = 14
 # records count an uncompressed batch cannot hold without decoding anything.
 MIN_RECORD_SIZE = 7
 MAX_MAGIC = rb.CURRENT_MAGIC
+# The budget of a compressed batch's decompressed records (F5): DECOMPRESSION_RATIO times
+# the topic's max.message.bytes, and never below rb.DEFAULT_MAX_DECOMPRESSED_BYTES (64 MiB).
+# Kafka has no such cap (it streams and skips); this one refuses decompression bombs that
+# some consumers (librdkafka inflates a whole batch) could not read. Memory is bounded by the
+# streaming walk whatever the budget: the budget bounds the time spent inflating.
+DECOMPRESSION_RATIO = 64
 
 # attributes int16 at 21 and maxTimestamp int64 at 35 (see the layout in batch.py).
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _MAX_TIMESTAMP_OFFSET = 35
+_CONTROL = rb.CONTROL_FLAG_MASK
+_CODEC = rb.COMPRESSION_CODEC_MASK
+_LOG_APPEND_TIME_BIT = rb.TIMESTAMP_TYPE_MASK
+_V2 = rb.CURRENT_MAGIC
+_HEADER_SIZE = rb.RECORD_BATCH_OVERHEAD
+_RECORDS_OFFSET = rb.RECORDS_OFFSET
+_NO_TIMESTAMP = rb.NO_TIMESTAMP
+_INT64_MIN = -(1 << 63)
+_crc32c = rb.crc32c
 
 
 class AppendOrigin(enum.Enum):
@@ -142,7 +171,15 @@ class ValidatorConfig:
     timestamp_before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
     timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
     compacted: bool = False  # cleanup.policy contains compact: keys are required
-    max_decompressed_bytes: int = rb.DEFAULT_MAX_DECOMPRESSED_BYTES
+    # None: max(64 MiB, DECOMPRESSION_RATIO * max_message_bytes), see decompression_budget
+    max_decompressed_bytes: int | None = None
+
+    @property
+    def decompression_budget(self) -> int:
+        """The most bytes a compressed batch's records may inflate to (F5)."""
+        if self.max_decompressed_bytes is not None:
+            return self.max_decompressed_bytes
+        return max(rb.DEFAULT_MAX_DECOMPRESSED_BYTES, DECOMPRESSION_RATIO * self.max_message_bytes)
 
     @classmethod
     def from_log_config(cls, config: Any) -> "ValidatorConfig":
@@ -245,53 +282,83 @@ def _check_client_batch(header: BatchHeader, index: int) -> None:
             f"{header.base_sequence}")
 
 
-def _check_timestamp(ts: int, now_ms: int, config: ValidatorConfig, where: str) -> None:
-    if ts == rb.NO_TIMESTAMP:
-        return
-    if ts < now_ms - config.timestamp_before_max_ms or ts > now_ms + config.timestamp_after_max_ms:
-        raise InvalidTimestampError(
-            f"{where}: timestamp {ts} is out of range [now - {config.timestamp_before_max_ms}, "
-            f"now + {config.timestamp_after_max_ms}] with now = {now_ms}")
-
-
 def _decode_error(exc: record_errors.DecodeError, index: int) -> Exception:
+    """The log error (and Kafka code) of a record-layer failure in batch ``index``."""
     if isinstance(exc, record_errors.RecordTooLargeError):
         return RecordBatchTooLargeError(f"batch {index}: {exc}")
     if isinstance(exc, record_errors.InvalidRecordError):
-        return InvalidRecordError(f"batch {index}: {exc}")
+        err = InvalidRecordError(f"batch {index}: {exc}")
+        batch_index = getattr(exc, "batch_index", None)
+        if batch_index is not None:
+            err.record_errors = [(batch_index, str(exc))]
+        return err
     return CorruptRecordError(f"batch {index}: {exc}")
 
 
 def _check_records(buf, pos: int, header: BatchHeader, index: int, config: ValidatorConfig,
-                   now_ms: int, check_timestamps: bool) -> tuple[int, int]:
-    """Decode one batch's records and check them; return (max timestamp, its offset delta)."""
+                   now_ms: int) -> tuple[int, int]:
+    """Walk and check every record of the batch at ``pos`` (a leader append); return (max
+    record timestamp, offset delta of its first occurrence), Kafka's maxBatchTimestamp."""
+    attributes = header.attributes
+    count = header.records_count
+    lat_bit = attributes & _LOG_APPEND_TIME_BIT
+    if config.log_append_time and lat_bit:
+        message = "producers may not set the timestamp type to LogAppendTime"
+        exc = InvalidTimestampError(f"batch {index}: {message}")
+        exc.record_errors = [(i, message) for i in range(count)]
+        raise exc
+    start, end = pos + _RECORDS_OFFSET, pos + header.size_in_bytes
+    codec = attributes & _CODEC
+    budget = config.decompression_budget
     try:
-        payload = rb.records_payload(buf, pos, header, config.max_decompressed_bytes)
-        records = rb.decode_records(payload, header)
+        lo, hi, hi_index, nulls = check_records(buf, start, end, codec, count, budget)
     except record_errors.DecodeError as exc:
         raise _decode_error(exc, index) from None
+    base = header.base_timestamp
+    if count and (base + lo < _INT64_MIN or base + hi > LONG_MAX):
+        raise CorruptRecordError(f"batch {index}: a record timestamp overflows int64")
+    check_ts = not config.log_append_time
+    low = now_ms - config.timestamp_before_max_ms
+    high = now_ms + config.timestamp_after_max_ms
+    if lat_bit:
+        record_lo = record_hi = header.max_timestamp
+    else:
+        record_lo, record_hi = base + lo, base + hi
+    if (config.compacted and nulls) or (check_ts and count and (record_lo < low or record_hi > high)):
+        _raise_record_errors(buf, start, end, header, index, config, low, high, budget)
+    if lat_bit:
+        return header.max_timestamp, 0
+    if count == 0 or record_hi <= _NO_TIMESTAMP:
+        return _NO_TIMESTAMP, -1
+    return record_hi, hi_index
+
+
+def _raise_record_errors(buf, start: int, end: int, header: BatchHeader, index: int,
+                         config: ValidatorConfig, low: int, high: int, budget: int) -> None:
+    """The error path: name every record at fault (Kafka's ``RecordError`` s, KIP-467): a
+    null key on a compacted topic (INVALID_RECORD), else a CreateTime timestamp outside
+    [now - before.max.ms, now + after.max.ms] (INVALID_TIMESTAMP, which wins when present)."""
+    lat_bit = header.attributes & _LOG_APPEND_TIME_BIT
+    check_ts = not config.log_append_time
     errors: list[tuple[int, str]] = []
-    max_ts, max_delta = rb.NO_TIMESTAMP, 0
-    for i, record in enumerate(records):
-        delta = record.offset - header.base_offset
-        if delta != i:
-            errors.append((i, f"record {i} has offset delta {delta}, expected {i}"))
-        if config.compacted and record.key is None:
+    bad_timestamp = False
+    for i, (delta, null_key) in enumerate(record_details(buf, start, end, header.attributes & _CODEC,
+                                                         header.records_count, budget)):
+        if config.compacted and null_key:
             errors.append((i, "a compacted topic cannot accept a record without a key"))
-        if check_timestamps:
-            try:
-                _check_timestamp(record.timestamp, now_ms, config, f"batch {index} record {i}")
-            except InvalidTimestampError as exc:
-                exc.record_errors = [(i, str(exc))]
-                raise
-        if record.timestamp > max_ts:
-            max_ts, max_delta = record.timestamp, delta
-    if errors:
-        exc = InvalidRecordError(f"batch {index}: {errors[0][1]}"
-                                 + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        exc.record_errors = errors
-        raise exc
-    return max_ts, max_delta
+            continue
+        ts = header.max_timestamp if lat_bit else header.base_timestamp + delta
+        if check_ts and ts != _NO_TIMESTAMP and (ts < low or ts > high):
+            errors.append((i, (f"timestamp {ts} of the record with offset delta {i} is out of range "
+                               f"[{low}, {high}] (message.timestamp.before/after.max.ms)")))
+            bad_timestamp = True
+    if not errors:
+        return
+    summary = (f"batch {index}: {len(errors)} record(s) rejected, the first: record {errors[0][0]}: "
+               f"{errors[0][1]}")
+    exc = InvalidTimestampError(summary) if bad_timestamp else InvalidRecordError(summary)
+    exc.record_errors = errors
+    raise exc
 
 
 def analyze_and_validate_records(buf, config: ValidatorConfig = ValidatorConfig(), *,
@@ -304,10 +371,9 @@ def analyze_and_validate_records(buf, config: ValidatorConfig = ValidatorConfig(
         raise InvalidRecordError("an append needs at least one record batch")
     entries = _walk_entries(buf, end)
     client = origin is _CLIENT
-    check_ts = not config.log_append_time and origin is not _REPLICATION
-    decode = config.compacted and origin is not _REPLICATION
+    leader = origin is not _REPLICATION
     headers: list[tuple[int, BatchHeader]] = []
-    record_max: list[tuple[int, int]] | None = [] if decode else None
+    record_max: list[tuple[int, int]] | None = [] if leader else None
     producer = None
     first_offset = -1
     last_offset = -1
@@ -335,24 +401,20 @@ def analyze_and_validate_records(buf, config: ValidatorConfig = ValidatorConfig(
                     f"batch {index}: producer id/epoch {key} differs from the request's {producer}")
         elif header.records_count < 0:
             raise InvalidRecordError(f"batch {index}: negative records count {header.records_count}")
-        if (header.compression == 0 and header.records_count > 0
-                and header.records_count * MIN_RECORD_SIZE > size - rb.RECORDS_OFFSET):
-            raise CorruptRecordError(
-                f"batch {index}: {header.records_count} records cannot fit in "
-                f"{size - rb.RECORDS_OFFSET} bytes")
-        if check_ts and header.timestamp_type == rb.CREATE_TIME:
-            _check_timestamp(header.base_timestamp, now_ms, config, f"batch {index}")
-            _check_timestamp(header.max_timestamp, now_ms, config, f"batch {index}")
-        if decode:
-            record_max.append(_check_records(buf, pos, header, index, config, now_ms, check_ts))
+        if leader:
+            batch_max = _check_records(buf, pos, header, index, config, now_ms)
+            record_max.append(batch_max)
+            batch_max_ts, batch_max_offset = batch_max[0], header.base_offset + batch_max[1]
+        else:
+            batch_max_ts, batch_max_offset = header.max_timestamp, header.last_offset
         if index == 0:
             first_offset = header.base_offset
             last_offset_of_first_batch = header.last_offset
         elif header.last_offset <= last_offset:
             monotonic = False
         last_offset = header.last_offset
-        if header.max_timestamp > max_ts:
-            max_ts, offset_of_max_ts = header.max_timestamp, header.last_offset
+        if batch_max_ts > max_ts:
+            max_ts, offset_of_max_ts = batch_max_ts, batch_max_offset
         records_count += header.records_count
         if header.compression:
             source_compression = header.compression
@@ -372,81 +434,115 @@ _HEADER_UNPACK = rb.HEADER.unpack_from
 # baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch int32 @12: one pack
 # rewrites the two fields assignment changes (batchLength is written back unchanged).
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
-_CONTROL = rb.CONTROL_FLAG_MASK
-_CODEC = rb.COMPRESSION_CODEC_MASK
-_LOG_APPEND_TIME_BIT = rb.TIMESTAMP_TYPE_MASK
-_V2 = rb.CURRENT_MAGIC
-_HEADER_SIZE = rb.RECORD_BATCH_OVERHEAD
-_RECORDS_OFFSET = rb.RECORDS_OFFSET
-_NO_TIMESTAMP = rb.NO_TIMESTAMP
-_crc32c = rb.crc32c
 _new_tuple = tuple.__new__
+
+# Positions of the header fields in ``HEADER``'s tuple (``BatchHeader._fields``), for the
+# fast path, which indexes the unpacked tuple instead of building a BatchHeader.
+(_BASE_OFFSET, _BATCH_LENGTH, _PARTITION_LEADER_EPOCH, _MAGIC, _CRC_FIELD, _ATTRIBUTES_FIELD,
+ _LAST_OFFSET_DELTA, _BASE_TIMESTAMP, _MAX_TIMESTAMP_FIELD, _PRODUCER_ID, _PRODUCER_EPOCH,
+ _BASE_SEQUENCE, _RECORDS_COUNT) = (BatchHeader._fields.index(name) for name in (
+    "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
+    "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "records_count"))
+# ``analyze_single_batch`` returns the 13 header fields, with the max timestamp replaced by
+# the records' (Kafka's maxBatchTimestamp), followed by these two.
+_HEADER_FIELDS = len(BatchHeader._fields)
+_HEADER_MAX_TIMESTAMP = _HEADER_FIELDS  # the maxTimestamp the batch's header holds
+_MAX_TIMESTAMP_DELTA = _HEADER_FIELDS + 1  # offset delta of the record holding the max (-1: none)
+if _HEADER_FIELDS != 13 or len(rb.HEADER.unpack(bytes(rb.HEADER.size))) != _HEADER_FIELDS:
+    raise ImportError("broker.record.batch.HEADER and BatchHeader disagree on the header fields")
 
 
 def analyze_single_batch(buf, config: ValidatorConfig, now_ms: int, origin: AppendOrigin) -> tuple | None:
     """``analyze_and_validate_records`` fused into one pass for the common request: ``buf``
-    is exactly one v2 batch of a topic whose records need not be decoded (not compacted,
-    or a replication append). Returns the header's fields (``HEADER``'s tuple, for
-    ``assign_offsets_single``) when every check of the general path passes; None when the
-    general path must decide: another shape (several batches, a partial or stray entry,
-    other magic, a compacted topic) or any failed check, which the general path then
-    reports with its own error, so errors are those of ``analyze_and_validate_records``.
-    Read-only, like it."""
+    is exactly one v2 batch. Returns, when every check of the general path passes (every
+    record walked, as there), the header's 13 fields (``HEADER``'s tuple order, the max
+    timestamp being the records' own) followed by the header's stored max timestamp and the
+    offset delta of the record holding the max, for ``assign_offsets_single``; None when
+    the general path must decide: another shape (several batches, a partial or stray entry,
+    other magic) or any failed check, which the general path then reports with its own
+    error, so errors are those of ``analyze_and_validate_records``. Read-only, like it."""
     end = len(buf)
-    if end < _HEADER_SIZE or (config.compacted and origin is not _REPLICATION):
+    if end < _HEADER_SIZE:
         return None
     h = _HEADER_UNPACK(buf, 0)
-    (base_offset, batch_length, _epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
-     max_timestamp, producer_id, _producer_epoch, base_sequence, count) = h
-    if (batch_length + 12 != end or magic != _V2 or end > config.max_message_bytes
-            or _crc32c(memoryview(buf)[21:]) != crc):
+    if (h[_BATCH_LENGTH] + 12 != end or h[_MAGIC] != _V2 or end > config.max_message_bytes
+            or _crc32c(memoryview(buf)[21:]) != h[_CRC_FIELD]):
         return None
+    attributes = h[_ATTRIBUTES_FIELD]
+    count = h[_RECORDS_COUNT]
     if origin is _CLIENT:
-        if (base_offset != 0 or last_offset_delta < 0 or count <= 0 or last_offset_delta + 1 != count
-                or attributes & _CONTROL or (producer_id >= 0 and base_sequence < 0)):
+        last_offset_delta = h[_LAST_OFFSET_DELTA]
+        if (h[_BASE_OFFSET] != 0 or last_offset_delta < 0 or count <= 0 or last_offset_delta + 1 != count
+                or attributes & _CONTROL or (h[_PRODUCER_ID] >= 0 and h[_BASE_SEQUENCE] < 0)):
             return None
     elif count < 0:
         return None
-    if not attributes & _CODEC and count > 0 and count * MIN_RECORD_SIZE > end - _RECORDS_OFFSET:
+    header_max = h[_MAX_TIMESTAMP_FIELD]
+    if origin is _REPLICATION:  # validated by a leader: nothing of the records is checked
+        return h + (header_max, h[_LAST_OFFSET_DELTA])
+    lat_bit = attributes & _LOG_APPEND_TIME_BIT
+    if lat_bit and config.log_append_time:
         return None
-    if not config.log_append_time and origin is not _REPLICATION and not attributes & _LOG_APPEND_TIME_BIT:
-        low = now_ms - config.timestamp_before_max_ms
-        high = now_ms + config.timestamp_after_max_ms
-        if ((base_timestamp != _NO_TIMESTAMP and (base_timestamp < low or base_timestamp > high))
-                or (max_timestamp != _NO_TIMESTAMP and (max_timestamp < low or max_timestamp > high))):
+    try:
+        lo, hi, hi_index, nulls = check_records(buf, _RECORDS_OFFSET, end, attributes & _CODEC, count,
+                                                config.decompression_budget)
+    except record_errors.DecodeError:
+        return None
+    if nulls and config.compacted:
+        return None
+    if lat_bit:
+        record_lo = record_hi = header_max
+        hi_index = 0
+    else:
+        base = h[_BASE_TIMESTAMP]
+        record_lo, record_hi = base + lo, base + hi
+        if count and (record_lo < _INT64_MIN or record_hi > LONG_MAX):
             return None
-    return h
+    if (not config.log_append_time and count
+            and (record_lo < now_ms - config.timestamp_before_max_ms
+                 or record_hi > now_ms + config.timestamp_after_max_ms)):
+        return None  # (the general path checks record by record, skipping NO_TIMESTAMP)
+    if count == 0 or record_hi <= _NO_TIMESTAMP:
+        record_hi, hi_index = _NO_TIMESTAMP, -1
+    return h[:_MAX_TIMESTAMP_FIELD] + (record_hi,) + h[_MAX_TIMESTAMP_FIELD + 1:] + (header_max, hi_index)
 
 
 def assign_offsets_single(buf, h: tuple, first_offset: int, partition_leader_epoch: int, now_ms: int,
                           log_append_time: bool) -> LogAppendInfo:
-    """``assign_offsets`` for the one batch ``analyze_single_batch`` accepted (``h``, its
-    header fields): the same bytes written and the same ``LogAppendInfo`` returned, built
+    """``assign_offsets`` for the one batch ``analyze_single_batch`` accepted (``h``, what
+    it returned): the same bytes written and the same ``LogAppendInfo`` returned, built
     from ``h`` without re-reading the header. ``buf`` must be writable (the caller made
     sure of it)."""
     if first_offset < 0:
         raise ValueError(f"negative first offset {first_offset}")
-    _OFFSET_LENGTH_EPOCH.pack_into(buf, 0, first_offset, h[1], partition_leader_epoch)
-    if log_append_time or h[5] & _LOG_APPEND_TIME_BIT:  # rare: a timestamp rewrite and a CRC
-        header = BatchHeader._make(h)
+    batch_length = h[_BATCH_LENGTH]
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, 0, first_offset, batch_length, partition_leader_epoch)
+    record_max, max_delta = h[_MAX_TIMESTAMP_FIELD], h[_MAX_TIMESTAMP_DELTA]
+    if (log_append_time or h[_ATTRIBUTES_FIELD] & _LOG_APPEND_TIME_BIT
+            or record_max != h[_HEADER_MAX_TIMESTAMP]):  # rare: a timestamp rewrite and a CRC
+        stored = h[:_MAX_TIMESTAMP_FIELD] + (h[_HEADER_MAX_TIMESTAMP],) + h[_MAX_TIMESTAMP_FIELD + 1:_HEADER_FIELDS]
         if log_append_time:
             rb.write_log_append_time(buf, 0, now_ms)
         else:
-            _set_create_time(buf, 0, header, header.max_timestamp)
-        h = _HEADER_UNPACK(buf, 0)
+            _set_create_time(buf, 0, BatchHeader._make(stored), record_max)
+        fields = _HEADER_UNPACK(buf, 0)
     else:
-        h = (first_offset, h[1], partition_leader_epoch) + h[3:]
-    header = _new_tuple(BatchHeader, h)
-    last_offset = first_offset + h[6]
+        fields = (first_offset, batch_length, partition_leader_epoch) + h[_MAGIC:_HEADER_FIELDS]
+    header = _new_tuple(BatchHeader, fields)
+    last_offset = first_offset + fields[_LAST_OFFSET_DELTA]
     if log_append_time:
         max_ts, offset_of_max_ts, append_time = now_ms, first_offset, now_ms
-    elif h[8] > _NO_TIMESTAMP:
-        max_ts, offset_of_max_ts, append_time = h[8], last_offset, _NO_TIMESTAMP
+    elif record_max > _NO_TIMESTAMP:
+        max_ts, offset_of_max_ts, append_time = record_max, first_offset + max_delta, _NO_TIMESTAMP
     else:
         max_ts, offset_of_max_ts, append_time = _NO_TIMESTAMP, -1, _NO_TIMESTAMP
-    return _new_tuple(LogAppendInfo, (
-        first_offset, last_offset, max_ts, offset_of_max_ts, append_time, 1, h[12], len(buf),
-        ((0, header),), h[5] & _CODEC, last_offset, True, None))
+    return LogAppendInfo(
+        first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
+        offset_of_max_timestamp=offset_of_max_ts, log_append_time=append_time, shallow_count=1,
+        records_count=fields[_RECORDS_COUNT], valid_bytes=len(buf), batches=((0, header),),
+        source_compression=fields[_ATTRIBUTES_FIELD] & _CODEC, last_offset_of_first_batch=last_offset,
+        offsets_monotonic=True, record_max_timestamps=None)
 
 
 def _set_create_time(buf, pos: int, header: BatchHeader, max_timestamp: int) -> None:
@@ -504,38 +600,3 @@ def assign_offsets(buf, info: LogAppendInfo, *, first_offset: int, partition_lea
         batches=tuple(out), source_compression=info.source_compression,
         last_offset_of_first_batch=first_batch.last_offset if first_batch else -1,
         offsets_monotonic=True, record_max_timestamps=record_max)
-
-
-def validate_and_assign_offsets(buf, config: ValidatorConfig = ValidatorConfig(), *,
-                                log_end_offset: int, partition_leader_epoch: int, now_ms: int,
-                                origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
-    """The leader's whole step: ``analyze_and_validate_records`` then ``assign_offsets``."""
-    info = analyze_and_validate_records(buf, config, now_ms=now_ms, origin=origin)
-    return assign_offsets(buf, info, first_offset=log_end_offset,
-                          partition_leader_epoch=partition_leader_epoch, now_ms=now_ms,
-                          log_append_time=config.log_append_time)
-
-
-class LogValidator:
-    """The functions above bound to one topic's ``ValidatorConfig``."""
-
-    __slots__ = ("config",)
-
-    def __init__(self, config: ValidatorConfig = ValidatorConfig()) -> None:
-        self.config = config
-
-    def analyze(self, buf, *, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
-        return analyze_and_validate_records(buf, self.config, now_ms=now_ms, origin=origin)
-
-    def assign_offsets(self, buf, info: LogAppendInfo, *, first_offset: int,
-                       partition_leader_epoch: int, now_ms: int) -> LogAppendInfo:
-        return assign_offsets(buf, info, first_offset=first_offset,
-                              partition_leader_epoch=partition_leader_epoch, now_ms=now_ms,
-                              log_append_time=self.config.log_append_time)
-
-    def validate_and_assign(self, buf, *, log_end_offset: int, partition_leader_epoch: int,
-                            now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
-        return validate_and_assign_offsets(buf, self.config, log_end_offset=log_end_offset,
-                                           partition_leader_epoch=partition_leader_epoch,
-                                           now_ms=now_ms, origin=origin)
-

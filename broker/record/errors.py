@@ -69,7 +69,11 @@ class CorruptBatchError(CorruptRecordError):
 
 class InvalidRecordError(DecodeError):
     """Well-formed bytes that break a rule of the format (e.g. lastOffsetDelta + 1 !=
-    records count, a negative key length below -1). Kafka's INVALID_RECORD (87)."""
+    records count, a negative key length below -1). Kafka's INVALID_RECORD (87).
+    ``batch_index``: the index in its batch of the record at fault, when one is
+    (``validation.py``; Kafka's ``RecordError``), else None."""
+
+    batch_index: int | None = None
 
 
 class UnsupportedMagicError(DecodeError):

@@ -13,7 +13,12 @@ Wire behaviour:
   so nothing is copied) go to ``UnifiedLog.append_as_leader``; its exceptions map to
   Kafka's codes (``broker.server.errors``): CORRUPT_MESSAGE, INVALID_RECORD,
   MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER,
-  INVALID_PRODUCER_EPOCH, UNSUPPORTED_FOR_MESSAGE_FORMAT, KAFKA_STORAGE_ERROR.
+  INVALID_PRODUCER_EPOCH, UNSUPPORTED_FOR_MESSAGE_FORMAT, KAFKA_STORAGE_ERROR. Every
+  record of every batch is checked first (``broker.log.validator``): a batch whose records
+  do not parse is CORRUPT_MESSAGE, one inflating past its budget MESSAGE_TOO_LARGE, and
+  from v8 on records at fault are named in ``record_errors`` (KIP-467: a null key on a
+  compacted topic or an offset delta out of order, INVALID_RECORD; a timestamp out of
+  range, INVALID_TIMESTAMP), with ``error_message`` set. Nothing is appended then.
   A retried batch of an idempotent producer is answered with its original base offset.
 * zstd batches in Produce below v7 get UNSUPPORTED_COMPRESSION_TYPE (76) (KIP-110).
 * Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION (3): topics are
@@ -46,9 +51,20 @@ ZSTD = 4
 ZSTD_MIN_PRODUCE_VERSION = 7
 
 
-def _partition_error(index: int, code: int, message: str | None = None) -> object:
+RecordError = PRODUCE_RESPONSE.structs["BatchIndexAndErrorMessage"]
+
+
+def _partition_error(index: int, code: int, message: str | None = None,
+                     record_errors: list | None = None) -> object:
     return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, record_errors=[], error_message=message)
+                             log_start_offset=-1, record_errors=record_errors or [], error_message=message)
+
+
+def _record_errors(exc: Exception) -> list:
+    """KIP-467: the records at fault, ``(batch_index, message)`` pairs set on the log's
+    InvalidRecordError / InvalidTimestampError (``broker.log.validator``)."""
+    return [RecordError(batch_index=i, batch_index_error_message=message)
+            for i, message in getattr(exc, "record_errors", None) or ()]
 
 
 def _has_zstd(records) -> bool:
@@ -77,7 +93,9 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
             log.debug("produce to %s-%d rejected: %s", name, index, exc)
         else:
             log.exception("produce to %s-%d failed", name, index)
-        return _partition_error(index, code, str(exc) if version >= 8 else None)
+        if version < 8:
+            return _partition_error(index, code)
+        return _partition_error(index, code, str(exc), _record_errors(exc))
     state.watchers.notify((name, index))
     return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=lg.log_start_offset,
