@@ -751,8 +751,8 @@ def main(quick: bool = False) -> None:
     # CPU per GB, the lowest of the runs: less sensitive than MB/s to other processes
     # competing for the cores (the ratio of the two is the broker's CPU efficiency).
     cpu = {key: min(cpu_per_gb(r) for r in runs) for key, runs in ingest.items()}
-    print("\ningest (best of %d)  batch B    MB  broker MB/s  minimal MB/s  ratio  broker CPU s/GB  "
-          "minimal CPU s/GB  CPU ratio  generator CPU" % repeat)
+    print(f"\ningest (best of {repeat})  batch B    MB  broker MB/s  minimal MB/s  ratio  broker CPU s/GB  "
+          "minimal CPU s/GB  CPU ratio  generator CPU")
     for kind in KINDS:
         b, m = best["broker", kind], best["baseline", kind]
         cb, cm = cpu["broker", kind], cpu["baseline", kind]
@@ -760,7 +760,7 @@ def main(quick: bool = False) -> None:
               f"  {mb_s(b) / mb_s(m):5.2f}  {cb:15.2f}  {cm:16.2f}  {cm / cb:9.2f}"
               f"  {b['gen_cpu'] / b['elapsed']:5.0%} / {m['gen_cpu'] / m['elapsed']:.0%}")
     fb, fm = fetch["broker"], fetch["baseline"]
-    print("\nfetch back (Fetch v11, %d MiB per partition, one connection per partition)" % (FETCH_MAX_BYTES >> 20))
+    print(f"\nfetch back (Fetch v11, {FETCH_MAX_BYTES >> 20} MiB per partition, one connection per partition)")
     print(f"  broker:  {fb['bytes'] / 1e6:6.0f} MB in {fb['requests']:4d} requests  {mb_s(fb):7.1f} MB/s  "
           f"{cpu_per_gb(fb):5.2f} CPU s/GB")
     print(f"  minimal: {fm['bytes'] / 1e6:6.0f} MB in {fm['requests']:4d} requests  {mb_s(fm):7.1f} MB/s  "

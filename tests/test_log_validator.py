@@ -30,6 +30,7 @@ from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 from broker.record.legacy import encode_legacy_message
 
 NOW = 1_700_000_000_000
+DEFAULT = ValidatorConfig()
 
 
 def records(n: int, ts: int = NOW, key: bytes | None = b"k", start: int = 0):
@@ -46,7 +47,7 @@ def idem(n: int, seq: int, pid: int = 7, epoch: int = 0, **kw) -> bytes:
     return batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq, **kw)
 
 
-def run(buf: bytearray, config: ValidatorConfig = ValidatorConfig(), leo: int = 100, epoch: int = 5,
+def run(buf: bytearray, config: ValidatorConfig = DEFAULT, leo: int = 100, epoch: int = 5,
         origin: AppendOrigin = AppendOrigin.CLIENT, now: int = NOW):
     """The leader's two steps as ``UnifiedLog.append_as_leader`` runs them: the fused
     single-batch path when it accepts the request, else the general one. Both are run
@@ -63,7 +64,7 @@ def run(buf: bytearray, config: ValidatorConfig = ValidatorConfig(), leo: int = 
     return info
 
 
-def assert_rejected(buf: bytearray, error: type[Exception], config: ValidatorConfig = ValidatorConfig(),
+def assert_rejected(buf: bytearray, error: type[Exception], config: ValidatorConfig = DEFAULT,
                     **kw) -> Exception:
     before = bytes(buf)
     with pytest.raises(error) as info:

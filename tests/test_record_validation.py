@@ -154,7 +154,8 @@ def test_gzip_trailing_bytes_and_second_lz4_frame_are_refused():
     raw_records = b"".join(rb.encode_record(i, 0, b"k", b"v") for i in range(2))
     gz = zlib.compressobj(6, zlib.DEFLATED, 31)
     payload = gz.compress(raw_records) + gz.flush()
-    for codec, bad in ((1, payload + b"junk"), (3, lz4.frame.compress(raw_records[:7]) + lz4.frame.compress(raw_records[7:]))):
+    two_lz4_frames = lz4.frame.compress(raw_records[:7]) + lz4.frame.compress(raw_records[7:])
+    for codec, bad in ((1, payload + b"junk"), (3, two_lz4_frames)):
         with pytest.raises(DecodeError):
             rv.check_records(bad, 0, len(bad), codec, 2, BUDGET)
     # two gzip members are one stream, as for GZIPInputStream

@@ -34,8 +34,7 @@ import zstandard
 from broker.protocol import ApiKey, ErrorCode
 from broker.record import batch as rb
 from broker.record.varint import encode_varint
-
-from conftest import BrokerProcess, RawClient
+from tests.support.broker import BrokerProcess, RawClient
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -342,7 +341,8 @@ def _aiokafka(broker, topic: str, n: int) -> list[bytes]:
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("client", [_confluent, _kafka_python, _aiokafka], ids=["confluent", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize("client", [_confluent, _kafka_python, _aiokafka],
+                         ids=["confluent", "kafka-python", "aiokafka"])
 def test_every_client_reads_every_partition_to_its_end(broker, conn, client):
     assert GOOD.get(TOPIC), "run with the cases above"
     for topic, values in GOOD.items():

@@ -47,8 +47,9 @@ codec the producer chose is the codec stored):
    record walk for every check of 1., then the writes of 2. and the same
    ``LogAppendInfo``, built from the unpacked fields (indexed by the ``_BASE_OFFSET`` ..
    ``_RECORDS_COUNT`` constants, derived from ``BatchHeader._fields`` and checked at
-   import). Any other shape, and any failed check, makes ``analyze_single_batch`` return None: the caller then runs the general
-   path, which reports the error, so results and errors are the general path's.
+   import). Any other shape, and any failed check, makes ``analyze_single_batch`` return
+   None: the caller then runs the general path, which reports the error, so results and
+   errors are the general path's.
 
 All-or-nothing: every check runs in ``analyze`` before ``assign_offsets`` writes anything,
 so a rejected request leaves the caller's buffer byte-identical.
@@ -70,7 +71,8 @@ deduplication (``producer_state.py``), the segment.bytes limit and rolling (the 
 No on-disk format of its own; the batch header layout is in ``broker/record/batch.py``.
 
 Thread-safety: pure functions over the caller's buffer; ``ValidatorConfig`` is immutable.
-``assign_offsets`` mutates the buffer, so the caller must own it (the produce request's bytes) and call it under the partition's append lock (it needs the LEO).
+``assign_offsets`` mutates the buffer, so the caller must own it (the produce request's
+bytes) and call it under the partition's append lock (it needs the LEO).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ from typing import Any, NamedTuple
 from broker.record import batch as rb
 from broker.record import errors as record_errors
 from broker.record.batch import BatchHeader
+from broker.record.limits import INT64_MAX, INT64_MIN
 from broker.record.validation import check_records, record_details
 
 from .errors import (
@@ -103,11 +106,10 @@ __all__ = [
     "assign_offsets_single",
 ]
 
-LONG_MAX = (1 << 63) - 1
 # Kafka's defaults (LogConfig / ServerLogConfigs): max.message.bytes is 1 MiB + the
 # 12-byte log overhead; after.max.ms became 1 hour in Kafka 4.0 (KIP-1030).
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
-DEFAULT_TIMESTAMP_BEFORE_MAX_MS = LONG_MAX
+DEFAULT_TIMESTAMP_BEFORE_MAX_MS = INT64_MAX
 DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 # A legacy (magic 0) entry is at least offset + size + crc + magic + attributes + key and
 # value lengths; Kafka's ByteBufferLogInputStream rejects smaller sizes as corrupt.
@@ -136,7 +138,6 @@ _V2 = rb.CURRENT_MAGIC
 _HEADER_SIZE = rb.RECORD_BATCH_OVERHEAD
 _RECORDS_OFFSET = rb.RECORDS_OFFSET
 _NO_TIMESTAMP = rb.NO_TIMESTAMP
-_INT64_MIN = -(1 << 63)
 _crc32c = rb.crc32c
 
 
@@ -182,7 +183,7 @@ class ValidatorConfig:
         return max(rb.DEFAULT_MAX_DECOMPRESSED_BYTES, DECOMPRESSION_RATIO * self.max_message_bytes)
 
     @classmethod
-    def from_log_config(cls, config: Any) -> "ValidatorConfig":
+    def from_log_config(cls, config: Any) -> ValidatorConfig:
         """From a ``broker.log.config.LogConfig`` (or anything with the same properties)."""
         return cls(max_message_bytes=config.max_message_size,
                    log_append_time=config.log_append_time,
@@ -315,7 +316,7 @@ def _check_records(buf, pos: int, header: BatchHeader, index: int, config: Valid
     except record_errors.DecodeError as exc:
         raise _decode_error(exc, index) from None
     base = header.base_timestamp
-    if count and (base + lo < _INT64_MIN or base + hi > LONG_MAX):
+    if count and (base + lo < INT64_MIN or base + hi > INT64_MAX):
         raise CorruptRecordError(f"batch {index}: a record timestamp overflows int64")
     check_ts = not config.log_append_time
     low = now_ms - config.timestamp_before_max_ms
@@ -436,14 +437,14 @@ _HEADER_UNPACK = rb.HEADER.unpack_from
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _new_tuple = tuple.__new__
 
-# Positions of the header fields in ``HEADER``'s tuple (``BatchHeader._fields``), for the
-# fast path, which indexes the unpacked tuple instead of building a BatchHeader.
-(_BASE_OFFSET, _BATCH_LENGTH, _PARTITION_LEADER_EPOCH, _MAGIC, _CRC_FIELD, _ATTRIBUTES_FIELD,
- _LAST_OFFSET_DELTA, _BASE_TIMESTAMP, _MAX_TIMESTAMP_FIELD, _PRODUCER_ID, _PRODUCER_EPOCH,
- _BASE_SEQUENCE, _RECORDS_COUNT) = (BatchHeader._fields.index(name) for name in (
-    "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
-    "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-    "base_sequence", "records_count"))
+# Positions of the header fields in ``HEADER``'s tuple (``broker.record.batch.H_*``, taken
+# from ``BatchHeader._fields``), for the fast path, which indexes the unpacked tuple
+# instead of building a BatchHeader.
+_BASE_OFFSET, _BATCH_LENGTH, _MAGIC = rb.H_BASE_OFFSET, rb.H_BATCH_LENGTH, rb.H_MAGIC
+_PARTITION_LEADER_EPOCH, _CRC_FIELD, _ATTRIBUTES_FIELD = rb.H_PARTITION_LEADER_EPOCH, rb.H_CRC, rb.H_ATTRIBUTES
+_LAST_OFFSET_DELTA, _BASE_TIMESTAMP = rb.H_LAST_OFFSET_DELTA, rb.H_BASE_TIMESTAMP
+_MAX_TIMESTAMP_FIELD, _PRODUCER_ID = rb.H_MAX_TIMESTAMP, rb.H_PRODUCER_ID
+_PRODUCER_EPOCH, _BASE_SEQUENCE, _RECORDS_COUNT = rb.H_PRODUCER_EPOCH, rb.H_BASE_SEQUENCE, rb.H_RECORDS_COUNT
 # ``analyze_single_batch`` returns the 13 header fields, with the max timestamp replaced by
 # the records' (Kafka's maxBatchTimestamp), followed by these two.
 _HEADER_FIELDS = len(BatchHeader._fields)
@@ -497,7 +498,7 @@ def analyze_single_batch(buf, config: ValidatorConfig, now_ms: int, origin: Appe
     else:
         base = h[_BASE_TIMESTAMP]
         record_lo, record_hi = base + lo, base + hi
-        if count and (record_lo < _INT64_MIN or record_hi > LONG_MAX):
+        if count and (record_lo < INT64_MIN or record_hi > INT64_MAX):
             return None
     if (not config.log_append_time and count
             and (record_lo < now_ms - config.timestamp_before_max_ms

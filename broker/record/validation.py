@@ -77,7 +77,6 @@ __all__ = ["MAX_BUFFERED_RECORD", "VECTOR_MIN_RECORDS", "check_records", "record
 _CHUNK = 256 * 1024
 MAX_BUFFERED_RECORD = 1024 * 1024
 _INPUT = 64 * 1024
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _GZIP_MAGIC = b"\x1f\x8b"
 _BIG = 1 << 70  # sentinels of the timestamp-delta min/max
 
