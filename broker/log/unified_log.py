@@ -31,8 +31,8 @@ last 5 batches returns that batch's original offsets and appends nothing), write
 producer state and the transaction index, advance the high watermark, flush if due.
 All-or-nothing: any rejection happens before a byte is written. A request of exactly one
 batch (every produce since v3) takes a fused path with the same checks and results:
-``validator.analyze_single_batch`` (one header unpack, one CRC) and ``assign_offsets_single``,
-then ``LocalLog.append_batch`` (one ``pwrite``, index entries when due); config values
+``validator.analyze_single_batch`` (one header unpack, one CRC, one walk of the records)
+and ``assign_offsets_single``, then ``LocalLog.append_batch`` (one ``pwrite``, index entries when due); config values
 and the last leader epoch checked are cached between appends.
 
 Reads (``read``) are lock-free: they load the published segment set and offsets once and
