@@ -313,6 +313,8 @@ def test_delete_offsets(kafka_broker, capsys):
     (["--delete-offsets", "--group", "g"], "--delete-offsets takes one --group and at least one --topic"),
     (["--describe", "--group", "g", "--topic", "t"], "--topic can only be used with --reset-offsets"),
     (["--delete", "--group", "g", "--state"], "--state can only be used with --describe or --list"),
+    (["--reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "2023-11-14"],
+     "Error parsing timestamp '2023-11-14': expected the format YYYY-MM-DDTHH:mm:SS.sss"),
 ])
 def test_new_usage_errors_are_one_line(capsys, argv, message):
     code, out, err = run(capsys, "groups", *argv)

@@ -189,6 +189,13 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
             raise CliError("--reset-offsets needs exactly one of the reset scopes --all-topics, --topic")
         if args.dry_run and args.execute:
             raise CliError("--reset-offsets only accepts one of --execute and --dry-run")
+        if args.to_datetime is not None:
+            from broker.client.admin_groups import parse_datetime
+
+            try:
+                parse_datetime(args.to_datetime)
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
 
 
 def _client_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -275,15 +282,14 @@ def _list(client: Any, states: str | None) -> None:
 
 # --- describe ---
 
-def _state_note(group: str, state: str) -> bool:
-    """Kafka's shouldPrintMemberState: the note on stderr; False for a Dead group (an error)."""
+def _state_note(group: str, state: str) -> None:
+    """Kafka's shouldPrintMemberState: the note on stderr; a Dead group is an error."""
     if state == "Dead":
         raise CliError(f"Consumer group '{group}' does not exist.")
     if state == "Empty":
         print(f"Consumer group '{group}' has no active members.", file=sys.stderr, flush=True)
     elif state in _REBALANCING:
         print(f"Warning: Consumer group '{group}' is rebalancing.", file=sys.stderr, flush=True)
-    return True
 
 
 def _described(client: Any, groups: list[str]) -> dict:
@@ -389,7 +395,7 @@ def _reset_offsets(client: Any, args: argparse.Namespace) -> None:
     from broker.client import admin_groups
     from broker.client.consumer import group_offsets
 
-    spec = _reset_spec(args)  # a bad datetime fails before any request
+    spec = _reset_spec(args)
     groups = list(dict.fromkeys(args.group or [g.group_id for g in group_offsets.list_groups(client)]))
     described = group_offsets.describe_groups(client, groups) if groups else {}
     for group in groups:
