@@ -22,7 +22,9 @@ Rules kept from Spark's Kafka source:
   ``kafka.*`` key is passed through (network mode gives them to the consumer);
 - streaming-only options (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
   ``maxTriggerDelay``: Spark's time string, e.g. ``15m``, its default) are used by
-  streaming queries and ignored with a warning by batch queries, as Spark does; the
+  streaming queries and ignored with a warning by batch queries, as Spark does (so is
+  this project's ``kafkalog.commitOffsetsToGroup``: a non-empty group id, network mode
+  only, i.e. it needs ``kafka.bootstrap.servers``); the
   consumer-tuning options (``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
   ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``) are validated and used by network
   mode only.
@@ -87,7 +89,8 @@ _NETWORK_ONLY_OPTIONS = [
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
     "groupIdPrefix",
 ]
-_STREAMING_ONLY_OPTIONS = ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"]
+_STREAMING_ONLY_OPTIONS = ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+                           "kafkalog.commitOffsetsToGroup"]
 _OWN_OPTIONS = ["path", "paths", "maxBytesPerBatch"]
 OPTION_NAMES: dict[str, str] = {
     name.lower(): name
@@ -174,6 +177,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    commit_offsets_to_group: str | None = None  # kafkalog.commitOffsetsToGroup (network mode)
 
     @property
     def mode(self) -> str:
@@ -483,6 +487,16 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         raise _fail("Options 'path' (direct mode: read the log directory) and "
                     "'kafka.bootstrap.servers' (network mode: fetch from the brokers) exclude each "
                     "other: give one of them")
+    commit_group = None
+    if streaming and "kafkalog.commitoffsetstogroup" in opts:
+        commit_group = opts["kafkalog.commitoffsetstogroup"].strip()
+        if not commit_group:
+            raise _fail("Option 'kafkalog.commitOffsetsToGroup' is empty: give the consumer group id to "
+                        "commit each micro-batch's end offsets to")
+        if bootstrap is None:
+            raise _fail("Option 'kafkalog.commitOffsetsToGroup' needs 'kafka.bootstrap.servers' (network "
+                        "mode): the offsets are committed to the group's coordinator on those brokers; a "
+                        "direct-mode query has none")
 
     return ReadOptions(
         strategy=strategy, starting=starting, ending=ending,
@@ -495,7 +509,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         group_id_prefix=opts.get("groupidprefix", "spark-kafka-relation"),
         streaming=bool(streaming), max_offsets_per_trigger=max_offsets if streaming else None,
         min_offsets_per_trigger=min_offsets if streaming else None,
-        max_trigger_delay_ms=max_delay_ms,
+        max_trigger_delay_ms=max_delay_ms, commit_offsets_to_group=commit_group,
     )
 
 

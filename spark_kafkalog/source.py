@@ -218,7 +218,8 @@ class KafkaLogDataSource(DataSource):
         batch was planned) and written to the checkpoint's offset log. A query restarted
         from its checkpoint goes on exactly where its last micro-batch ended: with a sink
         that is exactly-once (file sinks, ``foreachBatch`` keyed on the batch id) every
-        record is written once, none skipped. Nothing is committed to Kafka (no group).
+        record is written once, none skipped. Nothing is committed to Kafka unless
+        ``kafkalog.commitOffsetsToGroup`` asks for it (below).
         The first micro-batch of a new query always runs, possibly reading nothing, so
         that the offsets ``startingOffsets`` resolved to are in the checkpoint (pyspark
         keeps no other place for them): a query stopped before any record arrived
@@ -256,6 +257,17 @@ class KafkaLogDataSource(DataSource):
         later, are left for the next run) and stops. ``trigger(once=True)`` reads
         everything in one micro-batch, ignoring the limits. Continuous processing is not
         supported by Python data sources.
+    ``kafkalog.commitOffsetsToGroup`` (this source's own; network mode only)
+        A consumer group id: after each micro-batch Spark commits, its end offsets are
+        committed to this group (OffsetCommit as a simple consumer, generation -1), so
+        that ``kafkalog groups --describe --group G``, kafka-consumer-groups.sh or any
+        Kafka lag monitor shows how far the query is behind. For monitoring only: the
+        query never reads these offsets back (its checkpoint stays the source of truth,
+        as SPARK-27549 proposed), and a failed commit logs a warning (logger
+        ``spark_kafkalog``) without failing the query. Use a group no consumer is a
+        member of: a group with active members refuses the commit (the warning says
+        so). Requires ``kafka.bootstrap.servers``; refused in direct mode, ignored with
+        a warning in batch queries.
     ``failOnDataLoss`` (default ``true``)
         Offsets a micro-batch should read that the log no longer holds (retention or
         DeleteRecords removed them before they were read, a partition or topic was

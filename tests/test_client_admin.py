@@ -7,6 +7,7 @@ versions the client negotiated (from the broker's request log).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import uuid
@@ -232,3 +233,127 @@ def test_admin_error_mapping():
     other = admin_error(ErrorCode.GROUP_ID_NOT_FOUND, "no group")
     assert type(other) is KafkaError and other.code == ErrorCode.GROUP_ID_NOT_FOUND
     assert str(other) == "GROUP_ID_NOT_FOUND: no group"
+
+
+# --- consumer groups ---
+
+def produce(broker, topic: str, partition: int, timestamps: list[int]) -> None:
+    from broker.protocol import ApiKey
+    from broker.record.batch import encode_batch
+    from tests.support.broker import RawClient
+
+    with RawClient(broker.host, broker.port) as c:
+        r = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 1000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": encode_batch(
+                [(None, b"v", ts) for ts in timestamps])}]}]})
+        assert r.responses[0].partition_responses[0].error_code == 0
+
+
+def test_consumer_group_offsets_alter_list_and_reset(kafka_broker, admin):
+    from broker.client.admin import OffsetResetSpec
+    from broker.client.consumer.offsets import EARLIEST, LATEST, TopicPartition
+
+    topic, group = unique("grp-topic"), unique("grp")
+    admin.create_topics([NewTopic(topic, 2, 1)]).all()
+    base = 1_700_000_000_000
+    produce(kafka_broker, topic, 0, [base + i * 1000 for i in range(10)])  # offsets 0-9, one second apart
+    produce(kafka_broker, topic, 1, [base] * 4)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    assert admin.list_consumer_group_offsets(group) == {}  # no such group: nothing committed
+    admin.alter_consumer_group_offsets(group, {(topic, 0): 7, tp1: 1})
+    assert admin.list_consumer_group_offsets(group) == {tp0: 7, tp1: 1}
+    assert admin.list_consumer_group_offsets(group, [tp1, (topic, 5)]) == {tp1: 1, TopicPartition(topic, 5): None}
+    assert group in {g.group_id for g in admin.list_consumer_groups()}
+    assert admin.describe_consumer_groups([group])[group].state == "Empty"
+    offsets = admin.list_offsets({tp0: EARLIEST, tp1: LATEST, (topic, 0): base + 4500})
+    assert (offsets[tp0].offset, offsets[tp1].offset) == (5, 4)  # one entry per partition: the last spec
+    parts = [tp0, tp1]
+
+    def plan(spec):
+        return admin.plan_consumer_group_offsets_reset(group, parts, spec)
+
+    assert plan(OffsetResetSpec.to_earliest()).offsets == {tp0: 0, tp1: 0}
+    assert plan(OffsetResetSpec.to_latest()).offsets == {tp0: 10, tp1: 4}
+    assert plan(OffsetResetSpec.to_current()).offsets == {tp0: 7, tp1: 1}
+    at = plan(OffsetResetSpec.to_datetime("2023-11-14T22:13:24.500"))  # base + 4.5 s (UTC)
+    assert at.offsets == {tp0: 5, tp1: 4}
+    assert at.warnings == (f"Partition 1 from topic {topic} is empty. Falling back to latest known offset.",)
+    assert plan(OffsetResetSpec.to_datetime(base + 4500)).offsets == at.offsets
+    shifted = plan(OffsetResetSpec.shift_by(2))
+    assert shifted.offsets == {tp0: 9, tp1: 3} and shifted.warnings == ()
+    clamped = plan(OffsetResetSpec.shift_by(-5))
+    assert clamped.offsets == {tp0: 2, tp1: 0}
+    assert clamped.warnings == (f"New offset (-4) is lower than earliest offset for topic partition {topic}-1. "
+                                "Value will be set to 0.",)
+    high = plan(OffsetResetSpec.to_offset(50))
+    assert high.offsets == {tp0: 10, tp1: 4} and len(high.warnings) == 2
+    assert high.warnings[0] == (f"New offset (50) is higher than latest offset for topic partition {topic}-0. "
+                                "Value will be set to 10.")
+    assert admin.list_consumer_group_offsets(group) == {tp0: 7, tp1: 1}  # planning commits nothing
+    dry = admin.reset_consumer_group_offsets(group, parts, OffsetResetSpec.to_earliest(), dry_run=True)
+    assert dry.offsets == {tp0: 0, tp1: 0} and admin.list_consumer_group_offsets(group) == {tp0: 7, tp1: 1}
+    admin.reset_consumer_group_offsets(group, [tp0], OffsetResetSpec.shift_by(-3))
+    assert admin.list_consumer_group_offsets(group) == {tp0: 4, tp1: 1}
+    fresh = unique("grp-new")  # a group that does not exist (Dead) may be reset: it is created
+    admin.reset_consumer_group_offsets(fresh, parts, OffsetResetSpec.to_latest())
+    assert admin.list_consumer_group_offsets(fresh) == {tp0: 10, tp1: 4}
+    # errors
+    with pytest.raises(ValueError, match=f"Cannot shift offset for partition {topic}-1 since there is no"):
+        admin.plan_consumer_group_offsets_reset(unique("none"), [tp1], OffsetResetSpec.shift_by(1))
+    with pytest.raises(KafkaError) as e:
+        plan_missing = [TopicPartition(topic, 5)]
+        admin.plan_consumer_group_offsets_reset(group, plan_missing, OffsetResetSpec.to_earliest())
+    assert e.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and f'"{topic}-5" do not exist' in str(e.value)
+    with pytest.raises(ValueError, match="expected the format YYYY-MM-DDTHH:mm:SS.sss"):
+        OffsetResetSpec.to_datetime("2023-11-14 22:13:24")
+    results = admin.delete_consumer_groups([fresh, unique("ghost")])
+    assert results[fresh].ok and results.errors() and \
+        next(iter(results.errors().values())).code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_datetime_format_of_kafka():
+    from broker.client.admin_groups import parse_datetime
+
+    assert parse_datetime("1970-01-01T00:00:01.000") == 1000
+    assert parse_datetime("1970-01-01T00:00:01.5") == 1500
+    assert parse_datetime("1970-01-01T00:00:01") == 1000
+    assert parse_datetime("1970-01-01T01:00:00.000+01:00") == 0
+    assert parse_datetime("1970-01-01T01:00:00.000+0100") == 0
+    assert parse_datetime("1970-01-01T00:00:00.000-02") == 7_200_000
+    assert parse_datetime("1970-01-01T00:00:00.000Z") == 0
+    for bad in ("1970-01-01", "1970-13-01T00:00:00.000", "yesterday", "1970-01-01T00:00:00.0000"):
+        with pytest.raises(ValueError, match="Error parsing timestamp"):
+            parse_datetime(bad)
+
+
+def test_alter_refused_while_the_group_is_active_and_offset_delete(tmp_path):
+    """The in-process broker, told that a group has members (the broker serves no
+    membership yet): reset is refused with Kafka's message, alter with UNKNOWN_MEMBER_ID
+    saying so; OffsetDelete, which the broker does not serve, raises GroupsNotSupportedError."""
+    from broker.client.admin import OffsetResetSpec
+    from broker.client.consumer.group_offsets import GroupsNotSupportedError
+    from broker.server import KafkaBroker
+
+    broker = KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")})
+    broker.start()
+    try:
+        with AdminClient(bootstrap_servers=broker.bootstrap_servers, default_api_timeout_ms=20000) as admin:
+            admin.create_topics([NewTopic("t", 1, 1)]).all()
+            admin.alter_consumer_group_offsets("g", {("t", 0): 0})
+            coordinator = broker.apis.state.group_coordinator
+            coordinator._validate_commit = lambda group, generation, member, instance: ErrorCode.UNKNOWN_MEMBER_ID
+            with pytest.raises(KafkaError, match="group g refused: the group has active members") as e:
+                admin.alter_consumer_group_offsets("g", {("t", 0): 0})
+            assert e.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+            summary = coordinator.describe_group
+            coordinator.describe_group = lambda gid: dataclasses.replace(summary(gid), state="Stable")
+            with pytest.raises(KafkaError, match=r"Assignments can only be reset if the group 'g' is inactive, "
+                                                 r"but the current state is Stable\.") as e:
+                admin.reset_consumer_group_offsets("g", [("t", 0)], OffsetResetSpec.to_latest())
+            assert e.value.code == ErrorCode.NON_EMPTY_GROUP
+            try:
+                admin.delete_consumer_group_offsets("g", [("t", 0)])
+            except GroupsNotSupportedError as exc:
+                assert "OFFSET_DELETE" in str(exc)
+    finally:
+        broker.shutdown()

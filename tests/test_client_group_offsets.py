@@ -286,3 +286,73 @@ def test_subscribe_fails_cleanly_without_group_membership(kafka_broker):
             kp.poll(5000)
     finally:
         kp.close()
+
+
+# --- altering an active group, OffsetDelete, assignments ---
+
+def test_commit_to_a_group_with_active_members_is_refused_clearly(tmp_path):
+    """A coordinator whose group has members answers a simple (generation -1) commit with
+    UNKNOWN_MEMBER_ID (Kafka's ClassicGroup.validateOffsetCommit). The broker here serves
+    no membership yet, so the real in-process broker's coordinator is told that the group
+    has members: the error must say what is wrong, and nothing is stored."""
+    from broker.server import KafkaBroker
+
+    broker = KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")})
+    broker.start()
+    try:
+        cfg = {"bootstrap.servers": broker.bootstrap_servers, "default.api.timeout.ms": 20000}
+        topic = unique("active")
+        create(broker.bootstrap_servers, topic, 1)
+        coordinator = broker.apis.state.group_coordinator
+        coordinator._validate_commit = lambda group, generation, member, instance: ErrorCode.UNKNOWN_MEMBER_ID
+        with pytest.raises(KafkaError) as e:
+            commit_offsets(cfg, "busy", {(topic, 0): 3})
+        assert e.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+        assert "group busy" in str(e.value) and "active members" in str(e.value)
+        assert fetch_committed(cfg, "busy", [(topic, 0)]) == {TopicPartition(topic, 0): None}
+    finally:
+        broker.shutdown()
+
+
+def test_delete_group_offsets_needs_offset_delete(kafka_broker, cfg):
+    """This broker does not serve OffsetDelete (API key 47) yet: the call fails at once with
+    GroupsNotSupportedError naming the broker and the API; when it does, the per-partition
+    results come back."""
+    from broker.client.consumer.group_offsets import delete_group_offsets
+
+    topic, group = unique("od"), unique("od-g")
+    create(kafka_broker.bootstrap, topic, 2)
+    commit_offsets(cfg, group, {(topic, 0): 1, (topic, 1): 1})
+    try:
+        result = delete_group_offsets(cfg, group, [(topic, 0)])
+    except GroupsNotSupportedError as exc:
+        assert "OFFSET_DELETE (API key 47)" in str(exc) and kafka_broker.bootstrap in str(exc)
+        return
+    assert result == {TopicPartition(topic, 0): None}
+    assert fetch_committed(cfg, group, [(topic, 0), (topic, 1)]) == {TopicPartition(topic, 0): None,
+                                                                      TopicPartition(topic, 1): 1}
+
+
+def test_describe_decodes_consumer_assignments_and_names_the_coordinator(kafka_broker, cfg):
+    import struct
+
+    from broker.client.consumer.group_offsets import decode_assignment
+
+    def assignment(version: int, topics: dict[str, list[int]], tail: bytes = b"") -> bytes:
+        out = struct.pack(">hi", version, len(topics))
+        for name, parts in topics.items():
+            raw = name.encode()
+            out += struct.pack(">h", len(raw)) + raw + struct.pack(f">i{len(parts)}i", len(parts), *parts)
+        return out + struct.pack(">i", -1) + tail  # null user data (+ later versions' fields)
+
+    assert decode_assignment(assignment(0, {"b": [1, 0], "a": [2]})) == (
+        TopicPartition("a", 2), TopicPartition("b", 0), TopicPartition("b", 1))
+    assert decode_assignment(assignment(3, {"t": [0]}, tail=b"\x00\x00")) == (TopicPartition("t", 0),)
+    assert decode_assignment(b"") == () and decode_assignment(None) == ()
+    assert decode_assignment(b"\x00\x00\x00\x00\x00\x05\x00") == ()  # truncated: no partitions, no error
+    group = unique("coord")
+    create(kafka_broker.bootstrap, group, 1)
+    commit_offsets(cfg, group, {(group, 0): 0})
+    desc = describe_groups(cfg, [group])[group]
+    assert desc.coordinator is not None and desc.coordinator.node_id >= 0
+    assert f"{desc.coordinator.host}:{desc.coordinator.port}" == kafka_broker.bootstrap

@@ -402,3 +402,96 @@ def test_reader_offsets_limits_and_available_now_target(tmp_path):
         reader().partitions({"t": {"0": 20}, "gone": {"0": 1}}, {"t": {"0": 21}})
     assert pickle.loads(pickle.dumps(r))._network is None
     w.close()
+
+
+# --- kafkalog.commitOffsetsToGroup ---
+
+def _group_offsets(broker, group: str) -> dict:
+    from broker.client.consumer.group_offsets import list_group_offsets
+
+    return {(tp.topic, tp.partition): o for tp, o in
+            list_group_offsets({"bootstrap.servers": broker.bootstrap}, group).items()}
+
+
+def test_commit_offsets_to_group_option_rules(caplog):
+    network = {"subscribe": "t", "kafka.bootstrap.servers": "localhost:9092"}
+    o = parse_options({**network, "kafkalog.commitOffsetsToGroup": " g1 "}, streaming=True)
+    assert o.commit_offsets_to_group == "g1"
+    assert parse_options(network, streaming=True).commit_offsets_to_group is None
+    assert parse_options({**network, "KAFKALOG.COMMITOFFSETSTOGROUP": "g"}, streaming=True).commit_offsets_to_group \
+        == "g"  # option names are case-insensitive
+    with pytest.raises(KafkaLogOptionError, match="'kafkalog.commitOffsetsToGroup' needs 'kafka.bootstrap.servers'"):
+        parse_options({"subscribe": "t", "path": "/logs", "kafkalog.commitOffsetsToGroup": "g"}, streaming=True)
+    with pytest.raises(KafkaLogOptionError, match="'kafkalog.commitOffsetsToGroup' is empty"):
+        parse_options({**network, "kafkalog.commitOffsetsToGroup": " "}, streaming=True)
+    with caplog.at_level("WARNING", logger="spark_kafkalog"):
+        o = parse_options({**network, "kafkalog.commitOffsetsToGroup": "g"})  # a batch read: ignored
+    assert o.commit_offsets_to_group is None
+    assert "kafkalog.commitOffsetsToGroup option ignored in batch queries" in caplog.text
+
+
+def test_reader_commit_to_group_and_failures_are_warnings(kafka_broker, caplog):
+    """``commit(end)`` as pyspark calls it on the driver: the end offsets land in the group
+    (the initialOffset marker left out); against an unreachable broker, or a commit the
+    broker refuses, a warning and no exception."""
+    import socket
+
+    topic, group = f"st-commit-{_uid()}", f"st-g-{_uid()}"
+    _create_topic(kafka_broker, topic, 2)
+    options = {"subscribe": topic, "kafka.bootstrap.servers": kafka_broker.bootstrap,
+               "kafkalog.commitOffsetsToGroup": group}
+    reader = KafkaLogStreamReader(parse_options(options, streaming=True))
+    try:
+        reader.commit({topic: {"0": 0, "1": 0}, "kafkalog:initial": True})
+        assert _group_offsets(kafka_broker, group) == {(topic, 0): 0, (topic, 1): 0}
+        reader.commit({topic: {"0": 7, "1": 3}})
+        assert _group_offsets(kafka_broker, group) == {(topic, 0): 7, (topic, 1): 3}
+        # latestOffset's start is a finished micro-batch's end: committed too (the last
+        # batch of an AvailableNow run gets no commit() call from Spark)
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+        reader.latestOffset({topic: {"0": 9, "1": 4}}, ReadAllAvailable())
+        assert _group_offsets(kafka_broker, group) == {(topic, 0): 9, (topic, 1): 4}
+        with caplog.at_level("WARNING", logger="spark_kafkalog"):
+            reader.commit({f"{topic}-gone": {"0": 1}})  # UNKNOWN_TOPIC_OR_PARTITION from the broker
+        assert f"committing the micro-batch's end offsets to group '{group}' failed" in caplog.text
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in caplog.text
+    finally:
+        reader.stop()
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    caplog.clear()
+    unreachable = KafkaLogStreamReader(parse_options(
+        {**options, "kafka.bootstrap.servers": f"127.0.0.1:{port}", "kafka.default.api.timeout.ms": "1000"},
+        streaming=True))
+    with caplog.at_level("WARNING", logger="spark_kafkalog"):
+        unreachable.commit({topic: {"0": 1}})
+    unreachable.stop()
+    assert "the query goes on" in caplog.text
+
+
+def test_available_now_commits_end_offsets_to_the_group(spark, kafka_broker, tmp_path, capsys):
+    """A real query: after Trigger.AvailableNow the group holds the last micro-batch's end
+    offsets, and ``kafkalog groups --describe`` shows lag 0; more data shows as lag."""
+    from spark_kafkalog.cli.main import main
+
+    topic, group = f"st-group-{_uid()}", f"st-query-{_uid()}"
+    _create_topic(kafka_broker, topic, 2)
+    _produce(kafka_broker, topic, {0: 30, 1: 12})
+    df = _stream(spark, kafka_broker, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=20,
+                 **{"kafkalog.commitOffsetsToGroup": group})
+    q = _available_now(df, tmp_path / "out", tmp_path / "chk")
+    batches = _batches(q)
+    assert sum(b[0] for b in batches) == 42 and len(batches) >= 3
+    assert batches[-1][2] == {topic: {"0": 30, "1": 12}}
+    assert _group_offsets(kafka_broker, group) == {(topic, 0): 30, (topic, 1): 12}
+    capsys.readouterr()
+    assert main(["groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe", "--group", group]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == [[group, topic, "0", "30", "30", "0", "-", "-", "-"],
+                    [group, topic, "1", "12", "12", "0", "-", "-", "-"]]
+    _produce(kafka_broker, topic, {0: 5}, first=30)
+    assert main(["groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe", "--group", group]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows[0] == [group, topic, "0", "30", "35", "5", "-", "-", "-"]

@@ -19,6 +19,27 @@ Owns:
       alter_configs({ConfigResource: {key: value}}, validate_only=False)   (legacy: replaces
                     every override of the resource)               -> AdminResults[ConfigResource, None]
 
+  Consumer groups (Kafka's ``Admin`` group calls; the work is
+  ``broker.client.consumer.group_offsets`` and ``broker.client.admin_groups``, over the
+  group's coordinator)::
+
+      list_consumer_groups()                                      -> [GroupListing]
+      describe_consumer_groups(group_ids)                         -> {group: GroupDescription}
+      list_consumer_group_offsets(group, partitions=None)         -> {TopicPartition: offset}
+                    (None: every committed offset; else those partitions, None when uncommitted)
+      alter_consumer_group_offsets(group, {tp: offset})           -> None (an OffsetCommit with
+                    generation -1 and member ""; a group with active members refuses it:
+                    KafkaError UNKNOWN_MEMBER_ID saying so)
+      delete_consumer_group_offsets(group, partitions)            -> AdminResults[TopicPartition, None]
+                    (OffsetDelete; a broker without it: GroupsNotSupportedError)
+      delete_consumer_groups(group_ids)                           -> AdminResults[str, None]
+      list_offsets({tp: EARLIEST | LATEST | timestamp})           -> {tp: OffsetAndTimestamp | None}
+      plan_consumer_group_offsets_reset(group, partitions, OffsetResetSpec) -> ResetPlan
+      reset_consumer_group_offsets(group, partitions, spec, dry_run=False) -> ResetPlan
+                    (refused unless the group is Empty or Dead, as kafka-consumer-groups.sh:
+                    KafkaError NON_EMPTY_GROUP "Assignments can only be reset if the group 'g'
+                    is inactive, but the current state is Stable.")
+
   CreateTopics, DeleteTopics and CreatePartitions go to the controller named by Metadata
   (PROTOCOL.md 1.2), retried while it answers NOT_CONTROLLER; Metadata and TOPIC config
   requests go to the least loaded node; BROKER config resources to that broker.
@@ -54,7 +75,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from broker.client import admin_groups
+from broker.client.admin_groups import OffsetResetSpec, ResetPlan
+from broker.client.consumer import group_offsets, offsets
 from broker.client.consumer.client import ConsumerNetworkClient
+from broker.client.consumer.group_offsets import GroupDescription, GroupListing
+from broker.client.consumer.offsets import OffsetAndTimestamp, TopicPartition
 from broker.client.errors import (
     IllegalStateError,
     KafkaError,
@@ -70,7 +96,7 @@ from broker.protocol import ApiKey, ErrorCode, request_schema
 __all__ = [
     "ADMIN_CONFIG_DEF", "AdminClient", "AdminResult", "AdminResults", "AlterConfigOp", "AlterConfigOpType",
     "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
-    "NewTopic", "TopicDescription", "TopicPartitionInfo", "admin_error",
+    "NewTopic", "OffsetResetSpec", "ResetPlan", "TopicDescription", "TopicPartitionInfo", "admin_error",
     "InvalidConfigurationError", "InvalidPartitionsError", "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError", "InvalidRequestError", "InvalidTopicError", "NotControllerError",
     "PolicyViolationError", "TopicAlreadyExistsError", "TopicAuthorizationFailedError",
@@ -490,6 +516,71 @@ class AdminClient:
                 for r in keys], validate_only=validate_only)
 
         return self._by_node(ApiKey.ALTER_CONFIGS, list(values), build, _alter_parse, timeout_ms)
+
+    # -- consumer groups -----------------------------------------------------------------
+
+    def _groups(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._check_open()
+            return fn(self._client, *args, **kwargs)
+
+    def list_consumer_groups(self, *, timeout_ms: float | None = None) -> list[GroupListing]:
+        return self._groups(group_offsets.list_groups, timeout_ms=timeout_ms)
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], *,
+                                 timeout_ms: float | None = None) -> dict[str, GroupDescription]:
+        return self._groups(group_offsets.describe_groups, list(group_ids), timeout_ms=timeout_ms)
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None, *,
+                                    timeout_ms: float | None = None) -> dict[TopicPartition, int | None]:
+        if partitions is None:
+            return self._groups(group_offsets.list_group_offsets, group_id, timeout_ms=timeout_ms)
+        return self._groups(group_offsets.fetch_committed, group_id, list(partitions), timeout_ms=timeout_ms)
+
+    def alter_consumer_group_offsets(self, group_id: str, new_offsets: Mapping[tuple[str, int], int], *,
+                                     timeout_ms: float | None = None) -> None:
+        self._groups(group_offsets.commit_offsets, group_id, new_offsets, timeout_ms=timeout_ms)
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]], *,
+                                      timeout_ms: float | None = None) -> AdminResults:
+        errors = self._groups(group_offsets.delete_group_offsets, group_id, list(partitions), timeout_ms=timeout_ms)
+        return AdminResults((tp, AdminResult(error=e) if e is not None else AdminResult(None))
+                            for tp, e in errors.items())
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], *, timeout_ms: float | None = None) -> AdminResults:
+        results = AdminResults()
+        for gid in dict.fromkeys(group_ids):
+            try:
+                self._groups(group_offsets.delete_groups, [gid], timeout_ms=timeout_ms)
+                results[gid] = AdminResult(None)
+            except group_offsets.GroupsNotSupportedError:
+                raise
+            except KafkaError as exc:
+                results[gid] = AdminResult(error=exc)
+        return results
+
+    def list_offsets(self, specs: Mapping[tuple[str, int], int], *, isolation_level: str | int | None = None,
+                     timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """ListOffsets: ``offsets.EARLIEST`` (-2), ``LATEST`` (-1), ``MAX_TIMESTAMP`` (-3) or a
+        timestamp (ms) per partition; None where no offset answers the spec."""
+        return self._groups(offsets.list_offsets, specs, isolation_level=isolation_level, timeout_ms=timeout_ms)
+
+    def plan_consumer_group_offsets_reset(self, group_id: str, partitions: Iterable[tuple[str, int]],
+                                          spec: OffsetResetSpec, *, timeout_ms: float | None = None) -> ResetPlan:
+        return self._groups(admin_groups.plan_offsets_reset, group_id, list(partitions), spec, timeout_ms=timeout_ms)
+
+    def reset_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
+                                     spec: OffsetResetSpec, *, dry_run: bool = False,
+                                     timeout_ms: float | None = None) -> ResetPlan:
+        """Plan, and unless ``dry_run`` commit, the reset of an inactive group's offsets."""
+        state = self.describe_consumer_groups([group_id], timeout_ms=timeout_ms)[group_id].state
+        if state not in ("Empty", "Dead"):
+            raise KafkaError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
+                             f"current state is {state}.", ErrorCode.NON_EMPTY_GROUP)
+        plan = self.plan_consumer_group_offsets_reset(group_id, partitions, spec, timeout_ms=timeout_ms)
+        if not dry_run and plan.offsets:
+            self.alter_consumer_group_offsets(group_id, plan.offsets, timeout_ms=timeout_ms)
+        return plan
 
     # -- the request engine --------------------------------------------------------------
 

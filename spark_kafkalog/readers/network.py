@@ -87,6 +87,12 @@ class NetworkOffsetReader:
         got = offsets_for_times(self._client, dict(timestamps), isolation_level=self._isolation)
         return {tuple(tp): (None if found is None else found.offset) for tp, found in got.items()}
 
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` to ``group_id`` as a simple consumer (generation -1)."""
+        from broker.client.consumer.group_offsets import commit_offsets
+
+        commit_offsets(self._client, group_id, dict(offsets))
+
     def close(self) -> None:
         self._client.close()
 

@@ -43,6 +43,19 @@ about ``maxOffsetsPerTrigger`` records at most (Spark's proportional split, roun
 included); ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` may hold a trigger back, except
 under Trigger.AvailableNow (it must reach its target) and Trigger.Once.
 
+Committing to a group (``kafkalog.commitOffsetsToGroup``, network mode, opt-in): the end
+offsets of each finished micro-batch are committed to that consumer group as a simple
+consumer (OffsetCommit, generation -1), so that ``kafkalog groups --describe`` and any
+Kafka lag monitor show the query's progress (SPARK-27549). They are never read back: the
+checkpoint stays the source of truth. A failed commit logs a warning and the query goes
+on; the next commit catches up. Spark calls ``commit(end)`` for micro-batch N only when it
+plans batch N+1 with new data, so the last batch of an AvailableNow run (or of a running
+query that went idle) would never be committed; but every ``latestOffset(start, limit)``
+gets as ``start`` the end of a micro-batch that Spark has finished (its commit log entry
+is written before the next batch is planned; a batch re-run after a restart is planned
+without ``latestOffset``) or a new query's starting offsets, so ``start`` is committed
+there too. Offsets equal to those committed last are not sent again.
+
 Thread-safety: pyspark calls a reader from one thread. The network-mode offset reader
 (one ``ConsumerNetworkClient``) is kept for the query on the driver, dropped after any
 error and closed by ``stop``; direct mode lists the log directory afresh on every call.
@@ -90,6 +103,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict | None = None    # Trigger.AvailableNow: the offsets not to pass
         self._latest: dict | None = None    # latest offsets seen last (reportLatestOffset)
         self._last_trigger_ms = 0.0         # minOffsetsPerTrigger / maxTriggerDelay
+        self._group_committed: dict | None = None  # kafkalog.commitOffsetsToGroup: committed last
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -167,6 +181,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ..planning import latest_partition_offsets, offsets_json, pending_records, rate_limit
 
         begin = _offsets(start)
+        self._commit_to_group(begin)  # the previous micro-batch is done (see the module docstring)
         with self._offset_reader() as reader:
             if self._target is not None:
                 latest = dict(self._target)
@@ -215,7 +230,25 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: the offsets live in Spark's checkpoint, none in Kafka."""
+        """The offsets live in Spark's checkpoint. With ``kafkalog.commitOffsetsToGroup``
+        the micro-batch's end offsets are also committed to that group (see the module
+        docstring)."""
+        self._commit_to_group(_offsets(end))
+
+    def _commit_to_group(self, offsets: dict) -> None:
+        """Commit ``offsets`` to ``kafkalog.commitOffsetsToGroup`` (generation -1) unless
+        they are what was committed last; for monitoring only: never read back, and a
+        failure is a warning, never the query's."""
+        group = self.options.commit_offsets_to_group
+        if group is None or not offsets or offsets == self._group_committed:
+            return
+        try:
+            with self._offset_reader() as reader:
+                reader.commit_offsets(group, offsets)
+            self._group_committed = dict(offsets)
+        except Exception as exc:  # noqa: BLE001 - monitoring must never fail the query
+            log.warning("kafkalog.commitOffsetsToGroup: committing the micro-batch's end offsets to group %r "
+                        "failed (the query goes on; its checkpoint holds the offsets): %s", group, exc)
 
     def stop(self) -> None:
         self._close_network()

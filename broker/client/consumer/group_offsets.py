@@ -11,6 +11,7 @@ Owns::
     list_groups(client_or_config)                          -> [GroupListing]
     describe_groups(client_or_config, group_ids)           -> {group_id: GroupDescription}
     delete_groups(client_or_config, group_ids)             -> None
+    delete_group_offsets(client_or_config, group_id, tps)  -> {TopicPartition: KafkaError | None}
     GroupsNotSupportedError                                the broker lacks the group APIs
 
 Each takes a ``ConsumerNetworkClient`` (reused, left open) or a config mapping /
@@ -23,7 +24,15 @@ least loaded broker and reached on a connection of its own (node id
 regular connection never delay it). Then OffsetCommit v2-8 (generation -1 and an empty
 member id: a simple consumer), OffsetFetch v1-7 (v2+ for a null topic list), ListGroups
 v0-4 (sent to every broker; below v4 the state comes from DescribeGroups),
-DescribeGroups v0-5, DeleteGroups v0-2, each with the highest version both sides have.
+DescribeGroups v0-5, DeleteGroups v0-2, OffsetDelete v0, each with the highest version
+both sides have. A member's assignment (DescribeGroups ``member_assignment``) is decoded
+as Kafka's ConsumerProtocolAssignment (v0-3: int16 version, [topic, [partition]], user
+data) when the group's protocol type is ``consumer``; anything else gives no partitions.
+
+Committing as a simple consumer (generation -1, member "") is what Kafka's
+``Admin.alterConsumerGroupOffsets`` does; a coordinator whose group has active members
+refuses it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS): that raises
+the typed error with a message saying the group has active members and must be stopped.
 
 Retries, until the deadline: COORDINATOR_LOAD_IN_PROGRESS (the same coordinator, after a
 backoff), NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / REQUEST_TIMED_OUT and lost
@@ -40,6 +49,7 @@ Thread-safety: as the ``ConsumerNetworkClient`` used: one thread at a time.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -63,11 +73,16 @@ LIST_GROUPS_VERSIONS = (0, 4)  # v4 adds the group state
 LIST_GROUPS_STATE_VERSION = 4
 DESCRIBE_GROUPS_VERSIONS = (0, 5)  # v6 answers GROUP_ID_NOT_FOUND for a missing group
 DELETE_GROUPS_VERSIONS = (0, 2)
+OFFSET_DELETE_VERSIONS = (0, 0)
+CONSUMER_PROTOCOL_TYPE = "consumer"
 METADATA_VERSIONS = (1, 8)
 
 # Group-level errors after which the coordinator is looked up again.
 _REDISCOVER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                          ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION})
+# What a coordinator answers a simple (generation -1) commit to a group with members.
+ACTIVE_GROUP_ERRORS = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+                                 ErrorCode.REBALANCE_IN_PROGRESS})
 # Errors retried as they are (after a backoff).
 _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT})
 
@@ -87,14 +102,24 @@ class MemberDescription(NamedTuple):
     client_id: str
     client_host: str
     group_instance_id: str | None = None
+    assignment: tuple[TopicPartition, ...] = ()  # decoded for "consumer" groups, sorted
+
+
+class Coordinator(NamedTuple):
+    """The broker coordinating a group (``id_string`` as Kafka's ``Node.idString``)."""
+
+    node_id: int
+    host: str
+    port: int
 
 
 class GroupDescription(NamedTuple):
     group_id: str
     state: str  # "Dead" for a group that does not exist
     protocol_type: str
-    protocol: str
+    protocol: str  # the assignor ("range", ...) of a consumer group; "" otherwise
     members: tuple[MemberDescription, ...] = ()
+    coordinator: Coordinator | None = None
 
 
 class _Retry(Exception):
@@ -166,6 +191,38 @@ def _find_coordinator(client: ConsumerNetworkClient, group_id: str, deadline: fl
     coordinator = COORDINATOR_ID_BASE - body.node_id
     client.client.add_node(coordinator, body.host, body.port)
     return coordinator
+
+
+def _coordinator_node(client: ConsumerNetworkClient, coordinator: int) -> Coordinator:
+    conn = client.client._conns.get(coordinator)
+    host, port = (conn.host, conn.port) if conn is not None else ("", -1)
+    return Coordinator(COORDINATOR_ID_BASE - coordinator, host, port)
+
+
+def decode_assignment(data: bytes | None) -> tuple[TopicPartition, ...]:
+    """The partitions of a ConsumerProtocolAssignment (v0+; later versions only append
+    fields), sorted; () for empty or undecodable bytes (another protocol's assignment)."""
+    if not data or len(data) < 6:
+        return ()
+    try:
+        view = memoryview(bytes(data))
+        pos = 2  # int16 version
+        out: list[TopicPartition] = []
+        (count,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        for _ in range(max(count, 0)):
+            (length,) = struct.unpack_from(">h", view, pos)
+            pos += 2
+            topic = bytes(view[pos:pos + length]).decode("utf-8")
+            pos += length
+            (n,) = struct.unpack_from(">i", view, pos)
+            pos += 4
+            parts = struct.unpack_from(f">{max(n, 0)}i", view, pos)
+            pos += 4 * max(n, 0)
+            out.extend(TopicPartition(topic, p) for p in parts)
+        return tuple(sorted(out))
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return ()
 
 
 def _with_coordinator(client: ConsumerNetworkClient, group_id: str, deadline: float, what: str, attempt_fn: Any) -> Any:
@@ -311,6 +368,11 @@ def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     answered.add(tp)
+                    if p.error_code in ACTIVE_GROUP_ERRORS:
+                        raise KafkaError.from_code(
+                            p.error_code, f"OffsetCommit for group {group_id} refused: the group has active "
+                            "members, and its offsets can only be committed by them or altered while it is "
+                            "empty (stop its consumers first)")
                     try:
                         _check_code(p.error_code, f"OffsetCommit for group {group_id}, partition {tp}")
                     except _Retry as exc:
@@ -411,9 +473,12 @@ def _describe(client: ConsumerNetworkClient, ids: list[str], deadline: float) ->
                 if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
                     return GroupDescription(gid, "Dead", "", "")
                 _check_code(g.error_code, f"DescribeGroups for group {gid}")
-                members = tuple(MemberDescription(m.member_id, m.client_id, m.client_host,
-                                                  getattr(m, "group_instance_id", None)) for m in g.members)
-                return GroupDescription(gid, g.group_state, g.protocol_type, g.protocol_data, members)
+                consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
+                members = tuple(MemberDescription(
+                    m.member_id, m.client_id, m.client_host, getattr(m, "group_instance_id", None),
+                    decode_assignment(m.member_assignment) if consumer else ()) for m in g.members)
+                return GroupDescription(gid, g.group_state, g.protocol_type, g.protocol_data, members,
+                                        _coordinator_node(client, coordinator))
             raise KafkaError(f"DescribeGroups for group {gid}: the response lacks the group")
 
         out[gid] = _with_coordinator(client, gid, deadline, "DescribeGroups", attempt)
@@ -457,5 +522,52 @@ def delete_groups(client_or_config: Any, group_ids: Iterable[str], *, timeout_ms
         raise KafkaError(f"deleting {len(failures)} groups failed: " + "; ".join(str(exc) for _, exc in failures))
 
 
-__all__ = ["GroupDescription", "GroupListing", "GroupsNotSupportedError", "MemberDescription", "commit_offsets",
-           "delete_groups", "describe_groups", "fetch_committed", "list_group_offsets", "list_groups"]
+def delete_group_offsets(client_or_config: Any, group_id: str, tps: Iterable[tuple[str, int]], *,
+                         timeout_ms: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+    """Delete the committed offsets of ``tps`` from ``group_id`` (OffsetDelete v0, Kafka's
+    ``Admin.deleteConsumerGroupOffsets``): each partition's error (None: deleted, or there
+    was nothing to delete). A group-level error raises its typed error (GROUP_ID_NOT_FOUND,
+    NON_EMPTY_GROUP, ...); a broker that does not serve OffsetDelete raises
+    ``GroupsNotSupportedError`` naming it."""
+    _check_group(group_id)
+    wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in tps))
+    if not wanted:
+        return {}
+    by_topic: dict[str, list[int]] = {}
+    for tp in wanted:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    with consumer_client(client_or_config) as client:
+        deadline = client.deadline(timeout_ms)
+
+        def build(version: int) -> Any:
+            schema = request_schema(ApiKey.OFFSET_DELETE, version)
+            topic_cls = schema.structs["OffsetDeleteRequestTopic"]
+            part_cls = schema.structs["OffsetDeleteRequestPartition"]
+            return schema.cls(group_id=group_id, topics=[
+                topic_cls(name=t, partitions=[part_cls(partition_index=p) for p in ps])
+                for t, ps in by_topic.items()])
+
+        def attempt(coordinator: int) -> dict[TopicPartition, KafkaError | None]:
+            body, _ = _request(client, coordinator, ApiKey.OFFSET_DELETE, OFFSET_DELETE_VERSIONS, build, deadline)
+            _check_code(body.error_code, f"OffsetDelete for group {group_id}")
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for t in body.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code == ErrorCode.NONE:
+                        out[tp] = None
+                    else:
+                        out[tp] = KafkaError.from_code(p.error_code, f"OffsetDelete for group {group_id}, "
+                                                                     f"partition {tp}")
+            missing = [tp for tp in wanted if tp not in out]
+            if missing:
+                raise KafkaError(f"OffsetDelete for group {group_id}: the response lacks "
+                                 f"{', '.join(map(str, missing))}")
+            return {tp: out[tp] for tp in wanted}
+
+        return _with_coordinator(client, group_id, deadline, "OffsetDelete", attempt)
+
+
+__all__ = ["ACTIVE_GROUP_ERRORS", "Coordinator", "GroupDescription", "GroupListing", "GroupsNotSupportedError",
+           "MemberDescription", "commit_offsets", "decode_assignment", "delete_group_offsets", "delete_groups",
+           "describe_groups", "fetch_committed", "list_group_offsets", "list_groups"]
