@@ -56,12 +56,17 @@ __all__ = [
     "list_offsets", "list_topics", "offsets_for_times", "partitions_for",
     "GroupDescription", "GroupListing", "GroupsNotSupportedError", "MemberDescription", "commit_offsets",
     "delete_groups", "describe_groups", "fetch_committed", "list_group_offsets", "list_groups",
+    "ARROW_SCHEMA", "ConsumerRecord", "InvalidGroupIdError", "KafkaConsumer",
+    "NoOffsetForPartitionError", "OffsetAndMetadata", "UnsupportedOperationError",
 ]
 
 # The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the
 # admin client, the offsets helpers and the command line start without them.
 _LAZY = {"DataLoss": "fetcher", "FetchStats": "fetcher", "RangeFetcher": "fetcher",
-         "fetch_arrow": "fetcher"}
+         "fetch_arrow": "fetcher", "ARROW_SCHEMA": "consumer", "ConsumerRecord": "poller",
+         "InvalidGroupIdError": "consumer", "KafkaConsumer": "consumer",
+         "NoOffsetForPartitionError": "consumer", "OffsetAndMetadata": "consumer",
+         "UnsupportedOperationError": "consumer"}
 
 
 def __getattr__(name: str):
