@@ -21,21 +21,36 @@ Thread-safety: none; owned by the consumer's thread.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
+from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
 
+from broker.client.errors import NetworkError
+from broker.client.network import now_ms
+from broker.protocol import ApiKey
 from broker.record.columnar import arrow_schema, iter_arrow
 from broker.record.errors import DecodeError
 from broker.record.limits import INT64_MAX
 
 from .fetcher import aborted_ranges, scan_entries
 from .offsets import TopicPartition
-from .poller import MAX_PARTIAL_ANSWERS, ConsumerRecord, PartitionPoller, _Completed
+from .poller import (
+    FETCH_MAX_VERSION,
+    FETCH_MIN_VERSION,
+    MAX_PARTIAL_ANSWERS,
+    ConsumerRecord,
+    PartitionPoller,
+    _Completed,
+    _InFlight,
+)
 from .subscription_state import SubscriptionState
 
 READ_COMMITTED = 1
+# Responses buffered per partition before no further fetch is sent for it (plus the one
+# in flight): the next fetch goes out while the caller works through the buffered ones.
+MAX_BUFFERED_RESPONSES = 2
 ARROW_SCHEMA = arrow_schema(include_headers=True)
 _MAX_ROWS = 1 << 30
 
@@ -43,12 +58,13 @@ _MAX_ROWS = 1 << 30
 class _Raw:
     """One partition's records of one Fetch response, not decoded yet."""
 
-    __slots__ = ("tp", "position", "pd")
+    __slots__ = ("tp", "position", "pd", "scan")
 
-    def __init__(self, tp: TopicPartition, position: int, pd: Any) -> None:
+    def __init__(self, tp: TopicPartition, position: int, pd: Any, scan: Any) -> None:
         self.tp = tp
         self.position = position
         self.pd = pd
+        self.scan = scan  # fetcher.scan_entries of the records
 
 
 class ConsumerFetcher(PartitionPoller):
@@ -59,22 +75,78 @@ class ConsumerFetcher(PartitionPoller):
         super().__init__(client, auto_offset_reset=state.default_reset)
         self.state = state
         self._positions = state.positions  # shared with the SubscriptionState
+        self._fetch_next: dict[TopicPartition, int] = {}  # offset after buffered responses
         self._arrow = False
 
     # -- hooks of PartitionPoller ----------------------------------------------------------
 
     def _send_fetches(self) -> None:
-        full = self._positions
+        """One Fetch per leader of the unpaused partitions: from the position when nothing
+        of the partition is buffered, else (prefetch) from the offset after the buffered
+        responses, up to ``MAX_BUFFERED_RESPONSES`` of them."""
+        client = self.client
+        md = client.metadata
+        cluster = md.fetch()
+        now = now_ms()
+        queued = Counter(c.tp for c in self._completed)
         paused = self.state.paused
-        self._positions = {tp: o for tp, o in full.items() if tp not in paused}
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, position in self._positions.items():
+            if tp in paused:
+                continue
+            n = queued.get(tp, 0)
+            if n >= MAX_BUFFERED_RESPONSES:
+                continue
+            offset = self._fetch_next.get(tp) if n else position
+            if offset is None:
+                continue
+            leader = cluster.leader_for(tp.topic, tp.partition)
+            if leader < 0:
+                md.request_update()
+                continue
+            by_node.setdefault(leader, {})[tp] = offset
+        for node, offsets in by_node.items():
+            if node in self._in_flight or self._backoff_until.get(node, 0.0) > now:
+                continue
+            net = client.client
+            if not net.ready(node, now):
+                if net.connection_failed(node):
+                    self._failed(node, NetworkError(f"cannot connect to node {node}"))
+                continue
+            future = client.send(node, ApiKey.FETCH, self._request(offsets),
+                                 our_min=FETCH_MIN_VERSION, our_max=FETCH_MAX_VERSION)
+            self._in_flight[node] = _InFlight(future, node, offsets)
+
+    def _handle(self, flight: _InFlight) -> None:
+        # The poller takes an answer for a partition only if it was fetched at the offset
+        # it expects: here the offset after the buffered responses, when there are some.
+        real = self._positions
+        queued = {c.tp for c in self._completed}
+        expected = {tp: (self._fetch_next.get(tp, off) if tp in queued else off)
+                    for tp, off in real.items()}
+        before = dict(expected)
+        self._positions = expected
         try:
-            super()._send_fetches()
+            super()._handle(flight)
         finally:
-            self._positions = full
+            self._positions = real
+        for tp, off in expected.items():
+            if before.get(tp) != off and tp in real:  # reset after OFFSET_OUT_OF_RANGE
+                real[tp] = off
+                self.drop_buffered(set(real) - {tp})
 
     def _decode(self, tp: TopicPartition, position: int, pd: Any) -> None:
-        if pd.records is not None and len(pd.records):
-            self._completed.append(_Raw(tp, position, pd))
+        if pd.records is None or not len(pd.records):
+            return
+        committed = self.isolation == READ_COMMITTED
+        watched = ({t.producer_id for t in pd.aborted_transactions}
+                   if committed and pd.aborted_transactions else None)
+        scan = scan_entries(memoryview(pd.records), INT64_MAX, watched)
+        if scan.next_offset is None:
+            self._fetch_next.pop(tp, None)  # a partial entry only: no prefetch past it
+        else:
+            self._fetch_next[tp] = max(position, scan.next_offset)
+        self._completed.append(_Raw(tp, position, pd, scan))
 
     def _drain(self) -> Any:
         return self._drain_arrow() if self._arrow else self._drain_records()
@@ -96,11 +168,25 @@ class ConsumerFetcher(PartitionPoller):
     def drop_buffered(self, keep: set[TopicPartition] | None = None) -> None:
         """Forget buffered data (of every partition not in ``keep``)."""
         self._completed = deque(c for c in self._completed if keep is not None and c.tp in keep)
+        for tp in [tp for tp in self._fetch_next if keep is None or tp not in keep]:
+            del self._fetch_next[tp]
 
     # -- draining ----------------------------------------------------------------------------
 
     def _records_of(self, raw: _Raw) -> list[_Completed]:
-        """Decode ``raw`` one record at a time with the poller's decoder."""
+        """The records of ``raw``: decoded in columns and turned into ``ConsumerRecord``s
+        (several times faster than record by record), or, when the columnar decoder
+        refuses a batch, with the poller's decoder (which returns the records before the
+        bad batch, then the error)."""
+        if raw.scan.next_offset is not None:
+            rb = self._arrow_decode(raw)
+            if rb is not None:
+                self._partial.pop(raw.tp, None)
+                records = _arrow_to_records(raw.tp, rb)
+                return [_Completed(raw.tp, records, max(raw.position, raw.scan.next_offset))]
+        return self._slow_records_of(raw)
+
+    def _slow_records_of(self, raw: _Raw) -> list[_Completed]:
         saved, self._completed = self._completed, deque()
         try:
             PartitionPoller._decode(self, raw.tp, raw.position, raw.pd)
@@ -185,29 +271,47 @@ class ConsumerFetcher(PartitionPoller):
     def _arrow_of(self, raw: _Raw) -> pa.RecordBatch | None:
         """The records of ``raw`` from its position as one RecordBatch (the position
         advances past every complete entry); None when a batch in it is bad."""
-        tp, position, pd = raw.tp, raw.position, raw.pd
-        buf = memoryview(pd.records)
-        committed = self.isolation == READ_COMMITTED
-        watched = ({t.producer_id for t in pd.aborted_transactions}
-                   if committed and pd.aborted_transactions else None)
-        scan = scan_entries(buf, INT64_MAX, watched)
+        tp, scan = raw.tp, raw.scan
         if scan.next_offset is None:
             tries = self._partial[tp] = self._partial.get(tp, 0) + 1
             if tries >= MAX_PARTIAL_ANSWERS:
-                self._records_of(raw)  # raises the poller's error naming the limits
+                self._slow_records_of(raw)  # raises the poller's error naming the limits
             return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
         self._partial.pop(tp, None)
-        aborted = aborted_ranges(pd.aborted_transactions, scan.aborts) if committed else None
+        rb = self._arrow_decode(raw)
+        if rb is not None:
+            self._positions[tp] = max(raw.position, scan.next_offset)
+        return rb
+
+    def _arrow_decode(self, raw: _Raw) -> pa.RecordBatch | None:
+        pd = raw.pd
+        committed = self.isolation == READ_COMMITTED
+        aborted = aborted_ranges(pd.aborted_transactions, raw.scan.aborts) if committed else None
         try:
-            batches = list(iter_arrow(buf, position, None, max_rows_per_batch=_MAX_ROWS,
+            batches = list(iter_arrow(memoryview(pd.records), raw.position, None,
+                                      max_rows_per_batch=_MAX_ROWS,
                                       max_decompressed=self.max_decompressed, aborted=aborted,
                                       verify_crc=self.verify_crc, include_headers=True))
         except DecodeError:
             return None
-        self._positions[tp] = max(position, scan.next_offset)
         if not batches:
             return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+def _arrow_to_records(tp: TopicPartition, rb: pa.RecordBatch) -> list[ConsumerRecord]:
+    n = rb.num_rows
+    if not n:
+        return []
+    offsets, timestamps, types, keys, values, headers = rb.columns
+    if len(headers.flatten()):
+        hs: Any = [tuple((h["key"], h["value"]) for h in row) if row else ()
+                   for row in headers.to_pylist()]
+    else:
+        hs = repeat((), n)
+    return list(map(ConsumerRecord, repeat(tp.topic, n), repeat(tp.partition, n),
+                    offsets.to_pylist(), timestamps.to_pylist(), types.to_pylist(),
+                    keys.to_pylist(), values.to_pylist(), hs))
 
 
 def _records_to_arrow(records: list[ConsumerRecord]) -> pa.RecordBatch:
