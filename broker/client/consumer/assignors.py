@@ -67,7 +67,7 @@ ASSIGNOR_NAMES = {
     "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
 }
 
-Assignment = dict[str, list[TopicPartition]]
+GroupAssignment = dict[str, list[TopicPartition]]
 
 
 def assignor_name(name: str) -> str:
@@ -112,7 +112,7 @@ class ConsumerPartitionAssignor:
 
     def assign(self, partitions_per_topic: Mapping[str, int],
                subscriptions: Mapping[str, Subscription],
-               group_instance_ids: Mapping[str, str | None] | None = None) -> Assignment:
+               group_instance_ids: Mapping[str, str | None] | None = None) -> GroupAssignment:
         raise NotImplementedError
 
 
@@ -120,7 +120,7 @@ class RangeAssignor(ConsumerPartitionAssignor):
     name = "range"
 
     def assign(self, partitions_per_topic, subscriptions, group_instance_ids=None):
-        out: Assignment = {m: [] for m in subscriptions}
+        out: GroupAssignment = {m: [] for m in subscriptions}
         by_topic: dict[str, list[str]] = {}
         for m, sub in subscriptions.items():
             for t in set(sub.topics):
@@ -143,7 +143,7 @@ class RoundRobinAssignor(ConsumerPartitionAssignor):
     name = "roundrobin"
 
     def assign(self, partitions_per_topic, subscriptions, group_instance_ids=None):
-        out: Assignment = {m: [] for m in subscriptions}
+        out: GroupAssignment = {m: [] for m in subscriptions}
         members = _member_order(subscriptions, group_instance_ids)
         if not members:
             return out
@@ -207,7 +207,7 @@ class AbstractStickyAssignor(ConsumerPartitionAssignor):
     def assign(self, partitions_per_topic, subscriptions, group_instance_ids=None):
         self.partitions_transferring_ownership: dict[TopicPartition, str] = {}
         members = sorted(subscriptions)
-        out: Assignment = {m: [] for m in members}
+        out: GroupAssignment = {m: [] for m in members}
         if not members:
             return out
         topics_of = {m: set(subscriptions[m].topics) & set(partitions_per_topic)
@@ -258,7 +258,7 @@ class AbstractStickyAssignor(ConsumerPartitionAssignor):
 
     @staticmethod
     def _constrained(members: list[str], owned: Mapping[str, list[TopicPartition]],
-                     partitions: list[TopicPartition]) -> Assignment:
+                     partitions: list[TopicPartition]) -> GroupAssignment:
         """Kafka's ``constrainedAssign`` (every member subscribed to the same topics)."""
         existing = set(partitions)
         n, total = len(members), len(partitions)
@@ -266,7 +266,7 @@ class AbstractStickyAssignor(ConsumerPartitionAssignor):
         max_quota = min_quota + (1 if extra else 0)
         expected_over = extra
         over = 0
-        out: Assignment = {m: [] for m in members}
+        out: GroupAssignment = {m: [] for m in members}
         assigned: set[TopicPartition] = set()
         under: list[str] = []
         exactly: list[str] = []
@@ -313,9 +313,9 @@ class AbstractStickyAssignor(ConsumerPartitionAssignor):
     @staticmethod
     def _general(members: list[str], owned: Mapping[str, list[TopicPartition]],
                  topics_of: Mapping[str, set[str]], partitions_per_topic: Mapping[str, int]
-                 ) -> Assignment:
+                 ) -> GroupAssignment:
         """Different subscriptions: keep, fill the emptiest, then balance (see above)."""
-        out: Assignment = {m: list(owned.get(m, ())) for m in members}
+        out: GroupAssignment = {m: list(owned.get(m, ())) for m in members}
         eligible: dict[str, list[str]] = {}
         for m in members:
             for t in topics_of[m]:
