@@ -4,17 +4,26 @@ kept raw until the caller says how it wants them: records one by one (``poll``) 
 columns (``poll_arrow``: one ``pyarrow.RecordBatch`` per partition, decoded by
 ``broker.record.columnar.iter_arrow``, the Spark reader's decoder).
 
-Owns the raw-response buffer and the pause rule: a paused partition is not fetched and
-its buffered data is kept, not returned, until it is resumed (Kafka's rule). Positions
-live in the consumer's ``SubscriptionState`` (the same dict).
+Owns the raw-response buffer, prefetching and the pause rule:
 
-Columnar decoding: ``scan_entries`` walks the batch headers (the offset after the last
-complete entry, the ABORT markers of aborted transactions), ``iter_arrow`` decodes from
-the position with the aborted ranges dropped and control batches skipped. A bad batch
-falls back to the record path for that response, so the rows before it are returned and
-``CorruptBatchError`` is raised on the next call, with the position left at the batch,
-exactly as ``poll`` does. ``max.poll.records`` bounds ``poll`` only: ``poll_arrow``
-returns whole responses (bounded by ``fetch.max.bytes`` / ``max.partition.fetch.bytes``).
+* Prefetch: when a response arrives its batch headers are walked (``scan_entries``, no
+  decoding) for the offset after its last complete entry, and the partition's next Fetch
+  is sent from there while the caller works through what is buffered, up to
+  ``MAX_BUFFERED_RESPONSES`` per partition (plus one in flight). An answer is used only
+  if it was fetched at the offset expected (the position, or the offset after the
+  buffered responses); ``seek`` and the like drop the buffer, so a stale answer is
+  ignored.
+* A paused partition is not fetched and its buffered data is kept, not returned, until
+  it is resumed (Kafka's rule). Positions live in the consumer's ``SubscriptionState``
+  (the same dict).
+* Decoding: both modes decode in columns (``iter_arrow`` from the position, aborted
+  transactions dropped, control batches skipped); ``poll`` then builds the
+  ``ConsumerRecord``s from the columns (their ``leader_epoch`` is -1: the columns do not
+  carry it). A batch the columnar decoder refuses sends that response through the
+  poller's record-by-record decoder, so the rows before the bad batch are returned and
+  ``CorruptBatchError`` is raised on the next call, with the position left at the batch,
+  in both modes. ``max.poll.records`` bounds ``poll`` only: ``poll_arrow`` returns whole
+  responses (bounded by ``fetch.max.bytes`` / ``max.partition.fetch.bytes``).
 
 Thread-safety: none; owned by the consumer's thread.
 """
