@@ -285,3 +285,50 @@ def test_read_committed(broker_factory, arrow):
     with consumer(broker.bootstrap, auto_offset_reset="earliest") as c:
         c.assign([(topic, 0)])
         assert len(drain(c, 11, arrow)) == 11
+
+
+def test_prefetch_seek_and_mixed_poll_modes_keep_offsets_in_order(bs):
+    # Small responses (many in flight and buffered), seeks back and forth, and the two poll
+    # modes alternating: each offset comes once, in order, from wherever seek() put it.
+    topic = unique("kc")
+    create(bs, topic, 2)
+    produce(bs, topic, 4000, partitions=2)
+    a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with consumer(bs, auto_offset_reset="earliest", max_partition_fetch_bytes=2000,
+                  max_poll_records=37) as c:
+        c.assign([a, b])
+        seen: dict[int, list[int]] = {0: [], 1: []}
+
+        def step(i):
+            if i % 2:
+                for tp, rb in c.poll_arrow(500).items():
+                    seen[tp.partition].extend(rb.column("offset").to_pylist())
+            else:
+                for r in c.poll(500):
+                    seen[r.partition].append(r.offset)
+
+        i = 0
+        while len(seen[0]) < 500:
+            step(i)
+            i += 1
+        c.seek(a, 100)
+        seen[0].clear()
+        while len(seen[0]) < 300:
+            step(i)
+            i += 1
+        assert seen[0] == list(range(100, 100 + len(seen[0])))
+        c.pause([b])
+        mark = len(seen[1])
+        c.seek(a, 1500)
+        seen[0].clear()
+        while len(seen[0]) < 500:
+            step(i)
+            i += 1
+        assert len(seen[1]) == mark  # paused: nothing of b
+        assert seen[0] == list(range(1500, 1500 + len(seen[0])))
+        c.resume([b])
+        while len(seen[1]) < 2000 or len(seen[0]) < 500:
+            step(i)
+            i += 1
+        assert seen[1] == list(range(2000))
+        assert c.position(b) == 2000
