@@ -24,6 +24,10 @@
   cooperative-sticky) and ``StickyAssignorUserData``.
 * ``protocol.py``: the embedded "consumer" protocol bytes (ConsumerProtocolSubscription /
   ConsumerProtocolAssignment v0-3) that JoinGroup / SyncGroup carry.
+* ``coordinator.py``: ``ConsumerCoordinator``, the member's side of the classic group
+  protocol without I/O (JoinGroup / SyncGroup / Heartbeat / LeaveGroup bodies and
+  outcomes, the leader's assignment, eager and cooperative revocation); not driven over
+  the network yet.
 
 Like the rest of ``broker.client`` it imports ``broker.protocol`` and ``broker.record``
 only. Thread-safety: every object here belongs to one thread at a time (the assignors
@@ -40,6 +44,7 @@ from broker.client.consumer.assignors import (
 )
 from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.config import ConsumerConfig
+from broker.client.consumer.coordinator import ConsumerCoordinator
 from broker.client.consumer.group_offsets import (
     GroupDescription,
     GroupListing,
@@ -87,6 +92,7 @@ __all__ = [
     "Assignment", "ConsumerPartitionAssignor", "CooperativeStickyAssignor", "RangeAssignor",
     "RoundRobinAssignor", "StickyAssignor", "Subscription", "decode_assignment",
     "decode_subscription", "encode_assignment", "encode_subscription", "get_assignor",
+    "ConsumerCoordinator",
 ]
 
 # The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the

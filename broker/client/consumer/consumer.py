@@ -32,8 +32,10 @@ Semantics, as Kafka's ``KafkaConsumer``:
   ConsumerCoordinator, rebalance listeners) is not built yet: it raises
   ``UnsupportedOperationError``. Its settings (``group.instance.id``, ``group.protocol``,
   ``partition.assignment.strategy``, session / heartbeat / max.poll.interval) are
-  accepted and validated; assignors and the embedded protocol exist (assignors.py,
-  protocol.py) for the coordinator to use.
+  accepted and validated; the pieces exist for it: the assignors (assignors.py), the
+  embedded protocol (protocol.py) and the group-protocol core (coordinator.py,
+  ``ConsumerCoordinator``), which needs a driver (FindCoordinator, the heartbeat timer,
+  rebalance listeners) once the broker serves group membership.
 
 Thread-safety: none, as Kafka's: one thread uses a KafkaConsumer (``wakeup`` is not
 provided).

@@ -162,6 +162,18 @@ class ConsumerFetcher(PartitionPoller):
 
     # -- public ------------------------------------------------------------------------------
 
+    def poll(self, timeout_ms: float) -> Any:
+        if not self._closed:
+            # Progress without blocking before serving from the buffer: take in answers
+            # that arrived, send the prefetches the buffer leaves room for.
+            self._send_fetches()
+            if self._in_flight:
+                self.client.poll(0)
+                for node in [n for n, f in self._in_flight.items() if f.future.done]:
+                    self._handle(self._in_flight.pop(node))
+                self._send_fetches()
+        return super().poll(timeout_ms)
+
     def poll_records(self, timeout_ms: float) -> list[ConsumerRecord]:
         self._arrow = False
         return self.poll(timeout_ms)
