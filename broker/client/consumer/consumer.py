@@ -384,7 +384,8 @@ class KafkaConsumer:
 
     def committed(self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """The group's committed offset of each partition (None when there is none)."""
+        """The group's committed offset of each partition (None when there is none). Its
+        ``metadata`` is "" (``group_offsets.fetch_committed`` returns offsets only)."""
         self._ensure_open()
         group = self._require_group()
         tps = [TopicPartition(*tp) for tp in partitions]
