@@ -306,6 +306,39 @@ def test_poller_returns_the_records_before_then_raises_until_seek(broker):
             poller.poll(10_000)
 
 
+@pytest.mark.parametrize("arrow", [False, True], ids=["poll", "poll_arrow"])
+def test_kafka_consumer_returns_the_records_before_then_raises_until_seek(broker, arrow):
+    """KafkaConsumer, both poll modes, as the poller: the records before the bad batch, then
+    the error on every poll with the position at the batch, until seek() moves past it."""
+    from broker.client.consumer import KafkaConsumer
+
+    def offsets(c):
+        if arrow:
+            return [o for rb in c.poll_arrow(10_000).values()
+                    for o in rb.column("offset").to_pylist()]
+        return [r.offset for r in c.poll(10_000)]
+
+    with KafkaConsumer({"bootstrap.servers": broker.bootstrap,
+                        "auto.offset.reset": "earliest"}) as c:
+        c.assign([(TOPIC, 0)])
+        got = []
+        while len(got) < 5:
+            got.extend(offsets(c))
+        assert got == list(range(5))
+        for _ in range(2):
+            with pytest.raises(CorruptBatchError, match=r"^Record batch of bad-0 at offsets "
+                               r"\[5, 9\] .*record 3: key length -7 out of range$"):
+                offsets(c)
+            assert c.position((TOPIC, 0)) == 5
+        c.seek((TOPIC, 0), 15)
+        got = []
+        while len(got) < 5:
+            got.extend(offsets(c))
+        assert got == list(range(15, 20))
+        with pytest.raises(CorruptBatchError, match=r"offsets \[20, 24\] .*zstd data inflates"):
+            offsets(c)
+
+
 def test_kafkalog_consume_stops_with_the_error(broker, capsysbinary):
     """``kafkalog consume``, as Kafka's console consumer: the records before the bad batch
     are printed, then one error line naming partition and offsets, exit code 1."""

@@ -1,7 +1,4 @@
-"""broker.client.consumer: the consumer side of the client core, as the Spark reader needs it.
-
-What exists (no group management or ``KafkaConsumer`` yet; the pieces are built so that
-one can be assembled from them):
+"""broker.client.consumer: the consumer side of the client core.
 
 * ``config.py``: ``ConsumerConfig`` (Kafka's consumer keys and defaults).
 * ``client.py``: ``ConsumerNetworkClient``, the blocking, single-threaded driver of a
@@ -15,13 +12,39 @@ one can be assembled from them):
   (``kafkalog consume``): polls records one by one, optionally read_committed.
 * ``group_offsets.py``: a group's committed offsets (``fetch_committed``,
   ``commit_offsets``) and group listing / description / deletion, without membership.
+* ``consumer.py``: ``KafkaConsumer``, Kafka's consumer API with manual assignment
+  (``assign``, ``poll`` -> ``ConsumerRecord``s, ``poll_arrow`` -> one
+  ``pyarrow.RecordBatch`` per partition, commits as a simple group, seek / position /
+  pause / offsets_for_times, auto commit). ``subscribe()`` raises
+  ``UnsupportedOperationError`` until the group coordinator client lands; built on
+  ``subscription_state.py`` (``SubscriptionState``: assignment, positions, paused) and
+  ``consumer_fetcher.py`` (``ConsumerFetcher``: the poller's Fetch loop with prefetch,
+  decoding per record or per column on demand).
+* ``assignors.py``: the group leader's partition assignors (range, roundrobin, sticky,
+  cooperative-sticky) and ``StickyAssignorUserData``.
+* ``protocol.py``: the embedded "consumer" protocol bytes (ConsumerProtocolSubscription /
+  ConsumerProtocolAssignment v0-3) that JoinGroup / SyncGroup carry.
+* ``coordinator.py``: ``ConsumerCoordinator``, the member's side of the classic group
+  protocol without I/O (JoinGroup / SyncGroup / Heartbeat / LeaveGroup bodies and
+  outcomes, the leader's assignment, eager and cooperative revocation); not driven over
+  the network yet.
 
 Like the rest of ``broker.client`` it imports ``broker.protocol`` and ``broker.record``
-only. Thread-safety: every object here belongs to one thread at a time.
+only. Thread-safety: every object here belongs to one thread at a time (the assignors
+and protocol functions are pure).
 """
 
+from broker.client.consumer.assignors import (
+    ConsumerPartitionAssignor,
+    CooperativeStickyAssignor,
+    RangeAssignor,
+    RoundRobinAssignor,
+    StickyAssignor,
+    get_assignor,
+)
 from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.config import ConsumerConfig
+from broker.client.consumer.coordinator import ConsumerCoordinator
 from broker.client.consumer.group_offsets import (
     GroupDescription,
     GroupListing,
@@ -47,6 +70,14 @@ from broker.client.consumer.offsets import (
     offsets_for_times,
     partitions_for,
 )
+from broker.client.consumer.protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from broker.client.errors import DataLossError, OffsetOutOfRangeError
 
 __all__ = [
@@ -56,12 +87,21 @@ __all__ = [
     "list_offsets", "list_topics", "offsets_for_times", "partitions_for",
     "GroupDescription", "GroupListing", "GroupsNotSupportedError", "MemberDescription", "commit_offsets",
     "delete_groups", "describe_groups", "fetch_committed", "list_group_offsets", "list_groups",
+    "ARROW_SCHEMA", "ConsumerRecord", "InvalidGroupIdError", "KafkaConsumer",
+    "NoOffsetForPartitionError", "OffsetAndMetadata", "UnsupportedOperationError",
+    "Assignment", "ConsumerPartitionAssignor", "CooperativeStickyAssignor", "RangeAssignor",
+    "RoundRobinAssignor", "StickyAssignor", "Subscription", "decode_assignment",
+    "decode_subscription", "encode_assignment", "encode_subscription", "get_assignor",
+    "ConsumerCoordinator",
 ]
 
 # The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the
 # admin client, the offsets helpers and the command line start without them.
 _LAZY = {"DataLoss": "fetcher", "FetchStats": "fetcher", "RangeFetcher": "fetcher",
-         "fetch_arrow": "fetcher"}
+         "fetch_arrow": "fetcher", "ARROW_SCHEMA": "consumer", "ConsumerRecord": "poller",
+         "InvalidGroupIdError": "consumer", "KafkaConsumer": "consumer",
+         "NoOffsetForPartitionError": "consumer", "OffsetAndMetadata": "consumer",
+         "UnsupportedOperationError": "consumer"}
 
 
 def __getattr__(name: str):

@@ -1,8 +1,8 @@
 """The consumer's configuration: Kafka's consumer keys and defaults, as this client reads them.
 
 Owns ``CONSUMER_CONFIG_DEF`` (the keys of Kafka's ``ConsumerConfig`` that the client core
-reads, plus the group-management keys a Spark job may pass through ``kafka.*`` options,
-accepted and not used yet) and ``ConsumerConfig``: the parsed values, read as
+reads, plus the group keys ``KafkaConsumer`` reads (a Spark job may pass them through
+``kafka.*`` options; the range reader ignores them)) and ``ConsumerConfig``: the parsed values, read as
 ``config["fetch.max.bytes"]``.
 
 Deliberate differences from Kafka's defaults, with their reasons:
@@ -67,16 +67,27 @@ CONSUMER_CONFIG_DEF = (
     .define("metadata.max.age.ms", LONG, 300000, "Refresh metadata at least this often.",
             at_least(0))
     .define("allow.auto.create.topics", BOOLEAN, False, "Create unknown topics on Metadata.")
-    # Group management and polling: accepted (a Spark job may pass them), not used yet.
-    .define("group.id", STRING, None, "Not used yet (no group management).")
-    .define("group.instance.id", STRING, None, "Not used yet.")
-    .define("session.timeout.ms", INT, 45000, "Not used yet.")
-    .define("heartbeat.interval.ms", INT, 3000, "Not used yet.")
-    .define("max.poll.interval.ms", INT, 300000, "Not used yet.")
-    .define("max.poll.records", INT, 500, "Not used yet.")
-    .define("enable.auto.commit", BOOLEAN, False, "Not used yet (never commits).")
-    .define("auto.commit.interval.ms", INT, 5000, "Not used yet.")
-    .define("auto.offset.reset", STRING, "latest", "Not used yet.",
+    # Group management and polling, read by KafkaConsumer (consumer.py). The range
+    # reader and the poller ignore the group keys.
+    .define("group.id", STRING, None, "Group of offset commits (and, later, membership).")
+    .define("group.instance.id", STRING, None, "Static membership id (KIP-345); with "
+            "subscribe() once group membership lands.")
+    .define("group.protocol", STRING, "classic", "Rebalance protocol: classic (JoinGroup/"
+            "SyncGroup) or consumer (KIP-848).", one_of("classic", "consumer"))
+    .define("partition.assignment.strategy", LIST, ["range", "cooperative-sticky"],
+            "Assignors in order of preference: range, roundrobin, sticky, "
+            "cooperative-sticky (Kafka's class names are accepted too).")
+    .define("session.timeout.ms", INT, 45000, "Group session timeout (subscribe()).")
+    .define("heartbeat.interval.ms", INT, 3000, "Heartbeat period (subscribe()).")
+    .define("max.poll.interval.ms", INT, 300000, "Longest time between polls (subscribe()).")
+    .define("max.poll.records", INT, 500, "Records one KafkaConsumer.poll() returns at most.",
+            at_least(1))
+    .define("enable.auto.commit", BOOLEAN, True,
+            "KafkaConsumer commits its positions every auto.commit.interval.ms (only with "
+            "a group.id).")
+    .define("auto.commit.interval.ms", INT, 5000, "Period of the auto commit.", at_least(0))
+    .define("auto.offset.reset", STRING, "latest",
+            "Where a partition without a committed offset (or out of range) starts.",
             one_of("latest", "earliest", "none"))
 )
 

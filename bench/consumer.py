@@ -1,0 +1,211 @@
+"""Consumer throughput: our KafkaConsumer's per-record poll() and columnar poll_arrow(),
+confluent-kafka's Consumer and kafka-python's KafkaConsumer, against this project's
+broker, in one run.
+
+One broker subprocess (``python -m broker``) serves every case. For each value size
+(100 bytes and 1 KiB; half random and half repeated bytes, cycled from a pool of 4096),
+one single-partition topic is produced once by confluent-kafka (lz4, linger.ms 5, 1 MiB
+batches) and read by every client. Each case runs in its own Python subprocess: it
+assign()s the partition from offset 0 and times from the assign to the last of the
+topic's records (connection and metadata included, the same for every client). Every
+client touches each value (its length) as an application would; the columnar case
+touches the value column's buffers once per batch (what pandas / Arrow compute do). Fetch
+settings are each client's defaults; max.poll.records / max_records 500 (Kafka's).
+confluent-kafka reads with consume(num_messages=500), its fastest Python path.
+
+Prints a table, then, as its very last line, one JSON object with records/s per case and
+the ratios the issue sets goals for (columnar >= 2x confluent-kafka; per-record >= 5x
+kafka-python).
+
+Usage: python bench/consumer.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+CASES = (("100b", 100, 1_000_000), ("1k", 1024, 300_000))
+CLIENTS = ("poll", "columnar", "confluent", "kafka_python")
+MAX_POLL_RECORDS = 500
+
+
+def _values(size: int, count: int = 4096) -> list[bytes]:
+    import random
+    rnd = random.Random(size)
+    half = size // 2
+    return [rnd.randbytes(half) + bytes([65 + i % 26]) * (size - half) for i in range(count)]
+
+
+def _produce(bootstrap: str, topic: str, size: int, n: int) -> None:
+    from confluent_kafka import Producer
+    pool = _values(size)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4",
+                  "batch.size": 1 << 20, "acks": "all"})
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=pool[i % len(pool)], partition=0)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 10000 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0, "records not delivered"
+
+
+# -- one case, in a child process ------------------------------------------------------
+
+
+def _run_case(client: str, bootstrap: str, topic: str, n: int) -> dict:
+    got = nbytes = 0
+    # Imports before the clock (pyarrow's alone takes a few hundred ms).
+    if client in ("poll", "columnar"):
+        import broker.client.consumer.consumer  # noqa: F401
+    elif client == "confluent":
+        import confluent_kafka  # noqa: F401
+    else:
+        import kafka  # noqa: F401
+    t0 = time.perf_counter()
+    if client in ("poll", "columnar"):
+        from broker.client.consumer import KafkaConsumer, TopicPartition
+        c = KafkaConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                           "max.poll.records": MAX_POLL_RECORDS})
+        c.assign([TopicPartition(topic, 0)])
+        if client == "poll":
+            while got < n:
+                for r in c.poll(1000):
+                    nbytes += len(r.value)
+                    got += 1
+        else:
+            while got < n:
+                for rb in c.poll_arrow(1000).values():
+                    values = rb.column(4)
+                    nbytes += values.buffers()[2].size if values.buffers()[2] else 0
+                    got += rb.num_rows
+        c.close()
+    elif client == "confluent":
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, 0)])
+        while got < n:
+            for m in c.consume(num_messages=MAX_POLL_RECORDS, timeout=1.0):
+                if m.error():
+                    raise SystemExit(str(m.error()))
+                nbytes += len(m.value())
+                got += 1
+        c.close()
+    else:
+        from kafka import KafkaConsumer, TopicPartition
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                          auto_offset_reset="earliest", max_poll_records=MAX_POLL_RECORDS)
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        while got < n:
+            for records in c.poll(timeout_ms=1000, max_records=MAX_POLL_RECORDS).values():
+                for r in records:
+                    nbytes += len(r.value)
+                    got += 1
+        c.close()
+    seconds = time.perf_counter() - t0
+    return {"records": got, "seconds": seconds, "rec_s": got / seconds,
+            "mb_s": nbytes / seconds / 1e6}
+
+
+def _child(argv: list[str]) -> None:
+    client, bootstrap, topic, n = argv
+    print("RESULT " + json.dumps(_run_case(client, bootstrap, topic, int(n))), flush=True)
+
+
+# -- the driver ------------------------------------------------------------------------
+
+
+def _start_broker(log_dir: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={log_dir}", "--override", "num.partitions=1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    assert proc.stdout is not None
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"listening on PLAINTEXT://([\d.]+:\d+)", line)
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise SystemExit("the broker did not start")
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    log_dir = tempfile.mkdtemp(prefix="bench-consumer-")
+    broker, bootstrap = _start_broker(log_dir)
+    import threading
+    threading.Thread(target=lambda: [None for _ in broker.stdout], daemon=True).start()
+    results: dict[str, dict[str, dict]] = {}
+    try:
+        for label, size, n in CASES:
+            if quick:
+                n //= 10
+            topic = f"bench-consume-{label}-{int(time.time() * 1000) % 100000}"
+            _produce(bootstrap, topic, size, n)
+            for client in CLIENTS:
+                proc = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), "--child", client, bootstrap,
+                     topic, str(n)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+                if proc.returncode != 0 or not line:
+                    print(f"{client} {label} failed:\n{proc.stdout[-2000:]}\n"
+                          f"{proc.stderr[-4000:]}", file=sys.stderr)
+                    res = {"records": 0, "seconds": float("nan"), "rec_s": 0.0, "mb_s": 0.0}
+                else:
+                    res = json.loads(line[-1][len("RESULT "):])
+                results.setdefault(label, {})[client] = res
+                print(f"  {label:5s} {client:13s} {res['rec_s']:>12,.0f} rec/s "
+                      f"{res['mb_s']:>8.1f} MB/s", flush=True)
+    finally:
+        broker.terminate()
+        try:
+            broker.wait(10)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+    print()
+    print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'MB/s':>8s} {'seconds':>8s}")
+    for label, by_client in results.items():
+        for client, r in by_client.items():
+            print(f"{label:6s} {client:14s} {r['rec_s']:>12,.0f} {r['mb_s']:>8.1f} "
+                  f"{r['seconds']:>8.2f}")
+    summary: dict[str, float] = {}
+    for label, by_client in results.items():
+        for client, r in by_client.items():
+            summary[f"{client}_rec_s_{label}"] = round(r["rec_s"], 1)
+        c = by_client.get("confluent", {}).get("rec_s") or float("nan")
+        k = by_client.get("kafka_python", {}).get("rec_s") or float("nan")
+        p = by_client.get("poll", {}).get("rec_s", 0.0)
+        col = by_client.get("columnar", {}).get("rec_s", 0.0)
+        summary[f"ratio_columnar_vs_confluent_{label}"] = round(col / c, 3)
+        summary[f"ratio_poll_vs_kafka_python_{label}"] = round(p / k, 3)
+        summary[f"ratio_poll_vs_confluent_{label}"] = round(p / c, 3)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(sys.argv[2:])
+    else:
+        main()

@@ -1,0 +1,350 @@
+"""ConsumerFetcher: the fetch side of ``KafkaConsumer``: ``PartitionPoller``'s Fetch loop
+(requests per leader, long polls, error handling, read_committed rules) with responses
+kept raw until the caller says how it wants them: records one by one (``poll``) or
+columns (``poll_arrow``: one ``pyarrow.RecordBatch`` per partition, decoded by
+``broker.record.columnar.iter_arrow``, the Spark reader's decoder).
+
+Owns the raw-response buffer, prefetching and the pause rule:
+
+* Prefetch: when a response arrives its batch headers are walked (``scan_entries``, no
+  decoding) for the offset after its last complete entry, and the partition's next Fetch
+  is sent from there while the caller works through what is buffered, up to
+  ``MAX_BUFFERED_RESPONSES`` per partition (plus one in flight). An answer is used only
+  if it was fetched at the offset expected (the position, or the offset after the
+  buffered responses); ``seek`` and the like drop the buffer, so a stale answer is
+  ignored.
+* A paused partition is not fetched and its buffered data is kept, not returned, until
+  it is resumed (Kafka's rule). Positions live in the consumer's ``SubscriptionState``
+  (the same dict).
+* Decoding: both modes decode in columns (``iter_arrow`` from the position, aborted
+  transactions dropped, control batches skipped); ``poll`` then builds the
+  ``ConsumerRecord``s from the columns (their ``leader_epoch`` is -1: the columns do not
+  carry it). A batch the columnar decoder refuses sends that response through the
+  poller's record-by-record decoder, so the rows before the bad batch are returned and
+  ``CorruptBatchError`` is raised on the next call, with the position left at the batch,
+  in both modes. ``max.poll.records`` bounds ``poll`` only: ``poll_arrow`` returns whole
+  responses (bounded by ``fetch.max.bytes`` / ``max.partition.fetch.bytes``).
+
+Thread-safety: none; owned by the consumer's thread.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from itertools import repeat
+from typing import Any
+
+import pyarrow as pa
+
+from broker.client.errors import NetworkError
+from broker.client.network import now_ms
+from broker.protocol import ApiKey
+from broker.record.columnar import arrow_schema, iter_arrow
+from broker.record.errors import DecodeError
+from broker.record.limits import INT64_MAX
+
+from .fetcher import aborted_ranges, scan_entries
+from .offsets import TopicPartition
+from .poller import (
+    FETCH_MAX_VERSION,
+    FETCH_MIN_VERSION,
+    MAX_PARTIAL_ANSWERS,
+    ConsumerRecord,
+    PartitionPoller,
+    _Completed,
+    _InFlight,
+)
+from .subscription_state import SubscriptionState
+
+READ_COMMITTED = 1
+# Responses buffered per partition before no further fetch is sent for it (plus the one
+# in flight): the next fetch goes out while the caller works through the buffered ones.
+MAX_BUFFERED_RESPONSES = 2
+ARROW_SCHEMA = arrow_schema(include_headers=True)
+_MAX_ROWS = 1 << 30
+
+
+class _Raw:
+    """One partition's records of one Fetch response, not decoded yet."""
+
+    __slots__ = ("tp", "position", "pd", "scan")
+
+    def __init__(self, tp: TopicPartition, position: int, pd: Any, scan: Any) -> None:
+        self.tp = tp
+        self.position = position
+        self.pd = pd
+        self.scan = scan  # fetcher.scan_entries of the records
+
+
+class ConsumerFetcher(PartitionPoller):
+    """See the module docstring. ``poll(timeout_ms)`` -> list of ``ConsumerRecord``;
+    ``poll_arrow(timeout_ms)`` -> ``{TopicPartition: pyarrow.RecordBatch}``."""
+
+    def __init__(self, client: Any, state: SubscriptionState) -> None:
+        super().__init__(client, auto_offset_reset=state.default_reset)
+        self.state = state
+        self._positions = state.positions  # shared with the SubscriptionState
+        self._fetch_next: dict[TopicPartition, int] = {}  # offset after buffered responses
+        self._arrow = False
+
+    # -- hooks of PartitionPoller ----------------------------------------------------------
+
+    def _send_fetches(self) -> None:
+        """One Fetch per leader of the unpaused partitions: from the position when nothing
+        of the partition is buffered, else (prefetch) from the offset after the buffered
+        responses, up to ``MAX_BUFFERED_RESPONSES`` of them."""
+        client = self.client
+        md = client.metadata
+        cluster = md.fetch()
+        now = now_ms()
+        queued = Counter(c.tp for c in self._completed)
+        paused = self.state.paused
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, position in self._positions.items():
+            if tp in paused:
+                continue
+            n = queued.get(tp, 0)
+            if n >= MAX_BUFFERED_RESPONSES:
+                continue
+            offset = self._fetch_next.get(tp) if n else position
+            if offset is None:
+                continue
+            leader = cluster.leader_for(tp.topic, tp.partition)
+            if leader < 0:
+                md.request_update()
+                continue
+            by_node.setdefault(leader, {})[tp] = offset
+        for node, offsets in by_node.items():
+            if node in self._in_flight or self._backoff_until.get(node, 0.0) > now:
+                continue
+            net = client.client
+            if not net.ready(node, now):
+                if net.connection_failed(node):
+                    self._failed(node, NetworkError(f"cannot connect to node {node}"))
+                continue
+            future = client.send(node, ApiKey.FETCH, self._request(offsets),
+                                 our_min=FETCH_MIN_VERSION, our_max=FETCH_MAX_VERSION)
+            self._in_flight[node] = _InFlight(future, node, offsets)
+
+    def _handle(self, flight: _InFlight) -> None:
+        # The poller takes an answer for a partition only if it was fetched at the offset
+        # it expects: here the offset after the buffered responses, when there are some.
+        real = self._positions
+        queued = {c.tp for c in self._completed}
+        expected = {tp: (self._fetch_next.get(tp, off) if tp in queued else off)
+                    for tp, off in real.items()}
+        before = dict(expected)
+        self._positions = expected
+        try:
+            super()._handle(flight)
+        finally:
+            self._positions = real
+        for tp, off in expected.items():
+            if before.get(tp) != off and tp in real:  # reset after OFFSET_OUT_OF_RANGE
+                real[tp] = off
+                self.drop_buffered(set(real) - {tp})
+
+    def _decode(self, tp: TopicPartition, position: int, pd: Any) -> None:
+        if pd.records is None or not len(pd.records):
+            return
+        committed = self.isolation == READ_COMMITTED
+        watched = ({t.producer_id for t in pd.aborted_transactions}
+                   if committed and pd.aborted_transactions else None)
+        scan = scan_entries(memoryview(pd.records), INT64_MAX, watched)
+        if scan.next_offset is None:
+            self._fetch_next.pop(tp, None)  # a partial entry only: no prefetch past it
+        else:
+            self._fetch_next[tp] = max(position, scan.next_offset)
+        self._completed.append(_Raw(tp, position, pd, scan))
+
+    def _drain(self) -> Any:
+        return self._drain_arrow() if self._arrow else self._drain_records()
+
+    # -- public ------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: float) -> Any:
+        if not self._closed:
+            # Progress without blocking before serving from the buffer: take in answers
+            # that arrived, send the prefetches the buffer leaves room for.
+            self._send_fetches()
+            if self._in_flight:
+                self.client.poll(0)
+                for node in [n for n, f in self._in_flight.items() if f.future.done]:
+                    self._handle(self._in_flight.pop(node))
+                self._send_fetches()
+        return super().poll(timeout_ms)
+
+    def poll_records(self, timeout_ms: float) -> list[ConsumerRecord]:
+        self._arrow = False
+        return self.poll(timeout_ms)
+
+    def poll_arrow(self, timeout_ms: float) -> dict[TopicPartition, pa.RecordBatch]:
+        self._arrow = True
+        try:
+            out = self.poll(timeout_ms)
+        finally:
+            self._arrow = False
+        return out if out else {}
+
+    def drop_buffered(self, keep: set[TopicPartition] | None = None) -> None:
+        """Forget buffered data (of every partition not in ``keep``)."""
+        self._completed = deque(c for c in self._completed if keep is not None and c.tp in keep)
+        for tp in [tp for tp in self._fetch_next if keep is None or tp not in keep]:
+            del self._fetch_next[tp]
+
+    # -- draining ----------------------------------------------------------------------------
+
+    def _records_of(self, raw: _Raw) -> list[_Completed]:
+        """The records of ``raw``: decoded in columns and turned into ``ConsumerRecord``s
+        (several times faster than record by record), or, when the columnar decoder
+        refuses a batch, with the poller's decoder (which returns the records before the
+        bad batch, then the error)."""
+        if raw.scan.next_offset is not None:
+            rb = self._arrow_decode(raw)
+            if rb is not None:
+                self._partial.pop(raw.tp, None)
+                records = _arrow_to_records(raw.tp, rb)
+                return [_Completed(raw.tp, records, max(raw.position, raw.scan.next_offset))]
+        return self._slow_records_of(raw)
+
+    def _slow_records_of(self, raw: _Raw) -> list[_Completed]:
+        saved, self._completed = self._completed, deque()
+        try:
+            PartitionPoller._decode(self, raw.tp, raw.position, raw.pd)
+            return list(self._completed)
+        finally:
+            self._completed = saved
+
+    def _drain_records(self) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        room = self.max_poll_records
+        positions = self._positions
+        paused = self.state.paused
+        skipped: list[Any] = []
+        queue = self._completed
+        try:
+            while queue and room > 0:
+                c = queue.popleft()
+                if c.tp in paused:
+                    skipped.append(c)
+                    continue
+                if isinstance(c, _Raw):
+                    if positions.get(c.tp) == c.position:
+                        queue.extendleft(reversed(self._records_of(c)))
+                    continue
+                take = c.records[c.index:c.index + room]
+                if take:
+                    out.extend(take)
+                    c.index += len(take)
+                    room -= len(take)
+                    positions[c.tp] = take[-1].offset + 1
+                if c.index < len(c.records):
+                    queue.appendleft(c)
+                    break
+                positions[c.tp] = max(positions[c.tp], c.next_offset)
+                if c.error is not None:
+                    queue.appendleft(c)  # raised again until seek() drops it
+                    if out:
+                        break
+                    raise c.error
+        finally:
+            queue.extendleft(reversed(skipped))
+        return out
+
+    def _drain_arrow(self) -> dict[TopicPartition, pa.RecordBatch]:
+        parts: dict[TopicPartition, list[pa.RecordBatch]] = {}
+        positions = self._positions
+        paused = self.state.paused
+        skipped: list[Any] = []
+        queue = self._completed
+        try:
+            while queue:
+                c = queue.popleft()
+                if c.tp in paused or c.tp in parts and isinstance(c, _Completed) \
+                        and c.error is not None:
+                    skipped.append(c)
+                    continue
+                if isinstance(c, _Raw):
+                    if positions.get(c.tp) != c.position:
+                        continue
+                    decoded = self._arrow_of(c)
+                    if decoded is None:  # a bad batch: the record path tells where
+                        queue.extendleft(reversed(self._records_of(c)))
+                    elif decoded.num_rows:
+                        parts.setdefault(c.tp, []).append(decoded)
+                    continue
+                rest = c.records[c.index:]
+                c.index = len(c.records)
+                if rest:
+                    parts.setdefault(c.tp, []).append(_records_to_arrow(rest))
+                    positions[c.tp] = rest[-1].offset + 1
+                positions[c.tp] = max(positions[c.tp], c.next_offset)
+                if c.error is not None:
+                    queue.appendleft(c)
+                    if parts:
+                        break
+                    raise c.error
+        finally:
+            queue.extendleft(reversed(skipped))
+        return {tp: (bs[0] if len(bs) == 1 else pa.concat_batches(bs))
+                for tp, bs in parts.items()}
+
+    def _arrow_of(self, raw: _Raw) -> pa.RecordBatch | None:
+        """The records of ``raw`` from its position as one RecordBatch (the position
+        advances past every complete entry); None when a batch in it is bad."""
+        tp, scan = raw.tp, raw.scan
+        if scan.next_offset is None:
+            tries = self._partial[tp] = self._partial.get(tp, 0) + 1
+            if tries >= MAX_PARTIAL_ANSWERS:
+                self._slow_records_of(raw)  # raises the poller's error naming the limits
+            return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+        self._partial.pop(tp, None)
+        rb = self._arrow_decode(raw)
+        if rb is not None:
+            self._positions[tp] = max(raw.position, scan.next_offset)
+        return rb
+
+    def _arrow_decode(self, raw: _Raw) -> pa.RecordBatch | None:
+        pd = raw.pd
+        committed = self.isolation == READ_COMMITTED
+        aborted = aborted_ranges(pd.aborted_transactions, raw.scan.aborts) if committed else None
+        try:
+            batches = list(iter_arrow(memoryview(pd.records), raw.position, None,
+                                      max_rows_per_batch=_MAX_ROWS,
+                                      max_decompressed=self.max_decompressed, aborted=aborted,
+                                      verify_crc=self.verify_crc, include_headers=True))
+        except DecodeError:
+            return None
+        if not batches:
+            return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+        return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+def _arrow_to_records(tp: TopicPartition, rb: pa.RecordBatch) -> list[ConsumerRecord]:
+    n = rb.num_rows
+    if not n:
+        return []
+    offsets, timestamps, types, keys, values, headers = rb.columns
+    if len(headers.flatten()):
+        hs: Any = [tuple((h["key"], h["value"]) for h in row) if row else ()
+                   for row in headers.to_pylist()]
+    else:
+        hs = repeat((), n)
+    return list(map(ConsumerRecord, repeat(tp.topic, n), repeat(tp.partition, n),
+                    offsets.to_pylist(), timestamps.to_pylist(), types.to_pylist(),
+                    keys.to_pylist(), values.to_pylist(), hs))
+
+
+def _records_to_arrow(records: list[ConsumerRecord]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([
+        pa.array([r.offset for r in records], pa.int64()),
+        pa.array([r.timestamp for r in records], pa.int64()),
+        pa.array([r.timestamp_type for r in records], pa.int32()),
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records],
+                 ARROW_SCHEMA.field("headers").type),
+    ], schema=ARROW_SCHEMA)
+
+
+__all__ = ["ARROW_SCHEMA", "ConsumerFetcher"]
