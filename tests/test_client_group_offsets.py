@@ -336,7 +336,7 @@ def test_delete_group_offsets_needs_offset_delete(kafka_broker, cfg):
 def test_describe_decodes_consumer_assignments_and_names_the_coordinator(kafka_broker, cfg):
     import struct
 
-    from broker.client.consumer.group_offsets import decode_assignment
+    from broker.client.consumer.group_offsets import member_partitions
 
     def assignment(version: int, topics: dict[str, list[int]], tail: bytes = b"") -> bytes:
         out = struct.pack(">hi", version, len(topics))
@@ -345,11 +345,11 @@ def test_describe_decodes_consumer_assignments_and_names_the_coordinator(kafka_b
             out += struct.pack(">h", len(raw)) + raw + struct.pack(f">i{len(parts)}i", len(parts), *parts)
         return out + struct.pack(">i", -1) + tail  # null user data (+ later versions' fields)
 
-    assert decode_assignment(assignment(0, {"b": [1, 0], "a": [2]})) == (
+    assert member_partitions(assignment(0, {"b": [1, 0], "a": [2]})) == (
         TopicPartition("a", 2), TopicPartition("b", 0), TopicPartition("b", 1))
-    assert decode_assignment(assignment(3, {"t": [0]}, tail=b"\x00\x00")) == (TopicPartition("t", 0),)
-    assert decode_assignment(b"") == () and decode_assignment(None) == ()
-    assert decode_assignment(b"\x00\x00\x00\x00\x00\x05\x00") == ()  # truncated: no partitions, no error
+    assert member_partitions(assignment(3, {"t": [0]}, tail=b"\x00\x00")) == (TopicPartition("t", 0),)
+    assert member_partitions(b"") == () and member_partitions(None) == ()
+    assert member_partitions(b"\x00\x00\x00\x00\x00\x05\x00") == ()  # truncated: no partitions, no error
     group = unique("coord")
     create(kafka_broker.bootstrap, group, 1)
     commit_offsets(cfg, group, {(group, 0): 0})

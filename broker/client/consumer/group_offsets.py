@@ -49,7 +49,6 @@ Thread-safety: as the ``ConsumerNetworkClient`` used: one thread at a time.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -60,6 +59,7 @@ from broker.record.limits import INT32_MAX
 
 from .client import ConsumerNetworkClient
 from .offsets import TopicPartition, consumer_client
+from .protocol import ConsumerProtocolError, decode_assignment
 
 # Kafka's AbstractCoordinator: the coordinator connection's id is Integer.MAX_VALUE - id.
 COORDINATOR_ID_BASE = INT32_MAX
@@ -199,30 +199,14 @@ def _coordinator_node(client: ConsumerNetworkClient, coordinator: int) -> Coordi
     return Coordinator(COORDINATOR_ID_BASE - coordinator, host, port)
 
 
-def decode_assignment(data: bytes | None) -> tuple[TopicPartition, ...]:
-    """The partitions of a ConsumerProtocolAssignment (v0+; later versions only append
-    fields), sorted; () for empty or undecodable bytes (another protocol's assignment)."""
-    if not data or len(data) < 6:
-        return ()
+def member_partitions(data: bytes | None) -> tuple[TopicPartition, ...]:
+    """The partitions of a member's ConsumerProtocolAssignment (``protocol.decode_assignment``),
+    sorted; () for empty or undecodable bytes (another protocol's assignment)."""
     try:
-        view = memoryview(bytes(data))
-        pos = 2  # int16 version
-        out: list[TopicPartition] = []
-        (count,) = struct.unpack_from(">i", view, pos)
-        pos += 4
-        for _ in range(max(count, 0)):
-            (length,) = struct.unpack_from(">h", view, pos)
-            pos += 2
-            topic = bytes(view[pos:pos + length]).decode("utf-8")
-            pos += length
-            (n,) = struct.unpack_from(">i", view, pos)
-            pos += 4
-            parts = struct.unpack_from(f">{max(n, 0)}i", view, pos)
-            pos += 4 * max(n, 0)
-            out.extend(TopicPartition(topic, p) for p in parts)
-        return tuple(sorted(out))
-    except (struct.error, UnicodeDecodeError, ValueError):
+        assignment = decode_assignment(bytes(data or b""))
+    except ConsumerProtocolError:
         return ()
+    return tuple(sorted(TopicPartition(t, p) for t, p in assignment.partitions))
 
 
 def _with_coordinator(client: ConsumerNetworkClient, group_id: str, deadline: float, what: str, attempt_fn: Any) -> Any:
@@ -476,7 +460,7 @@ def _describe(client: ConsumerNetworkClient, ids: list[str], deadline: float) ->
                 consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
                 members = tuple(MemberDescription(
                     m.member_id, m.client_id, m.client_host, getattr(m, "group_instance_id", None),
-                    decode_assignment(m.member_assignment) if consumer else ()) for m in g.members)
+                    member_partitions(m.member_assignment) if consumer else ()) for m in g.members)
                 return GroupDescription(gid, g.group_state, g.protocol_type, g.protocol_data, members,
                                         _coordinator_node(client, coordinator))
             raise KafkaError(f"DescribeGroups for group {gid}: the response lacks the group")
@@ -569,5 +553,5 @@ def delete_group_offsets(client_or_config: Any, group_id: str, tps: Iterable[tup
 
 
 __all__ = ["ACTIVE_GROUP_ERRORS", "Coordinator", "GroupDescription", "GroupListing", "GroupsNotSupportedError",
-           "MemberDescription", "commit_offsets", "decode_assignment", "delete_group_offsets", "delete_groups",
+           "MemberDescription", "commit_offsets", "delete_group_offsets", "member_partitions", "delete_groups",
            "describe_groups", "fetch_committed", "list_group_offsets", "list_groups"]
