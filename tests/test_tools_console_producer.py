@@ -304,7 +304,8 @@ def test_producer_config_file_and_precedence(kafka_broker, tmp_path, capsys):
             default = definition.keys[key].default
             if key in ("bootstrap.servers", "group.id"):
                 continue  # set to an example
-            shown = "" if default is None else str(default).lower()
+            shown = ("" if default is None else ",".join(default) if isinstance(default, list)
+                     else str(default)).lower()
             assert value.lower() == shown, (name, key, value, default)
 
 
