@@ -453,6 +453,39 @@ class LocalLog:
         else:
             delete()
 
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment],
+                         crash_hook: Callable[[str], None] | None = None) -> None:
+        """Kafka's ``LocalLog.replaceSegments``: swap ``new_segments`` (written with the
+        ``.cleaned`` suffix, flushed) in for ``old_segments``, in the order the loader's
+        recovery completes after a crash at any step (R5): rename each new segment
+        ``.cleaned`` -> ``.swap`` (newest first); put it in the segment set; rename the old
+        ones ``.deleted`` (closed and removed after file.delete.delay.ms, so a reader
+        holding one keeps reading it); rename each ``.swap`` to its live name; fsync the
+        directory. ``crash_hook(step)`` (tests) is called after the steps "swap", "delete".
+        The caller holds the log's lock."""
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        old_sorted = [s for s in sorted(old_segments, key=lambda s: s.base_offset)
+                      if self.segments.get(s.base_offset) is s]
+        with self.io(f"error while replacing segments of {self.name}"):
+            for segment in reversed(new_sorted):
+                segment.change_file_suffixes(files.CLEANED_FILE_SUFFIX, files.SWAP_FILE_SUFFIX)
+            files.fsync_dir(self._dir)
+            if crash_hook is not None:
+                crash_hook("swap")
+            for segment in reversed(new_sorted):
+                self.segments.add(segment)
+            new_bases = {s.base_offset for s in new_sorted}
+            for segment in old_sorted:
+                if segment.base_offset not in new_bases:
+                    self.segments.remove(segment.base_offset)
+            self._delete_segment_files(old_sorted, async_delete=True)
+            files.fsync_dir(self._dir)
+            if crash_hook is not None:
+                crash_hook("delete")
+            for segment in new_sorted:
+                segment.change_file_suffixes(files.SWAP_FILE_SUFFIX, "")
+            files.fsync_dir(self._dir)
+
     @property
     def pending_deletes(self) -> list[LogSegment]:
         with self._pending_lock:
