@@ -213,7 +213,6 @@ class Cleaner:
         LogSegment.delete_files(directory, base, files.CLEANED_FILE_SUFFIX)  # a stale one
         cleaned = LogSegment.open(directory, base, config, time=self.time,
                                   file_suffix=files.CLEANED_FILE_SUFFIX)
-        swapped = False
         try:
             for old in group:
                 self.check_done(ulog.topic_partition)
@@ -226,15 +225,17 @@ class Cleaner:
             cleaned.set_last_modified(group[-1].last_modified)
             if self.crash_hook is not None:
                 self.crash_hook("cleaned")
-            swapped = ulog.replace_segments([cleaned], group, crash_hook=self.crash_hook)
-            if not swapped:
+            if not ulog.replace_segments([cleaned], group, crash_hook=self.crash_hook):
                 raise CleanerAbortedError(f"{ulog.name}: segments {[s.base_offset for s in group]} "
                                           "changed during cleaning")
-            stats.segments_replaced.append(base)
-        finally:
-            if not swapped and cleaned.has_suffix(files.CLEANED_FILE_SUFFIX):
+        except Exception:
+            # (an Exception only: a BaseException is a simulated crash in tests, which must
+            # leave the files as a real crash would)
+            if cleaned.has_suffix(files.CLEANED_FILE_SUFFIX):
                 cleaned.close_handlers()
                 cleaned.delete_if_exists()
+            raise
+        stats.segments_replaced.append(base)
 
     def _clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
                     last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> None:

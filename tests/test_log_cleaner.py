@@ -1,0 +1,450 @@
+"""The log cleaner (issue 15): compaction of cleanup.policy=compact logs (Kafka's LogCleaner).
+
+A property test against a model (key -> latest value), the crash points of a segment
+replace (RELIABILITY.md R5: ``.cleaned`` written, ``.swap`` renamed, old segments
+``.deleted``, a partial ``.cleaned``, replace done but checkpoint not written), readers that
+hold an old segment, producer state, transactions, min/max compaction lag, compact+delete,
+the offset map's bound, the checkpoint file, and the LogManager's cleaner thread.
+MockTime and a deterministic scheduler; the thread test waits for an outcome, never a time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.log import files
+from broker.log.cleaner.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, CleanerCheckpoints
+from broker.log.cleaner.cleaner import group_segments_by_size
+from broker.log.cleaner.manager import CleanerConfig, LogCleaner, LogCleanerManager
+from broker.log.cleaner.offset_map import BYTES_PER_ENTRY, OffsetMapFullError, SkimpyOffsetMap
+from broker.log.clock import MockTime
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.log.scheduler import Scheduler
+from broker.log.unified_log import UnifiedLog
+from broker.record.batch import encode_batch, iter_batches
+from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
+
+TP = ("t", 0)
+
+
+class SimulatedCrash(BaseException):
+    """Raised by a crash hook: a BaseException, so the cleaner's cleanup does not run (as
+    after a real crash)."""
+
+
+class Env:
+    def __init__(self, tmp_path: Path, **overrides) -> None:
+        self.dir = tmp_path / "t-0"
+        self.time = MockTime(current_time_ms=int(time.time() * 1000))  # near the files' mtimes
+        self.scheduler = Scheduler(self.time)
+        props = {"cleanup.policy": "compact", "segment.bytes": 400, "min.cleanable.dirty.ratio": 0.01,
+                 "file.delete.delay.ms": 1000}
+        props.update(overrides)
+        self.config = LogConfig.from_props(props)
+        self.log = self.open()
+
+    def open(self, clean: bool = True) -> UnifiedLog:
+        self.log = UnifiedLog.create(self.dir, self.config, time=self.time, scheduler=self.scheduler,
+                                     last_shutdown_clean=clean)
+        return self.log
+
+    def produce(self, records, **kw) -> None:
+        now = self.time.milliseconds()
+        self.log.append_as_leader(encode_batch([(k, v, now) for k, v in records], **kw))
+
+    def cleaner(self, crash_hook=None, memory: int = 1 << 20) -> LogCleaner:
+        config = CleanerConfig(dedupe_buffer_size=memory, backoff_ms=1)
+        return LogCleaner(config, lambda: {TP: self.log}, self.time, crash_hook=crash_hook)
+
+    def crash_and_reopen(self) -> UnifiedLog:
+        self.log.close_handlers()
+        return self.open(clean=False)
+
+    def finish_deletes(self) -> None:
+        self.time.sleep(2000)
+        self.scheduler.run_pending()
+
+
+def read_all(ulog: UnifiedLog) -> list:
+    """Every record of the log, in order: (offset, key, value)."""
+    out, offset = [], ulog.log_start_offset
+    while offset < ulog.log_end_offset:
+        data = ulog.read(offset, 1 << 20).records.read_bytes()
+        if not data:
+            break
+        for header, recs in iter_batches(data):
+            out += [(r.offset, r.key, r.value, header.is_control) for r in recs]
+            offset = header.next_offset
+    return [(o, k, v) for o, k, v, control in out if not control]
+
+
+def key_map(records) -> dict:
+    m: dict = {}
+    for _, k, v in records:
+        if v is None:
+            m.pop(k, None)
+        else:
+            m[k] = v
+    return m
+
+
+def latest_offsets(records) -> dict:
+    return {k: o for o, k, _ in records}
+
+
+def check_consistent(records, model_records) -> None:
+    offsets = [o for o, _, _ in records]
+    assert offsets == sorted(set(offsets)), "offsets strictly increasing, none twice"
+    assert set(offsets) <= {o for o, _, _ in model_records}
+    assert key_map(records) == key_map(model_records)
+    assert set(records) <= set(model_records), "cleaning never changes a record"
+
+
+ops = st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.binary(min_size=1, max_size=20)),
+                         st.booleans(), st.integers(1, 3)), min_size=1, max_size=60)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops, segment_bytes=st.sampled_from([200, 400, 1200]), compression=st.sampled_from([0, 1]))
+def test_cleaning_matches_the_model(tmp_path_factory, ops, segment_bytes, compression) -> None:
+    env = Env(tmp_path_factory.mktemp("p"), **{"segment.bytes": segment_bytes})
+    for key, value, roll, n in ops:
+        recs = [(b"k%d" % ((key + i) % 5), value if i == n - 1 else b"x%d" % i) for i in range(n)]
+        env.produce(recs, compression=compression)
+        if roll:
+            env.log.roll()
+    env.produce([(b"k0", b"in-active")])
+    before = read_all(env.log)
+    active = env.log.active_segment
+    active_bytes = Path(active.log.path).read_bytes()
+    cleaner = env.cleaner()
+    cleaned = cleaner.do_one_cleaning()
+    assert cleaned == (len(env.log.segments) > 1 and any(s.size for s in env.log.segments[:-1]))
+    after = read_all(env.log)
+    check_consistent(after, before)
+    # the latest record of every key is kept; the active segment is untouched
+    latest_before, latest_after = latest_offsets(before), latest_offsets(after)
+    assert all(latest_before[k] == o for k, o in latest_after.items())
+    assert all(latest_after[k] == latest_before[k] for k in key_map(before))
+    assert env.log.active_segment is active
+    assert Path(active.log.path).read_bytes() == active_bytes
+    # only the latest record of each key remains below the checkpoint
+    end = CleanerCheckpoints().read(env.log.parent_dir).get(TP, 0)
+    below = [r for r in after if r[0] < end]
+    assert len({k for _, k, _ in below}) == len(below)
+    # reopening (clean and unclean) gives the same records
+    env.finish_deletes()
+    env.log.close()
+    assert read_all(env.open()) == after
+    env.log.close_handlers()
+    assert read_all(env.open(clean=False)) == after
+    assert not [p for p in env.dir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+    env.log.close()
+
+
+def test_tombstones_go_once_past_delete_retention(tmp_path) -> None:
+    env = Env(tmp_path, **{"delete.retention.ms": 0})
+    for i in range(20):
+        env.produce([(b"k%d" % (i % 4), None if i % 5 == 0 or i >= 18 else b"v%d" % i)])
+    env.log.roll()
+    cleaner = env.cleaner()
+    assert cleaner.do_one_cleaning()
+    first = read_all(env.log)
+    end1 = CleanerCheckpoints().read(env.log.parent_dir)[TP]
+    assert any(v is None for _, _, v in first), "first round: tombstones in the dirty section stay"
+    for i in range(8):
+        env.produce([(b"k9", b"w%d" % i)])
+    env.log.roll()
+    assert cleaner.do_one_cleaning()
+    second = read_all(env.log)
+    assert not [r for r in second if r[0] < end1 and r[2] is None]
+    assert key_map(second) == key_map(first + [r for r in second if r[0] >= end1])
+
+
+def test_tombstones_kept_within_delete_retention(tmp_path) -> None:
+    env = Env(tmp_path)  # delete.retention.ms: one day
+    for i in range(20):
+        env.produce([(b"k%d" % (i % 4), None if i % 5 == 0 or i >= 18 else b"v%d" % i)])
+    env.log.roll()
+    cleaner = env.cleaner()
+    assert cleaner.do_one_cleaning()
+    env.produce([(b"k9", b"w")] * 1)
+    env.log.roll()
+    for i in range(8):
+        env.produce([(b"k9", b"w%d" % i)])
+    env.log.roll()
+    assert cleaner.do_one_cleaning()
+    assert [r for r in read_all(env.log) if r[2] is None] == [(18, b"k2", None), (19, b"k3", None)]
+
+
+# --- R5: a crash at each step of the replace ---
+
+def _crash_at(step: str, partial: bool = False):
+    def hook(name: str) -> None:
+        if name == step:
+            if partial:
+                for p in Path(hook.dir).glob("*.log.cleaned"):
+                    os.truncate(p, p.stat().st_size // 2)
+            raise SimulatedCrash(step)
+    return hook
+
+
+@pytest.mark.parametrize("step,partial,replaced", [
+    ("cleaned", True, False),   # crash while the .cleaned segment is being written
+    ("cleaned", False, False),  # .cleaned written and flushed, not yet renamed
+    ("swap", False, True),      # renamed .swap; old segments still live
+    ("delete", False, True),    # old segments renamed .deleted; .swap not yet live
+])
+def test_crash_during_replace_recovers(tmp_path, step, partial, replaced) -> None:
+    env = Env(tmp_path)
+    for i in range(30):
+        env.produce([(b"k%d" % (i % 3), b"v%d" % i)])
+    env.log.roll()
+    before = read_all(env.log)
+    bases = [s.base_offset for s in env.log.segments]
+    hook = _crash_at(step, partial)
+    hook.dir = env.dir
+    with pytest.raises(SimulatedCrash):
+        env.cleaner(crash_hook=hook).do_one_cleaning()
+    names = {p.name for p in env.dir.iterdir()}
+    assert any(n.endswith(".cleaned" if step == "cleaned" else ".swap") for n in names)
+    reopened = env.crash_and_reopen()
+    after = read_all(reopened)
+    check_consistent(after, before)
+    assert not [p for p in env.dir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+    if replaced:
+        assert len(after) < len(before)
+        assert [s.base_offset for s in reopened.segments] == bases  # one group per segment here
+    else:
+        assert after == before
+    # the checkpoint was not written: the next cleaning does the work again, and finishes it
+    assert TP not in CleanerCheckpoints().read(reopened.parent_dir)
+    assert env.cleaner().do_one_cleaning()
+    final = read_all(env.log)
+    check_consistent(final, before)
+    assert key_map(final) == key_map(before) and len(final) == 3  # the latest of each key
+
+
+def test_crash_after_replace_before_checkpoint(tmp_path) -> None:
+    env = Env(tmp_path)
+    for i in range(30):
+        env.produce([(b"k%d" % (i % 3), b"v%d" % i)])
+    env.log.roll()
+    before = read_all(env.log)
+    cleaner = env.cleaner()
+    ltc = cleaner.manager.grab_filthiest_compacted_log()
+    cleaner._cleaners[0].clean(env.log, ltc.first_dirty_offset, ltc.first_uncleanable_offset)
+    reopened = env.crash_and_reopen()  # done_cleaning never ran
+    after = read_all(reopened)
+    check_consistent(after, before)
+    assert key_map(after) == key_map(before) and len(after) == 3
+
+
+# --- readers, producers, transactions ---
+
+def test_reader_of_an_old_segment_keeps_reading(tmp_path) -> None:
+    env = Env(tmp_path)
+    for i in range(30):
+        env.produce([(b"k%d" % (i % 3), b"v%d" % i)])
+    env.log.roll()
+    info = env.log.read(0, 1 << 20)
+    old_bytes = info.records.read_bytes()
+    old_path = info.records.path
+    assert env.cleaner().do_one_cleaning()
+    assert old_path.read_bytes() != old_bytes  # the cleaned segment took the name
+    assert info.records.read_bytes() == old_bytes  # the old one: renamed .deleted, still open
+    env.finish_deletes()
+    assert not list(env.dir.glob("*.deleted"))
+
+
+def test_idempotent_producer_state_survives_cleaning(tmp_path) -> None:
+    env = Env(tmp_path)
+    for seq in range(6):
+        env.produce([(b"k", b"v%d" % seq)], producer_id=7, producer_epoch=0, base_sequence=seq)
+    env.produce([(b"k", b"latest")])  # supersedes every record of producer 7
+    env.log.roll()
+    assert env.cleaner().do_one_cleaning()
+    data = env.log.read(0, 1 << 20).records.read_bytes()
+    batches = [(h, recs) for h, recs in iter_batches(data)]
+    pid_batches = [h for h, _ in batches if h.producer_id == 7]
+    assert len(pid_batches) == 1 and pid_batches[0].records_count == 0  # the last one, emptied
+    assert pid_batches[0].base_sequence == 5 and pid_batches[0].base_offset == 5
+    env.log.close_handlers()
+    ulog = env.open(clean=False)
+    entry = ulog.producer_state_manager.last_entry(7)
+    assert entry is not None and entry.last_seq == 5
+    ulog.append_as_leader(encode_batch([(b"k", b"next", 0)], producer_id=7, producer_epoch=0,
+                                       base_sequence=6))
+
+
+def test_partially_kept_batch_keeps_its_identity(tmp_path) -> None:
+    env = Env(tmp_path)
+    env.produce([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], producer_id=3, producer_epoch=1,
+                base_sequence=0, compression=1)
+    env.produce([(b"b", b"2")])
+    env.log.roll()
+    assert env.cleaner().do_one_cleaning()
+    (h, recs), *_ = iter_batches(env.log.read(0, 1 << 20).records.read_bytes())
+    assert (h.base_offset, h.last_offset_delta, h.base_sequence, h.producer_id, h.producer_epoch,
+            h.compression) == (0, 2, 0, 3, 1, 1)
+    assert [(r.offset, r.key) for r in recs] == [(0, b"a"), (2, b"c")]
+
+
+def test_transactional_data_and_markers_are_kept(tmp_path) -> None:
+    env = Env(tmp_path)
+    env.produce([(b"k", b"old")])
+    env.produce([(b"k", b"aborted")], producer_id=9, producer_epoch=0, base_sequence=0,
+                is_transactional=True)
+    env.log.append_as_leader(encode_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=9,
+                                                         producer_epoch=0, coordinator_epoch=0,
+                                                         timestamp=env.time.milliseconds()),
+                             origin=_coordinator())
+    env.produce([(b"j", b"1")])
+    env.produce([(b"j", b"2")])
+    env.log.roll()
+    assert env.cleaner().do_one_cleaning()
+    recs = read_all(env.log)
+    assert (0, b"k", b"old") in recs and (1, b"k", b"aborted") in recs
+    assert (3, b"j", b"1") not in recs
+    assert env.log.collect_aborted_transactions(0, env.log.log_end_offset)
+
+
+def _coordinator():
+    from broker.log.validator import AppendOrigin
+    return AppendOrigin.COORDINATOR
+
+
+# --- which log, which offsets ---
+
+def test_active_segment_and_min_compaction_lag(tmp_path) -> None:
+    env = Env(tmp_path, **{"min.compaction.lag.ms": 10_000})
+    for i in range(10):
+        env.produce([(b"k", b"v%d" % i)])
+    env.log.roll()
+    manager = LogCleanerManager(lambda: {TP: env.log}, env.time)
+    assert manager.grab_filthiest_compacted_log() is None  # too young
+    env.time.sleep(10_001)
+    ltc = manager.grab_filthiest_compacted_log()
+    assert ltc is not None and ltc.first_uncleanable_offset == env.log.active_segment.base_offset
+
+
+def test_max_compaction_lag_forces_cleaning(tmp_path) -> None:
+    env = Env(tmp_path, **{"min.cleanable.dirty.ratio": 0.5, "max.compaction.lag.ms": 5_000})
+    for i in range(10):
+        env.produce([(b"k%d" % i, b"v" * 50)])
+    env.log.roll()
+    cleaner = env.cleaner()
+    assert cleaner.do_one_cleaning()  # everything dirty: ratio 1
+    env.produce([(b"k0", b"w")])
+    env.log.roll()
+    assert cleaner.manager.grab_filthiest_compacted_log() is None  # ratio well below 0.5
+    env.time.sleep(5_001)
+    assert cleaner.do_one_cleaning()
+    assert (0, b"k0", b"v" * 50) not in read_all(env.log)
+
+
+def test_compact_delete_applies_retention_too(tmp_path) -> None:
+    env = Env(tmp_path, **{"cleanup.policy": "compact,delete", "retention.ms": 1000})
+    for i in range(10):
+        env.produce([(b"k", b"v%d" % i)])
+    env.log.roll()
+    assert env.cleaner().do_one_cleaning()
+    assert len(read_all(env.log)) == 1
+    env.time.sleep(5000)
+    assert env.log.delete_old_segments() > 0
+    assert read_all(env.log) == []
+
+
+def test_delete_policy_logs_are_not_cleaned(tmp_path) -> None:
+    env = Env(tmp_path, **{"cleanup.policy": "delete"})
+    for i in range(10):
+        env.produce([(b"k", b"v%d" % i)])
+    env.log.roll()
+    assert not env.cleaner().do_one_cleaning()
+
+
+def test_a_full_offset_map_cleans_a_prefix(tmp_path) -> None:
+    env = Env(tmp_path, **{"segment.bytes": 200})
+    for i in range(40):
+        env.produce([(b"k%d" % (i % 20), b"v%d" % i)])
+    env.log.roll()
+    before = read_all(env.log)
+    cleaner = env.cleaner(memory=12 * BYTES_PER_ENTRY)  # 12 slots, 10 entries at 0.9
+    assert cleaner.do_one_cleaning()
+    end = CleanerCheckpoints().read(env.log.parent_dir)[TP]
+    assert 0 < end < env.log.active_segment.base_offset
+    check_consistent(read_all(env.log), before)
+    while cleaner.do_one_cleaning():
+        pass
+    after = read_all(env.log)
+    check_consistent(after, before)
+    assert len(after) == 20
+
+
+# --- parts ---
+
+def test_offset_map_bound_is_kafkas() -> None:
+    m = SkimpyOffsetMap(10 * BYTES_PER_ENTRY + 5, load_factor=0.5)
+    assert (m.slots, m.max_entries) == (10, 5)
+    for i in range(10):
+        m.put(b"k%d" % i, i)
+    m.put(b"k3", 42)
+    assert m.get(b"k3") == 42 and m.get(b"nope") == -1 and m.latest_offset == 42
+    with pytest.raises(OffsetMapFullError):
+        m.put(b"eleven", 11)
+    with pytest.raises(ValueError):
+        SkimpyOffsetMap(BYTES_PER_ENTRY - 1)
+
+
+def test_checkpoint_file_is_kafkas_format(tmp_path) -> None:
+    cp = CleanerCheckpoints()
+    cp.update(tmp_path, ("b", 3), 99)
+    cp.update(tmp_path, ("a", 0), 1234)
+    assert (tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE).read_text() == "0\n2\na 0 1234\nb 3 99\n"
+    cp.update(tmp_path, ("b", 3), None)
+    assert cp.read(tmp_path) == {("a", 0): 1234}
+    (tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE).write_text("garbage")
+    assert cp.read(tmp_path) == {}
+
+
+def test_group_segments_by_size(tmp_path) -> None:
+    env = Env(tmp_path, **{"segment.bytes": 300})
+    for i in range(20):
+        env.produce([(b"k", b"v%d" % i)])
+    segs = env.log.segments[:-1]
+    assert [len(g) for g in group_segments_by_size(segs, 300, 1 << 20, 20)] == [1] * len(segs)
+    groups = group_segments_by_size(segs, 10_000, 1 << 20, 20)
+    assert len(groups) == 1 and groups[0] == segs
+
+
+def test_log_manager_cleaner_thread(tmp_path) -> None:
+    manager = LogManager([tmp_path], LogConfig.from_props({"segment.bytes": 300}),
+                         cleaner_config=CleanerConfig(backoff_ms=1), initial_task_delay_ms=1 << 30)
+    manager.startup()
+    try:
+        ulog = manager.get_or_create_log("c", 0, LogConfig.from_props(
+            {"cleanup.policy": "compact", "segment.bytes": 300, "min.cleanable.dirty.ratio": 0.01}))
+        for i in range(30):
+            ulog.append_as_leader(encode_batch([(b"k%d" % (i % 2), b"v%d" % i, 0)]))
+        ulog.roll()
+        done = threading.Event()
+        for _ in range(3000):  # wait for the outcome (bounded), not for a time
+            if len(read_all(ulog)) == 2:
+                done.set()
+                break
+            done.wait(0.01)
+        assert done.is_set(), f"the cleaner thread never compacted the log: {read_all(ulog)}"
+        assert (tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE).exists()
+        manager.delete_log("c", 0)
+        assert ("c", 0) not in CleanerCheckpoints().read(tmp_path)
+    finally:
+        manager.shutdown()
+    assert files.read_offset_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE) == {}
