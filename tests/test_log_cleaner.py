@@ -78,8 +78,7 @@ def read_all(ulog: UnifiedLog) -> list:
     out, offset = [], ulog.log_start_offset
     while offset < ulog.log_end_offset:
         data = ulog.read(offset, 1 << 20).records.read_bytes()
-        if not data:
-            break
+        assert data, f"a read at {offset} below the log end {ulog.log_end_offset} returned nothing"
         for header, recs in iter_batches(data):
             out += [(r.offset, r.key, r.value, header.is_control) for r in recs]
             offset = header.next_offset
@@ -448,3 +447,61 @@ def test_log_manager_cleaner_thread(tmp_path) -> None:
     finally:
         manager.shutdown()
     assert files.read_offset_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE) == {}
+
+
+# --- a real broker ---
+
+def _consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record of partition 0 read by confluent-kafka to the end of the partition."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.monotonic_ns()}",
+                                         "enable.auto.commit": False, "enable.partition.eof": True,
+                                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        out = []
+        for _ in range(600):
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    return out
+                raise AssertionError(msg.error())
+            out.append((msg.offset(), msg.key(), msg.value()))
+        raise AssertionError("never reached the end of the partition")
+    finally:
+        consumer.close()
+
+
+def test_real_broker_compacts_and_confluent_kafka_reads_to_the_end(broker_factory) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    broker = broker_factory({"log.cleaner.backoff.ms": "20"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "compacted"
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})])
+    futures[topic].result(30)
+    # one record per batch: a batch larger than segment.bytes would be refused
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                                         "batch.num.messages": 1})
+    expected, errors = {}, []
+    for i in range(200):
+        key, value = b"key-%d" % (i % 10), (b"value-%d" % i) * 3
+        producer.produce(topic, key=key, value=value, on_delivery=lambda err, msg: err and errors.append(err))
+        producer.poll(0)
+        expected[key] = value
+    assert producer.flush(30) == 0 and errors == []
+    produced = 200
+    records: list = []
+    for _ in range(300):  # wait for the outcome (bounded), not for a time
+        records = _consume_all(broker.bootstrap, topic)
+        if len(records) < produced // 2:
+            break
+        time.sleep(0.05)
+    assert len(records) < produced // 2, "the broker's cleaner never compacted the topic"
+    assert {k: v for _, k, v in records} == expected
+    offsets = [o for o, _, _ in records]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == produced - 1
+    assert "cleaned log compacted-0" in broker.stdout_text() + broker.stderr_text()
