@@ -297,23 +297,42 @@ def test_partially_kept_batch_keeps_its_identity(tmp_path) -> None:
     assert [(r.offset, r.key) for r in recs] == [(0, b"a"), (2, b"c")]
 
 
-def test_transactional_data_and_markers_are_kept(tmp_path) -> None:
-    env = Env(tmp_path)
-    env.produce([(b"k", b"old")])
-    env.produce([(b"k", b"aborted")], producer_id=9, producer_epoch=0, base_sequence=0,
-                is_transactional=True)
-    env.log.append_as_leader(encode_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=9,
-                                                         producer_epoch=0, coordinator_epoch=0,
+def _end_txn(env: Env, kind: ControlRecordType, pid: int) -> None:
+    env.log.append_as_leader(encode_end_txn_marker_batch(kind, producer_id=pid, producer_epoch=0,
+                                                         coordinator_epoch=0,
                                                          timestamp=env.time.milliseconds()),
                              origin=_coordinator())
-    env.produce([(b"j", b"1")])
-    env.produce([(b"j", b"2")])
+
+
+def test_aborted_data_goes_markers_and_committed_data_compact(tmp_path) -> None:
+    env = Env(tmp_path)
+    env.produce([(b"k", b"old")])                                                        # 0
+    env.produce([(b"k", b"aborted"), (b"m", b"aborted")], producer_id=9, producer_epoch=0,
+                base_sequence=0, is_transactional=True)                                  # 1-2
+    _end_txn(env, ControlRecordType.ABORT, 9)                                            # 3
+    env.produce([(b"j", b"1")], producer_id=8, producer_epoch=0, base_sequence=0,
+                is_transactional=True)                                                   # 4
+    env.produce([(b"j", b"2"), (b"i", b"1")], producer_id=8, producer_epoch=0, base_sequence=1,
+                is_transactional=True)                                                   # 5-6
+    _end_txn(env, ControlRecordType.COMMIT, 8)                                           # 7
+    env.produce([(b"open", b"x")], producer_id=5, producer_epoch=0, base_sequence=0,
+                is_transactional=True)                                                   # 8: open
+    env.produce([(b"j", b"3")])                                                          # 9
     env.log.roll()
+    before = read_all(env.log)
     assert env.cleaner().do_one_cleaning()
     recs = read_all(env.log)
-    assert (0, b"k", b"old") in recs and (1, b"k", b"aborted") in recs
-    assert (3, b"j", b"1") not in recs
+    assert (0, b"k", b"old") in recs, "an aborted write never hides a committed value"
+    assert not [r for r in recs if r[2] == b"aborted"]
+    assert (4, b"j", b"1") not in recs and (6, b"i", b"1") in recs
+    assert (8, b"open", b"x") in recs and (9, b"j", b"3") in recs, "the open transaction is not cleaned"
+    check_consistent([r for r in recs if r[2] != b"aborted"], [r for r in before if r[2] != b"aborted"])
+    headers = [h for seg in env.log.segments for _, h, _ in seg.log.iter_batches()]
+    assert sum(h.is_control for h in headers) == 2  # both markers kept
+    assert all(h.is_transactional for h in headers if h.producer_id in (8, 9))
     assert env.log.collect_aborted_transactions(0, env.log.log_end_offset)
+    env.log.close_handlers()
+    assert read_all(env.open(clean=False)) == recs
 
 
 def _coordinator():

@@ -28,10 +28,16 @@ change: cleaning only opens gaps. The offset and time indexes of the new segment
 by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
 ``.txnindex`` files are copied into the new one.
 
-Transactions: transactional batches and control batches (markers) are kept whole and never
-enter the offset map, so an aborted (or still open) transaction can never hide an older
-committed value. Removing aborted data and old markers (Kafka does, with the txn index) is
-left to a later change.
+Transactions: every transaction with data below the first uncleanable offset is decided
+(that offset is at most the log's first unstable offset). The aborted ones are read from the
+``.txnindex`` files (``collect_aborted_transactions``): their data batches never enter the
+offset map and are dropped by pass 2 (kept as an empty batch when a producer's last), so an
+aborted write can never hide an older committed value. Committed transactional batches are
+compacted like any other (a rewritten one stays transactional). Control batches (commit and
+abort markers) are kept whole, as are the aborted-transaction entries copied into the new
+``.txnindex`` (a READ_COMMITTED reader is then told about a range with nothing left in it,
+which is harmless). Removing old markers past the delete horizon (Kafka does) is left to a
+later change.
 
 Invariants: the active segment and everything from the first uncleanable offset on are
 never read for removal nor rewritten; a cleaning aborted (``CleanerAbortedError``, or a
@@ -145,6 +151,7 @@ class Cleaner:
         self.check_done = check_done or (lambda tp: None)
         self.crash_hook = crash_hook
         self.max_decompressed = max_decompressed
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
 
     # --- the whole cleaning ---
 
@@ -152,8 +159,12 @@ class Cleaner:
         """Clean ``ulog`` (a ``UnifiedLog``) up to the first uncleanable offset. Returns the
         end offset (the next first dirty offset, for the cleaner checkpoint) and stats."""
         stats = CleanerStats(start_ms=self.time.milliseconds())
+        unstable = ulog.first_unstable_offset  # an open transaction is never cleaned
+        if unstable is not None:
+            first_uncleanable_offset = max(min(first_uncleanable_offset, unstable), first_dirty_offset)
         omap = self.offset_map
         omap.clear()
+        self._aborted = self._aborted_ranges(ulog)
         end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
@@ -171,6 +182,18 @@ class Cleaner:
             self.clean_segments(ulog, group, delete_horizon_ms, last_offsets_of_producers, stats)
         stats.end_ms = self.time.milliseconds()
         return end_offset, stats
+
+    @staticmethod
+    def _aborted_ranges(ulog) -> dict[int, list[tuple[int, int]]]:
+        """producer id -> [(first offset, marker offset)] of its aborted transactions."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for txn in ulog.collect_aborted_transactions(ulog.log_start_offset, ulog.log_end_offset):
+            out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        return out
+
+    def _is_aborted(self, header) -> bool:
+        ranges = self._aborted.get(header.producer_id) if header.is_transactional else None
+        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
 
     # --- pass 1 ---
 
@@ -190,7 +213,7 @@ class Cleaner:
                 if header.base_offset >= end:
                     return end
                 stats.map_bytes_read += header.size_in_bytes
-                if header.is_control or header.is_transactional:
+                if header.is_control or self._is_aborted(header):
                     continue
                 for rec in decode_records(records_payload(batch, 0, header, self.max_decompressed), header):
                     stats.map_messages_read += 1
@@ -253,7 +276,7 @@ class Cleaner:
         for _, header, batch in source.log.iter_batches(with_bytes=True):
             stats.bytes_read += header.size_in_bytes
             out: bytes | None
-            if header.is_control or header.is_transactional:
+            if header.is_control:
                 stats.messages_read += header.records_count
                 stats.messages_written += header.records_count
                 out = bytes(batch)
@@ -261,7 +284,7 @@ class Cleaner:
                 records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
                 stats.messages_read += len(records)
                 kept = []
-                for rec in records:
+                for rec in ([] if self._is_aborted(header) else records):
                     if rec.key is None:
                         stats.invalid_messages += 1
                         continue
@@ -278,6 +301,7 @@ class Cleaner:
                                       base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
                                       timestamp_type=header.timestamp_type, producer_id=header.producer_id,
                                       producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                                      is_transactional=header.is_transactional,
                                       partition_leader_epoch=header.partition_leader_epoch)
                 else:
                     out = None
@@ -306,4 +330,5 @@ class Cleaner:
                            max_timestamp=max_ts, compression=header.compression,
                            timestamp_type=header.timestamp_type, producer_id=header.producer_id,
                            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional,
                            partition_leader_epoch=header.partition_leader_epoch)
