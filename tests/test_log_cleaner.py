@@ -108,27 +108,41 @@ def check_consistent(records, model_records) -> None:
 
 
 ops = st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.binary(min_size=1, max_size=20)),
-                         st.booleans(), st.integers(1, 3)), min_size=1, max_size=60)
+                         st.booleans(), st.integers(1, 3),
+                         st.sampled_from([None, None, None, ControlRecordType.COMMIT, ControlRecordType.ABORT])),
+               min_size=1, max_size=60)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=ops, segment_bytes=st.sampled_from([200, 400, 1200]), compression=st.sampled_from([0, 1]))
 def test_cleaning_matches_the_model(tmp_path_factory, ops, segment_bytes, compression) -> None:
     env = Env(tmp_path_factory.mktemp("p"), **{"segment.bytes": segment_bytes})
-    for key, value, roll, n in ops:
+    aborted: set[int] = set()
+    for pid, (key, value, roll, n, txn) in enumerate(ops):
         recs = [(b"k%d" % ((key + i) % 5), value if i == n - 1 else b"x%d" % i) for i in range(n)]
-        env.produce(recs, compression=compression)
+        if txn is None:
+            env.produce(recs, compression=compression)
+        else:  # one transaction per producer id, committed or aborted
+            first = env.log.log_end_offset
+            env.produce(recs, compression=compression, producer_id=pid, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+            if txn == ControlRecordType.ABORT:
+                aborted.update(range(first, first + n))
+            _end_txn(env, txn, pid)
         if roll:
             env.log.roll()
     env.produce([(b"k0", b"in-active")])
-    before = read_all(env.log)
+    before = [r for r in read_all(env.log) if r[0] not in aborted]  # what a READ_COMMITTED reader sees
     active = env.log.active_segment
     active_bytes = Path(active.log.path).read_bytes()
     cleaner = env.cleaner()
     cleaned = cleaner.do_one_cleaning()
     assert cleaned == (len(env.log.segments) > 1 and any(s.size for s in env.log.segments[:-1]))
-    after = read_all(env.log)
+    after_all = read_all(env.log)
+    after = [r for r in after_all if r[0] not in aborted]
     check_consistent(after, before)
+    end = CleanerCheckpoints().read(env.log.parent_dir).get(TP, 0)
+    assert not [r for r in after_all if r[0] in aborted and r[0] < end], "aborted data cleaned away"
     # the latest record of every key is kept; the active segment is untouched
     latest_before, latest_after = latest_offsets(before), latest_offsets(after)
     assert all(latest_before[k] == o for k, o in latest_after.items())
@@ -136,15 +150,14 @@ def test_cleaning_matches_the_model(tmp_path_factory, ops, segment_bytes, compre
     assert env.log.active_segment is active
     assert Path(active.log.path).read_bytes() == active_bytes
     # only the latest record of each key remains below the checkpoint
-    end = CleanerCheckpoints().read(env.log.parent_dir).get(TP, 0)
     below = [r for r in after if r[0] < end]
     assert len({k for _, k, _ in below}) == len(below)
     # reopening (clean and unclean) gives the same records
     env.finish_deletes()
     env.log.close()
-    assert read_all(env.open()) == after
+    assert read_all(env.open()) == after_all
     env.log.close_handlers()
-    assert read_all(env.open(clean=False)) == after
+    assert read_all(env.open(clean=False)) == after_all
     assert not [p for p in env.dir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
     env.log.close()
 
