@@ -243,7 +243,8 @@ SERVER_CONFIG_DEF = (
             "How full a cleaner's offset map may get before a cleaning stops filling it.",
             between(0, 1))
     .define("log.cleaner.io.max.bytes.per.second", DOUBLE, sys.float_info.max,
-            "Cleaner I/O throttle (accepted; not applied yet).", at_least(0))
+            "The log cleaner's I/O (bytes read plus written per second) is throttled to this.",
+            at_least(0))
     .define("group.initial.rebalance.delay.ms", INT, 3000, "Consumer groups (later).")
     .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
     # The group coordinator's offsets topic (broker/server/group): Kafka's keys and defaults.

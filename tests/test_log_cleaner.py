@@ -24,6 +24,7 @@ from broker.log.cleaner.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, Cleane
 from broker.log.cleaner.cleaner import group_segments_by_size
 from broker.log.cleaner.manager import CleanerConfig, LogCleaner, LogCleanerManager
 from broker.log.cleaner.offset_map import BYTES_PER_ENTRY, OffsetMapFullError, SkimpyOffsetMap
+from broker.log.cleaner.throttler import Throttler
 from broker.log.clock import MockTime
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
@@ -537,3 +538,28 @@ def test_real_broker_compacts_and_confluent_kafka_reads_to_the_end(broker_factor
     offsets = [o for o, _, _ in records]
     assert offsets == sorted(set(offsets)) and offsets[-1] == produced - 1
     assert "cleaned log compacted-0" in broker.stdout_text() + broker.stderr_text()
+
+
+def test_throttler_sleeps_to_the_desired_rate() -> None:
+    clock = MockTime()
+    throttler = Throttler(1000, clock, check_interval_ms=100)
+    throttler.maybe_throttle(500)  # within the check interval: nothing
+    assert throttler.slept_ms == 0
+    clock.sleep(100)
+    throttler.maybe_throttle(500)  # 1000 bytes in 100 ms: 10x the rate
+    assert throttler.slept_ms == 900
+    assert not Throttler(float("inf"), clock).enabled
+    with pytest.raises(ValueError):
+        Throttler(0, clock)
+
+
+def test_cleaner_threads_share_a_throttler(tmp_path) -> None:
+    env = Env(tmp_path)
+    for i in range(40):
+        env.produce([(b"k%d" % (i % 3), b"v" * 30)])
+    env.log.roll()
+    clock = MockTime(auto_tick_ms=10)  # the cleaner's clock: every read moves it
+    cleaner = LogCleaner(CleanerConfig(max_io_bytes_per_second=1000), lambda: {TP: env.log}, clock)
+    assert cleaner.do_one_cleaning()
+    assert cleaner.throttler.slept_ms > 0
+    assert not env.cleaner().throttler.enabled  # the default: Kafka's Double.MaxValue

@@ -67,6 +67,7 @@ from .. import files
 from ..clock import SYSTEM_TIME, Time
 from ..segment import LogSegment
 from .offset_map import SkimpyOffsetMap
+from .throttler import Throttler
 
 __all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "group_segments_by_size"]
 
@@ -137,7 +138,8 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_
 class Cleaner:
     """Cleans one log at a time (``clean``); see the module docstring.
 
-    ``check_done(topic_partition)`` is called between segments and raises
+    ``throttler`` (log.cleaner.io.max.bytes.per.second) is told of every batch read and
+    written. ``check_done(topic_partition)`` is called between segments and raises
     ``CleanerAbortedError`` to stop; ``crash_hook(step)`` (tests) is called at each step of
     a replace: "cleaned" (the ``.cleaned`` segment is written and flushed), then those of
     ``LocalLog.replace_segments`` ("swap", "delete")."""
@@ -145,12 +147,14 @@ class Cleaner:
     def __init__(self, offset_map: SkimpyOffsetMap, *, time: Time = SYSTEM_TIME,
                  check_done: Callable[[tuple[str, int]], None] | None = None,
                  crash_hook: Callable[[str], None] | None = None,
+                 throttler: Throttler | None = None,
                  max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
         self.offset_map = offset_map
         self.time = time
         self.check_done = check_done or (lambda tp: None)
         self.crash_hook = crash_hook
         self.max_decompressed = max_decompressed
+        self.throttler = throttler
         self._aborted: dict[int, list[tuple[int, int]]] = {}
 
     # --- the whole cleaning ---
@@ -213,6 +217,8 @@ class Cleaner:
                 if header.base_offset >= end:
                     return end
                 stats.map_bytes_read += header.size_in_bytes
+                if self.throttler is not None:
+                    self.throttler.maybe_throttle(header.size_in_bytes)
                 if header.is_control or self._is_aborted(header):
                     continue
                 for rec in decode_records(records_payload(batch, 0, header, self.max_decompressed), header):
@@ -305,6 +311,8 @@ class Cleaner:
                                       partition_leader_epoch=header.partition_leader_epoch)
                 else:
                     out = None
+            if self.throttler is not None:
+                self.throttler.maybe_throttle(header.size_in_bytes + (len(out) if out is not None else 0))
             if out is None:
                 continue
             if header.max_timestamp > max_ts:

@@ -24,7 +24,8 @@ Owns:
   pass. ``do_one_cleaning`` runs one pass on the caller's
   thread (tests).
 
-Throttling (log.cleaner.io.max.bytes.per.second) is accepted but not applied yet.
+The threads share one ``Throttler`` (log.cleaner.io.max.bytes.per.second, ``throttler.py``).
+``shutdown`` aborts the cleanings in progress (at their next segment) and joins the threads.
 
 Thread-safety: ``LogCleanerManager`` state is guarded by one lock; ``abort_cleaning``
 waits (condition) until the log's cleaning stopped. ``logs`` is a callable returning a
@@ -44,6 +45,7 @@ from ..clock import SYSTEM_TIME, Time
 from .checkpoint import CleanerCheckpoints
 from .cleaner import Cleaner, CleanerAbortedError, CleanerStats
 from .offset_map import SkimpyOffsetMap
+from .throttler import Throttler
 
 __all__ = ["CleanerConfig", "LogToClean", "LogCleanerManager", "LogCleaner"]
 
@@ -234,12 +236,19 @@ class LogCleaner:
         self.time = time
         self.manager = LogCleanerManager(logs, time)
         memory = config.dedupe_buffer_size // config.num_threads
+        self.throttler = Throttler(config.max_io_bytes_per_second, time)
         self._cleaners = [Cleaner(SkimpyOffsetMap(memory, config.dedupe_buffer_load_factor), time=time,
-                                  check_done=self.manager.check_done, crash_hook=crash_hook)
+                                  check_done=self._check_done, crash_hook=crash_hook,
+                                  throttler=self.throttler)
                           for _ in range(config.num_threads)]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.cleanings = 0  # completed cleanings (observability, tests)
+
+    def _check_done(self, tp) -> None:
+        if self._stop.is_set():
+            raise CleanerAbortedError("the log cleaner is shutting down")
+        self.manager.check_done(tp)
 
     def startup(self) -> None:
         if self._threads:
