@@ -11,6 +11,7 @@ MockTime and a deterministic scheduler; the thread test waits for an outcome, ne
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -30,7 +31,15 @@ from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.scheduler import Scheduler
 from broker.log.unified_log import UnifiedLog
-from broker.record.batch import encode_batch, iter_batches
+from broker.record.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    RECORDS_OFFSET,
+    crc32c,
+    encode_batch,
+    iter_batches,
+    read_header,
+)
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 
 TP = ("t", 0)
@@ -563,3 +572,27 @@ def test_cleaner_threads_share_a_throttler(tmp_path) -> None:
     assert cleaner.do_one_cleaning()
     assert cleaner.throttler.slept_ms > 0
     assert not env.cleaner().throttler.enabled  # the default: Kafka's Double.MaxValue
+
+
+def test_a_failing_log_is_marked_uncleanable(tmp_path) -> None:
+    env = Env(tmp_path)
+    for i in range(10):
+        env.produce([(b"k", b"v%d" % i)])
+    env.log.roll()
+    first = env.log.segments[0]
+    size = read_header(Path(first.log.path).read_bytes(), 0).size_in_bytes
+    # the first batch's records replaced by garbage under a valid CRC: the decoder refuses it
+    bad = bytearray(Path(first.log.path).read_bytes()[:size])
+    bad[RECORDS_OFFSET:] = b"\x7f" * (size - RECORDS_OFFSET)
+    struct.pack_into(">I", bad, CRC_OFFSET, crc32c(bytes(bad[ATTRIBUTES_OFFSET:])))
+    with open(first.log.path, "r+b") as f:
+        f.write(bad)
+    before = {p.name: p.read_bytes() for p in env.dir.glob("*.log")}
+    cleaner = env.cleaner()
+    assert cleaner.do_one_cleaning()  # tried, failed, logged
+    assert cleaner.manager.uncleanable_partitions() == {TP}
+    assert not cleaner.do_one_cleaning()  # not tried again
+    assert [p.name for p in env.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))] == []
+    assert {p.name: p.read_bytes() for p in env.dir.glob("*.log")} == before
+    cleaner.manager.resume_cleaning(TP)
+    assert cleaner.manager.uncleanable_partitions() == set()

@@ -20,8 +20,9 @@ Owns:
   threads bytes; a thread cleans the filthiest log, logs what it did (Kafka's cleaning
   summary: dirty section, bytes read and written, time, ratio, size reduction), updates the
   checkpoint, and sleeps log.cleaner.backoff.ms when nothing is cleanable. A cleaning that
-  fails is logged; the log is left as it was (``cleaner.py``) and tried again by a later
-  pass. ``do_one_cleaning`` runs one pass on the caller's
+  fails with an unexpected error is logged, the log is left as it was (``cleaner.py``) and
+  marked uncleanable (Kafka's ``markPartitionUncleanable``: skipped until the broker restarts
+  or ``resume_cleaning``), so a bad log does not fail every pass. ``do_one_cleaning`` runs one pass on the caller's
   thread (tests).
 
 The threads share one ``Throttler`` (log.cleaner.io.max.bytes.per.second, ``throttler.py``).
@@ -134,6 +135,7 @@ class LogCleanerManager:
         self._in_progress: set[tuple[str, int]] = set()
         self._aborted: set[tuple[str, int]] = set()
         self._paused: dict[tuple[str, int], int] = {}
+        self._uncleanable: set[tuple[str, int]] = set()
 
     def log_to_clean(self, tp, ulog, now_ms: int | None = None) -> LogToClean:
         now_ms = self.time.milliseconds() if now_ms is None else now_ms
@@ -155,6 +157,7 @@ class LogCleanerManager:
             candidates = []
             for tp, ulog in self.logs().items():
                 if (not ulog.config.compact or tp in self._in_progress or tp in self._paused
+                        or tp in self._uncleanable
                         or ulog.is_offline or getattr(ulog, "_deleted", False)):
                     continue
                 try:
@@ -199,8 +202,17 @@ class LogCleanerManager:
                 while tp in self._in_progress:
                     self._lock.wait()
 
+    def mark_uncleanable(self, tp) -> None:
+        with self._lock:
+            self._uncleanable.add(tp)
+
+    def uncleanable_partitions(self) -> set[tuple[str, int]]:
+        with self._lock:
+            return set(self._uncleanable)
+
     def resume_cleaning(self, tp) -> None:
         with self._lock:
+            self._uncleanable.discard(tp)
             n = self._paused.get(tp, 0) - 1
             if n > 0:
                 self._paused[tp] = n
@@ -292,8 +304,9 @@ class LogCleaner:
         except CleanerAbortedError as exc:
             log.info("log cleaner thread %d: cleaning of %s aborted: %s", thread_id, ulog.name, exc)
         except Exception:
-            log.exception("log cleaner thread %d: cleaning of %s failed; the log is left as it was",
-                          thread_id, ulog.name)
+            log.exception("log cleaner thread %d: cleaning of %s failed; the log is left as it was "
+                          "and marked uncleanable", thread_id, ulog.name)
+            self.manager.mark_uncleanable(ltc.topic_partition)
         finally:
             self.manager.done_cleaning(ltc.topic_partition, ulog.parent_dir, end_offset)
         return True
