@@ -596,3 +596,41 @@ def test_a_failing_log_is_marked_uncleanable(tmp_path) -> None:
     assert {p.name: p.read_bytes() for p in env.dir.glob("*.log")} == before
     cleaner.manager.resume_cleaning(TP)
     assert cleaner.manager.uncleanable_partitions() == set()
+
+
+def test_reads_and_appends_go_on_while_cleaner_threads_run(tmp_path) -> None:
+    env = Env(tmp_path, **{"segment.bytes": 300})
+    cleaner = LogCleaner(CleanerConfig(num_threads=2, dedupe_buffer_size=1 << 20, backoff_ms=1),
+                         lambda: {TP: env.log}, env.time)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                recs = read_all(env.log)
+                offsets = [o for o, _, _ in recs]
+                assert offsets == sorted(set(offsets))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    t = threading.Thread(target=reader)
+    cleaner.startup()
+    t.start()
+    try:
+        model = []
+        for i in range(150):
+            key, value = b"k%d" % (i % 7), b"v%d" % i
+            env.produce([(key, value)])
+            model.append((i, key, value))
+        for _ in range(2000):  # wait for an outcome (bounded), not for a time
+            if cleaner.cleanings > 0:
+                break
+            stop.wait(0.005)
+    finally:
+        stop.set()
+        t.join()
+        cleaner.shutdown()
+    assert errors == []
+    assert cleaner.cleanings > 0
+    check_consistent(read_all(env.log), model)
