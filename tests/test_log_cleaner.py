@@ -124,9 +124,12 @@ ops = st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.binary(min_s
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=ops, segment_bytes=st.sampled_from([200, 400, 1200]), compression=st.sampled_from([0, 1]))
-def test_cleaning_matches_the_model(tmp_path_factory, ops, segment_bytes, compression) -> None:
-    env = Env(tmp_path_factory.mktemp("p"), **{"segment.bytes": segment_bytes})
+@given(ops=ops, segment_bytes=st.sampled_from([200, 400, 1200]), compression=st.sampled_from([0, 1]),
+       delete_retention_ms=st.sampled_from([0, 86400000]))
+def test_cleaning_matches_the_model(tmp_path_factory, ops, segment_bytes, compression,
+                                    delete_retention_ms) -> None:
+    env = Env(tmp_path_factory.mktemp("p"), **{"segment.bytes": segment_bytes,
+                                                 "delete.retention.ms": delete_retention_ms})
     aborted: set[int] = set()
     for pid, (key, value, roll, n, txn) in enumerate(ops):
         recs = [(b"k%d" % ((key + i) % 5), value if i == n - 1 else b"x%d" % i) for i in range(n)]
@@ -169,7 +172,25 @@ def test_cleaning_matches_the_model(tmp_path_factory, ops, segment_bytes, compre
     env.log.close_handlers()
     assert read_all(env.open(clean=False)) == after_all
     assert not [p for p in env.dir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
-    env.log.close()
+    # a second round over the cleaned section (tombstones and markers may now go when
+    # delete.retention.ms is 0): the same READ_COMMITTED view, nothing left open
+    env.produce([(b"k1", b"round-2")])
+    env.log.roll()
+    before2 = before + [(env.log.log_end_offset - 1, b"k1", b"round-2")]
+    cleaner = env.cleaner()
+    cleaner.do_one_cleaning()
+    after2 = [r for r in read_all(env.log) if r[0] not in aborted]
+    check_consistent(after2, before2)
+    if delete_retention_ms == 0:
+        assert not [r for r in after2 if r[0] < end and r[2] is None], "old tombstones gone"
+    else:
+        latest = latest_offsets(before2)  # a tombstone still the latest of its key stays
+        assert all(r in after2 for r in after if r[2] is None and latest[r[1]] == r[0])
+    env.log.close_handlers()
+    reopened = env.open(clean=False)
+    assert [r for r in read_all(reopened) if r[0] not in aborted] == after2
+    assert reopened.first_unstable_offset is None
+    reopened.close()
 
 
 def test_tombstones_go_once_past_delete_retention(tmp_path) -> None:
@@ -634,3 +655,39 @@ def test_reads_and_appends_go_on_while_cleaner_threads_run(tmp_path) -> None:
     assert errors == []
     assert cleaner.cleanings > 0
     check_consistent(read_all(env.log), model)
+
+
+def test_markers_go_once_their_transaction_is_empty_and_past_the_horizon(tmp_path) -> None:
+    env = Env(tmp_path, **{"delete.retention.ms": 0})
+    txn = {"producer_epoch": 0, "is_transactional": True}
+    env.produce([(b"a", b"aborted"), (b"b", b"aborted")], producer_id=9, base_sequence=0, **txn)  # 0-1
+    _end_txn(env, ControlRecordType.ABORT, 9)                                                    # 2
+    env.produce([(b"z", b"9")], producer_id=9, producer_epoch=0, base_sequence=2)                # 3
+    env.produce([(b"j", b"1")], producer_id=8, base_sequence=0, **txn)                           # 4
+    _end_txn(env, ControlRecordType.COMMIT, 8)                                                   # 5
+    env.produce([(b"j", b"2")], producer_id=8, producer_epoch=0, base_sequence=1)                # 6
+    env.produce([(b"k", b"1")], producer_id=7, base_sequence=0, **txn)                           # 7
+    _end_txn(env, ControlRecordType.COMMIT, 7)                                                   # 8
+    env.produce([(b"k", b"2")])                                                                  # 9
+    env.log.roll()
+    cleaner = env.cleaner()
+
+    def markers() -> list[int]:
+        return [h.base_offset for seg in env.log.segments for _, h, _ in seg.log.iter_batches()
+                if h.is_control]
+
+    assert cleaner.do_one_cleaning()
+    assert markers() == [2, 5, 8], "a pass that met batches of a transaction keeps its marker"
+    env.produce([(b"new", b"1")])
+    env.log.roll()
+    assert cleaner.do_one_cleaning()
+    # 2 and 5: their transactions are empty now; 8: producer 7's last batch (kept empty)
+    assert markers() == [8]
+    assert env.log.collect_aborted_transactions(0, env.log.log_end_offset) == []
+    recs = read_all(env.log)
+    assert key_map(recs) == {b"z": b"9", b"j": b"2", b"k": b"2", b"new": b"1"}
+    env.log.close_handlers()
+    reopened = env.open(clean=False)
+    assert read_all(reopened) == recs
+    assert reopened.first_unstable_offset is None, "no transaction left open by a removed marker"
+    assert reopened.producer_state_manager.last_entry(7).last_seq == 0

@@ -33,11 +33,11 @@ Transactions: every transaction with data below the first uncleanable offset is 
 ``.txnindex`` files (``collect_aborted_transactions``): their data batches never enter the
 offset map and are dropped by pass 2 (kept as an empty batch when a producer's last), so an
 aborted write can never hide an older committed value. Committed transactional batches are
-compacted like any other (a rewritten one stays transactional). Control batches (commit and
-abort markers) are kept whole, as are the aborted-transaction entries copied into the new
-``.txnindex`` (a READ_COMMITTED reader is then told about a range with nothing left in it,
-which is harmless). Removing old markers past the delete horizon (Kafka does) is left to a
-later change.
+compacted like any other (a rewritten one stays transactional). A marker (control batch) is
+removed, as Kafka's ``CleanedTransactionMetadata`` decides, once no batch of its transaction
+was met in this pass (each pass walks the log from its start) and its segment is older than
+the delete horizon; until then it is kept whole. The aborted-transaction entries of the old
+``.txnindex`` files are copied into the new one, except those whose marker was removed.
 
 Invariants: the active segment and everything from the first uncleanable offset on are
 never read for removal nor rewritten; a cleaning aborted (``CleanerAbortedError``, or a
@@ -51,6 +51,7 @@ without the log's lock (they are immutable); only the swap runs under the log's 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,6 +63,8 @@ from ...record.batch import (
     encode_record,
     records_payload,
 )
+from ...record.control import ControlRecordType, parse_control_type
+from ...record.errors import DecodeError
 from ...record.limits import INT32_MAX
 from .. import files
 from ..clock import SYSTEM_TIME, Time
@@ -69,11 +72,54 @@ from ..segment import LogSegment
 from .offset_map import SkimpyOffsetMap
 from .throttler import Throttler
 
-__all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "group_segments_by_size"]
+__all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransactionMetadata",
+           "group_segments_by_size"]
 
 log = logging.getLogger(__name__)
 
 _APPEND_CHUNK = 1 << 20  # bytes of retained batches buffered before one append
+
+
+class CleanedTransactionMetadata:
+    """Kafka's ``CleanedTransactionMetadata``: the transactions met while pass 2 walks the
+    batches in offset order. ``aborted``: the log's aborted transactions (``AbortedTxn``)."""
+
+    def __init__(self, aborted) -> None:
+        self._aborted = deque(sorted(aborted, key=lambda t: t.first_offset))
+        self._ongoing_committed: set[int] = set()
+        self._ongoing_aborted: dict[int, list] = {}  # pid -> [AbortedTxn, a batch was met]
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0].first_offset <= offset:
+            txn = self._aborted.popleft()
+            self._ongoing_aborted[txn.producer_id] = [txn, False]
+
+    def on_data_batch(self, header) -> bool:
+        """True when the batch belongs to an aborted transaction (to be removed)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        entry = self._ongoing_aborted.get(header.producer_id)
+        if entry is not None:
+            entry[1] = True
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, header, kind: ControlRecordType | None) -> bool:
+        """True when the marker ends a transaction none of whose batches was met: it may
+        be removed (once past the delete horizon)."""
+        self._consume_aborted_up_to(header.last_offset)
+        pid = header.producer_id
+        if kind == ControlRecordType.ABORT:
+            entry = self._ongoing_aborted.pop(pid, None)
+            return not (entry is not None and entry[1])
+        if kind == ControlRecordType.COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
 
 
 class CleanerAbortedError(Exception):
@@ -156,6 +202,7 @@ class Cleaner:
         self.max_decompressed = max_decompressed
         self.throttler = throttler
         self._aborted: dict[int, list[tuple[int, int]]] = {}
+        self._txns = CleanedTransactionMetadata([])
 
     # --- the whole cleaning ---
 
@@ -168,7 +215,9 @@ class Cleaner:
             first_uncleanable_offset = max(min(first_uncleanable_offset, unstable), first_dirty_offset)
         omap = self.offset_map
         omap.clear()
-        self._aborted = self._aborted_ranges(ulog)
+        aborted_txns = ulog.collect_aborted_transactions(ulog.log_start_offset, ulog.log_end_offset)
+        self._aborted = self._aborted_ranges(aborted_txns)
+        self._txns = CleanedTransactionMetadata(aborted_txns)
         end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
@@ -188,10 +237,10 @@ class Cleaner:
         return end_offset, stats
 
     @staticmethod
-    def _aborted_ranges(ulog) -> dict[int, list[tuple[int, int]]]:
+    def _aborted_ranges(aborted_txns) -> dict[int, list[tuple[int, int]]]:
         """producer id -> [(first offset, marker offset)] of its aborted transactions."""
         out: dict[int, list[tuple[int, int]]] = {}
-        for txn in ulog.collect_aborted_transactions(ulog.log_start_offset, ulog.log_end_offset):
+        for txn in aborted_txns:
             out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
         return out
 
@@ -246,9 +295,11 @@ class Cleaner:
             for old in group:
                 self.check_done(ulog.topic_partition)
                 retain_deletes = old.last_modified > delete_horizon_ms
-                self._clean_into(old, cleaned, retain_deletes, last_offsets_of_producers, stats)
+                removed_markers = self._clean_into(old, cleaned, retain_deletes, last_offsets_of_producers,
+                                                   stats)
                 for txn in old.txn_index.all_aborted_txns():
-                    cleaned.txn_index.append(txn)
+                    if txn.last_offset not in removed_markers:
+                        cleaned.txn_index.append(txn)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified)
@@ -267,8 +318,11 @@ class Cleaner:
         stats.segments_replaced.append(base)
 
     def _clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
-                    last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> None:
+                    last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> set[int]:
+        """Copy what ``source`` keeps into ``dest``; returns the offsets of removed markers."""
         omap = self.offset_map
+        txns = self._txns
+        removed_markers: set[int] = set()
         pending: list[bytes] = []
         pending_size = 0
         max_ts, max_ts_offset, last = -1, source.base_offset, source.base_offset
@@ -284,13 +338,18 @@ class Cleaner:
             out: bytes | None
             if header.is_control:
                 stats.messages_read += header.records_count
-                stats.messages_written += header.records_count
-                out = bytes(batch)
+                if txns.on_control_batch(header, self._control_type(batch, header)) and not retain_deletes:
+                    removed_markers.add(header.last_offset)
+                    out = None
+                else:
+                    stats.messages_written += header.records_count
+                    out = bytes(batch)
             else:
+                aborted = txns.on_data_batch(header)
                 records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
                 stats.messages_read += len(records)
                 kept = []
-                for rec in ([] if self._is_aborted(header) else records):
+                for rec in ([] if aborted else records):
                     if rec.key is None:
                         stats.invalid_messages += 1
                         continue
@@ -324,6 +383,14 @@ class Cleaner:
             if pending_size >= _APPEND_CHUNK:
                 flush()
         flush()
+        return removed_markers
+
+    def _control_type(self, batch, header) -> ControlRecordType | None:
+        try:
+            records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
+            return parse_control_type(records[0].key) if records else None
+        except DecodeError:
+            return None  # an unknown marker is kept
 
     @staticmethod
     def _rebuild(header, kept) -> bytes:
