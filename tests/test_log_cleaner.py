@@ -632,6 +632,7 @@ def test_reads_and_appends_go_on_while_cleaner_threads_run(tmp_path) -> None:
                 recs = read_all(env.log)
                 offsets = [o for o, _, _ in recs]
                 assert offsets == sorted(set(offsets))
+                stop.wait(0.001)  # let the writer and the cleaners have the GIL
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
@@ -640,7 +641,7 @@ def test_reads_and_appends_go_on_while_cleaner_threads_run(tmp_path) -> None:
     t.start()
     try:
         model = []
-        for i in range(150):
+        for i in range(100):
             key, value = b"k%d" % (i % 7), b"v%d" % i
             env.produce([(key, value)])
             model.append((i, key, value))
