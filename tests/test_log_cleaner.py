@@ -692,3 +692,37 @@ def test_markers_go_once_their_transaction_is_empty_and_past_the_horizon(tmp_pat
     assert read_all(reopened) == recs
     assert reopened.first_unstable_offset is None, "no transaction left open by a removed marker"
     assert reopened.producer_state_manager.last_entry(7).last_seq == 0
+
+
+def test_real_broker_compacts_consumer_offsets_and_keeps_committed_offsets(broker_factory) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    broker = broker_factory({"log.cleaner.backoff.ms": "20", "offsets.topic.num.partitions": "1",
+                             "offsets.topic.segment.bytes": "600"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("data", 1, 1)])["data"].result(30)
+    tp = confluent_kafka.TopicPartition
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g1",
+                                         "enable.auto.commit": False})
+    try:
+        for i in range(1, 61):
+            consumer.commit(offsets=[tp("data", 0, i)], asynchronous=False)
+    finally:
+        consumer.close()
+    cleaned = threading.Event()
+    for _ in range(600):  # wait for the outcome (bounded), not for a time
+        if "cleaned log __consumer_offsets-0" in broker.stdout_text() + broker.stderr_text():
+            cleaned.set()
+            break
+        cleaned.wait(0.05)
+    assert cleaned.is_set(), "the broker's cleaner never compacted __consumer_offsets"
+    broker.restart()  # the coordinator reloads the groups from the compacted log
+    offsets_dir = broker.log_dir / "__consumer_offsets-0"
+    assert sum(1 for p in offsets_dir.glob("*.log") for _ in iter_batches(p.read_bytes())) < 60
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g1",
+                                         "enable.auto.commit": False})
+    try:
+        (committed,) = consumer.committed([tp("data", 0)], timeout=30)
+        assert committed.offset == 60
+    finally:
+        consumer.close()
