@@ -8,7 +8,9 @@ Owns:
   for the one validated batch of a produce request), multi-segment reads
   bounded by an offset's position, roll, truncation, segment deletion (rename to
   ``.deleted``, delete after file.delete.delay.ms on the scheduler, so that a fetch slice
-  already handed out stays readable), and flush (fsync of the segments below an offset).
+  already handed out stays readable), the log cleaner's segment swap (``replace_segments``:
+  ``.cleaned`` -> ``.swap`` -> old segments ``.deleted`` -> live, the order the loader
+  completes after a crash), and flush (fsync of the segments below an offset).
   The semantics above it (offset assignment, high watermark, producer state, leader epochs,
   retention policy) belong to ``UnifiedLog``.
 - ``LogDirFailureChannel`` and ``maybe_handle_io_exception``: every mutating I/O path of the
@@ -20,7 +22,8 @@ Owns:
 
 On-disk format: the partition directory ``<log.dir>/<topic>-<partition>/`` holding the
 segment files named in ``files.py`` (``<20-digit base>.log/.index/.timeindex/.txnindex``),
-``.deleted`` files on their way out (removed by the next start if the process dies first).
+``.deleted`` files on their way out (removed by the next start if the process dies first),
+``.cleaned`` / ``.swap`` files of a swap in progress (``loader.py`` finishes or drops them).
 
 Invariants:
 - there is always at least one segment; the active segment is the last one and has the
