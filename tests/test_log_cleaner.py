@@ -726,3 +726,22 @@ def test_real_broker_compacts_consumer_offsets_and_keeps_committed_offsets(broke
         assert committed.offset == 60
     finally:
         consumer.close()
+
+
+def test_an_io_error_stops_a_cleaning_without_marking_the_log(tmp_path) -> None:
+    env = Env(tmp_path)
+    for i in range(10):
+        env.produce([(b"k", b"v%d" % i)])
+    env.log.roll()
+    before = read_all(env.log)
+
+    def vanish(step: str) -> None:
+        raise FileNotFoundError("a segment deleted by retention meanwhile")
+
+    cleaner = env.cleaner(crash_hook=vanish)
+    assert cleaner.do_one_cleaning()
+    assert cleaner.manager.uncleanable_partitions() == set()
+    assert not [p for p in env.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert read_all(env.log) == before
+    assert env.cleaner().do_one_cleaning()  # the next pass cleans it
+    assert len(read_all(env.log)) == 1

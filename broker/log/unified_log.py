@@ -672,6 +672,14 @@ class UnifiedLog:
 
     # --- compaction ---
 
+    def last_records_of_active_producers(self) -> dict[int, int]:
+        """Kafka's ``lastRecordsOfActiveProducers``: producer id -> offset of its last data
+        batch, for the cleaner (which keeps that batch, emptied if need be). Under the lock:
+        appends mutate the producer map."""
+        with self._lock:
+            return {pid: e.last_data_offset
+                    for pid, e in self.producer_state_manager.active_producers().items()}
+
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment],
                          crash_hook=None) -> bool:
         """The log cleaner's swap (``LocalLog.replace_segments``), under the lock. False

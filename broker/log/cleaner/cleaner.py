@@ -228,8 +228,7 @@ class Cleaner:
         delete_horizon_ms = (cleaned_section[-1].last_modified - config.values["delete.retention.ms"]
                              if cleaned_section else 0)
         to_clean = [s for s in segments if s.base_offset < end_offset and s is not active]
-        last_offsets_of_producers = {pid: e.last_data_offset
-                                     for pid, e in ulog.producer_state_manager.active_producers().items()}
+        last_offsets_of_producers = ulog.last_records_of_active_producers()
         for group in group_segments_by_size(to_clean, config.segment_bytes, config.max_index_size,
                                             first_uncleanable_offset):
             self.clean_segments(ulog, group, delete_horizon_ms, last_offsets_of_producers, stats)

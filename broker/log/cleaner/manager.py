@@ -20,9 +20,10 @@ Owns:
   threads bytes; a thread cleans the filthiest log, logs what it did (Kafka's cleaning
   summary: dirty section, bytes read and written, time, ratio, size reduction), updates the
   checkpoint, and sleeps log.cleaner.backoff.ms when nothing is cleanable. A cleaning that
-  fails with an unexpected error is logged, the log is left as it was (``cleaner.py``) and
-  marked uncleanable (Kafka's ``markPartitionUncleanable``: skipped until the broker restarts
-  or ``resume_cleaning``), so a bad log does not fail every pass. ``do_one_cleaning`` runs one pass on the caller's
+  fails with an unexpected error (not an I/O error: a segment deleted by retention under it)
+  is logged, the log is left as it was (``cleaner.py``) and marked uncleanable (Kafka's
+  ``markPartitionUncleanable``: skipped until the broker restarts or ``resume_cleaning``),
+  so a bad log does not fail every pass. ``do_one_cleaning`` runs one pass on the caller's
   thread (tests).
 
 The threads share one ``Throttler`` (log.cleaner.io.max.bytes.per.second, ``throttler.py``).
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from ...record.limits import INT64_MAX
 from ..clock import SYSTEM_TIME, Time
+from ..errors import KafkaStorageError
 from .checkpoint import CleanerCheckpoints
 from .cleaner import Cleaner, CleanerAbortedError, CleanerStats
 from .offset_map import SkimpyOffsetMap
@@ -303,6 +305,11 @@ class LogCleaner:
             self._record_stats(thread_id, ulog.name, ltc, end_offset, stats)
         except CleanerAbortedError as exc:
             log.info("log cleaner thread %d: cleaning of %s aborted: %s", thread_id, ulog.name, exc)
+        except (OSError, KafkaStorageError) as exc:
+            # a segment deleted under the cleaning (retention), or the directory went offline:
+            # not the log's fault, tried again by a later pass
+            log.warning("log cleaner thread %d: cleaning of %s stopped by an I/O error: %s",
+                        thread_id, ulog.name, exc)
         except Exception:
             log.exception("log cleaner thread %d: cleaning of %s failed; the log is left as it was "
                           "and marked uncleanable", thread_id, ulog.name)
