@@ -326,6 +326,12 @@ def test_idempotent_producer_state_survives_cleaning(tmp_path) -> None:
     assert entry is not None and entry.last_seq == 5
     ulog.append_as_leader(encode_batch([(b"k", b"next", 0)], producer_id=7, producer_epoch=0,
                                        base_sequence=6))
+    # no longer the producer's last batch: the next cleaning drops the empty batch
+    ulog.roll()
+    cleaner = LogCleaner(CleanerConfig(), lambda: {TP: ulog}, env.time)
+    assert cleaner.do_one_cleaning()
+    headers = [h for seg in ulog.segments for _, h, _ in seg.log.iter_batches()]
+    assert [(h.base_offset, h.records_count) for h in headers] == [(7, 1)]
 
 
 def test_partially_kept_batch_keeps_its_identity(tmp_path) -> None:

@@ -22,8 +22,8 @@ Batches keep their structure, as Kafka's ``MemoryRecords.filterTo``: a batch wit
 record kept is copied byte for byte; one with some records kept is rewritten as one batch
 with the same base offset, last offset delta (the producer's last sequence survives), base
 sequence, producer id/epoch, partition leader epoch, timestamp type and codec (recompressed);
-a batch with nothing kept is dropped, except the last batch of a producer still in the
-producer state, kept as an empty batch (header only) so idempotence survives. Offsets never
+a batch with nothing kept (an empty one too) is dropped, except the last batch of a producer
+still in the producer state, kept as an empty batch (header only) so idempotence survives. Offsets never
 change: cleaning only opens gaps. The offset and time indexes of the new segment are built
 by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
 ``.txnindex`` files are copied into the new one.
@@ -355,7 +355,7 @@ class Cleaner:
                     if rec.offset >= omap.get(rec.key) and (rec.value is not None or retain_deletes):
                         kept.append(rec)
                 stats.messages_written += len(kept)
-                if len(kept) == len(records):
+                if kept and len(kept) == len(records):
                     out = bytes(batch)
                 elif kept:
                     out = self._rebuild(header, kept)
