@@ -751,3 +751,22 @@ def test_an_io_error_stops_a_cleaning_without_marking_the_log(tmp_path) -> None:
     assert read_all(env.log) == before
     assert env.cleaner().do_one_cleaning()  # the next pass cleans it
     assert len(read_all(env.log)) == 1
+
+
+def test_nothing_to_clean_between_dirty_and_uncleanable_is_not_a_cleaning(tmp_path) -> None:
+    env = Env(tmp_path)
+    for i in range(10):
+        env.produce([(b"k", b"v%d" % i)])
+    env.produce([(b"open", b"x")], producer_id=5, producer_epoch=0, base_sequence=0,
+                is_transactional=True)  # an open transaction: the first unstable offset
+    for i in range(10):
+        env.produce([(b"k", b"w%d" % i)])
+    env.log.roll()
+    cleaner = env.cleaner()
+    assert cleaner.do_one_cleaning()
+    assert CleanerCheckpoints().read(env.log.parent_dir)[TP] == 10  # stopped at the open txn
+    assert not cleaner.do_one_cleaning(), "no busy loop while the transaction stays open"
+    _end_txn(env, ControlRecordType.COMMIT, 5)
+    env.log.roll()
+    assert cleaner.do_one_cleaning()
+    assert [r for r in read_all(env.log) if r[1] == b"k"] == [(20, b"k", b"w9")]

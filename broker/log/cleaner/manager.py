@@ -144,12 +144,11 @@ class LogCleanerManager:
         checkpoint = self.checkpoints.read(ulog.parent_dir).get(tp)
         first_dirty, first_uncleanable, now = cleanable_offsets(ulog, checkpoint, now_ms)
         clean = cleanable = 0
-        for s in ulog.segments:
-            if s is ulog.active_segment:
-                break
-            if s.base_offset < first_dirty:
+        segments = ulog.segments
+        for s, nxt in zip(segments, segments[1:]):  # every segment but the active one
+            if nxt.base_offset <= first_dirty:
                 clean += s.size
-            elif s.base_offset < first_uncleanable:
+            elif s.base_offset < first_uncleanable:  # holds dirty offsets (maybe from its middle)
                 cleanable += s.size
         return LogToClean(tp, ulog, first_dirty, first_uncleanable, clean, cleanable, now)
 
@@ -167,7 +166,7 @@ class LogCleanerManager:
                 except Exception as exc:  # a log closing under us: skip it this time
                     log.debug("skipping %s: %s", tp, exc)
                     continue
-                if ltc.cleanable_bytes > 0 and (
+                if ltc.cleanable_bytes > 0 and ltc.first_uncleanable_offset > ltc.first_dirty_offset and (
                         ltc.needs_compaction_now
                         or ltc.cleanable_ratio > ulog.config.values["min.cleanable.dirty.ratio"]):
                     candidates.append(ltc)
