@@ -22,6 +22,7 @@ read-only mapping.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,21 @@ SERVER_CONFIG_DEF = (
             "How often log start offsets are checkpointed.", at_least(0))
     .define("producer.id.expiration.ms", INT, 86400000,
             "Forget an idle producer's state after this.", at_least(1))
+    # The log cleaner (broker/log/cleaner): Kafka's keys and defaults.
+    .define("log.cleaner.enable", BOOLEAN, True,
+            "Run the log cleaner threads that compact cleanup.policy=compact topics.")
+    .define("log.cleaner.threads", INT, 1, "The number of log cleaner threads.", at_least(0))
+    .define("log.cleaner.backoff.ms", LONG, 15000,
+            "How long a cleaner thread sleeps when no log is cleanable.", at_least(0))
+    .define("log.cleaner.dedupe.buffer.size", LONG, 134217728,
+            "Memory of the offset maps (key hash -> latest offset), shared by the cleaner "
+            "threads.", at_least(0))
+    .define("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9,
+            "How full a cleaner's offset map may get before a cleaning stops filling it.",
+            between(0, 1))
+    .define("log.cleaner.io.max.bytes.per.second", DOUBLE, sys.float_info.max,
+            "The log cleaner's I/O (bytes read plus written per second) is throttled to this.",
+            at_least(0))
     .define("group.initial.rebalance.delay.ms", INT, 3000, "Consumer groups (later).")
     .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
     # The group coordinator's offsets topic (broker/server/group): Kafka's keys and defaults.

@@ -106,6 +106,10 @@ SERVER_DEFAULT_KEYS = {
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.preallocate": "preallocate",
     "min.insync.replicas": "min.insync.replicas",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 
 

@@ -8,7 +8,9 @@ Owns:
   for the one validated batch of a produce request), multi-segment reads
   bounded by an offset's position, roll, truncation, segment deletion (rename to
   ``.deleted``, delete after file.delete.delay.ms on the scheduler, so that a fetch slice
-  already handed out stays readable), and flush (fsync of the segments below an offset).
+  already handed out stays readable), the log cleaner's segment swap (``replace_segments``:
+  ``.cleaned`` -> ``.swap`` -> old segments ``.deleted`` -> live, the order the loader
+  completes after a crash), and flush (fsync of the segments below an offset).
   The semantics above it (offset assignment, high watermark, producer state, leader epochs,
   retention policy) belong to ``UnifiedLog``.
 - ``LogDirFailureChannel`` and ``maybe_handle_io_exception``: every mutating I/O path of the
@@ -20,7 +22,8 @@ Owns:
 
 On-disk format: the partition directory ``<log.dir>/<topic>-<partition>/`` holding the
 segment files named in ``files.py`` (``<20-digit base>.log/.index/.timeindex/.txnindex``),
-``.deleted`` files on their way out (removed by the next start if the process dies first).
+``.deleted`` files on their way out (removed by the next start if the process dies first),
+``.cleaned`` / ``.swap`` files of a swap in progress (``loader.py`` finishes or drops them).
 
 Invariants:
 - there is always at least one segment; the active segment is the last one and has the
@@ -452,6 +455,39 @@ class LocalLog:
             self.scheduler.schedule_once("delete-file", delete, self.config.file_delete_delay_ms)
         else:
             delete()
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment],
+                         crash_hook: Callable[[str], None] | None = None) -> None:
+        """Kafka's ``LocalLog.replaceSegments``: swap ``new_segments`` (written with the
+        ``.cleaned`` suffix, flushed) in for ``old_segments``, in the order the loader's
+        recovery completes after a crash at any step (R5): rename each new segment
+        ``.cleaned`` -> ``.swap`` (newest first); put it in the segment set; rename the old
+        ones ``.deleted`` (closed and removed after file.delete.delay.ms, so a reader
+        holding one keeps reading it); rename each ``.swap`` to its live name; fsync the
+        directory. ``crash_hook(step)`` (tests) is called after the steps "swap", "delete".
+        The caller holds the log's lock."""
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        old_sorted = [s for s in sorted(old_segments, key=lambda s: s.base_offset)
+                      if self.segments.get(s.base_offset) is s]
+        with self.io(f"error while replacing segments of {self.name}"):
+            for segment in reversed(new_sorted):
+                segment.change_file_suffixes(files.CLEANED_FILE_SUFFIX, files.SWAP_FILE_SUFFIX)
+            files.fsync_dir(self._dir)
+            if crash_hook is not None:
+                crash_hook("swap")
+            for segment in reversed(new_sorted):
+                self.segments.add(segment)
+            new_bases = {s.base_offset for s in new_sorted}
+            for segment in old_sorted:
+                if segment.base_offset not in new_bases:
+                    self.segments.remove(segment.base_offset)
+            self._delete_segment_files(old_sorted, async_delete=True)
+            files.fsync_dir(self._dir)
+            if crash_hook is not None:
+                crash_hook("delete")
+            for segment in new_sorted:
+                segment.change_file_suffixes(files.SWAP_FILE_SUFFIX, "")
+            files.fsync_dir(self._dir)
 
     @property
     def pending_deletes(self) -> list[LogSegment]:

@@ -13,6 +13,8 @@ On-disk format, per log directory (each a ``log.dirs`` entry; file formats in ``
       log-start-offset-checkpoint          topic partition logStartOffset  (only logs whose
                                            start offset is past their first segment)
       replication-offset-checkpoint        topic partition highWatermark
+      cleaner-offset-checkpoint            topic partition firstDirtyOffset (compacted logs;
+                                           written by the log cleaner, ``cleaner/``)
       .kafka_cleanshutdown                 {"version":0,"brokerEpoch":-1}; exists only
                                            between a clean shutdown and the next start
       <topic>-<partition>/                 a partition log (``unified_log.py``)
@@ -28,7 +30,12 @@ marker was absent); schedule ``-delete`` directories for deletion; ignore ``-fut
 start. On a single node the leader is its own in-sync replica, so each log's high
 watermark starts at its log end offset (the HW checkpoint is written for Kafka's tools).
 
-Shutdown (``shutdown``): stop the periodic tasks; for every online directory flush and
+The log cleaner (``cleaner/manager.py``, log.cleaner.* keys) is built when
+log.cleaner.enable is true (the default of ``from_server_config``; a LogManager built
+directly has it off unless given a ``cleaner_config``), its threads started by ``startup``;
+``delete_log`` aborts a cleaning of the log and drops its cleaner checkpoint entry.
+
+Shutdown (``shutdown``): stop the cleaner threads and the periodic tasks; for every online directory flush and
 close each log (close takes a producer snapshot at the log end offset), write the three
 checkpoints, then write the clean-shutdown marker. A directory that failed gets no marker,
 so its logs are recovered at the next start.
@@ -59,6 +66,7 @@ from pathlib import Path
 from ..config import load_properties
 from ..record.limits import INT64_MAX
 from . import files
+from .cleaner.manager import CleanerConfig, LogCleaner
 from .clock import SYSTEM_TIME, Time
 from .config import LogConfig
 from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogError
@@ -115,7 +123,8 @@ class LogManager:
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  producer_id_expiration_check_interval_ms: int = 600_000,
                  initial_task_delay_ms: int = 30_000,
-                 failure_channel: LogDirFailureChannel | None = None) -> None:
+                 failure_channel: LogDirFailureChannel | None = None,
+                 cleaner_config: CleanerConfig | None = None) -> None:
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("at least one log directory is needed")
@@ -147,6 +156,11 @@ class LogManager:
         self._removed_logs: list[UnifiedLog] = []  # renamed -delete, waiting for deletion
         self._started = False
         self._shut_down = False
+        # the log cleaner (compaction of cleanup.policy=compact logs), started by startup()
+        self.cleaner_config = cleaner_config or CleanerConfig(enable_cleaner=False)
+        self.cleaner: LogCleaner | None = (
+            LogCleaner(self.cleaner_config, self.logs_by_topic_partition, time)
+            if self.cleaner_config.enable_cleaner and self.cleaner_config.num_threads > 0 else None)
 
     @classmethod
     def from_server_config(cls, server: Mapping, **kwargs) -> LogManager:
@@ -154,6 +168,7 @@ class LogManager:
         task intervals and the topic defaults (log.segment.bytes, log.retention.hours...)."""
         from .config import topic_defaults_from_server
         default = LogConfig.from_props(defaults=topic_defaults_from_server(server))
+        cleaner_config = kwargs.pop("cleaner_config", None) or CleanerConfig.from_server(server)
         return cls(server["log.dirs"], default, node_id=server.get("node.id", 1),
                    cluster_id=server.get("cluster.id"),
                    retention_check_interval_ms=server.get("log.retention.check.interval.ms", 300_000),
@@ -163,6 +178,7 @@ class LogManager:
                        "log.flush.start.offset.checkpoint.interval.ms", 60_000),
                    producer_id_expiration_ms=server.get("producer.id.expiration.ms",
                                                         DEFAULT_PRODUCER_ID_EXPIRATION_MS),
+                   cleaner_config=cleaner_config,
                    **kwargs)
 
     # --- configs ---
@@ -270,6 +286,8 @@ class LogManager:
             raise KafkaStorageError(f"no log directory could be loaded: {self.log_dirs}")
         self._schedule_tasks()
         self.scheduler.startup()
+        if self.cleaner is not None:
+            self.cleaner.startup()
 
     def _load_log_dir(self, log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -411,6 +429,8 @@ class LogManager:
             self._removed_logs.append(lg)
         lg.mark_deleted()
         parent = Path(lg.parent_dir)
+        if self.cleaner is not None and not self.failure_channel.is_offline(parent):
+            self.cleaner.manager.remove_log((topic, partition), parent)
         if self.failure_channel.is_offline(parent):
             lg.close_handlers()
             return lg
@@ -533,6 +553,8 @@ class LogManager:
         if self._shut_down:
             return
         self._shut_down = True
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         for task in self._tasks:
             task.cancel()
         if self._owns_scheduler:

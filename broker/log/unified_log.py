@@ -49,7 +49,8 @@ surfaces as ``KafkaStorageError``; every later call on a log of that directory r
 ``KafkaStorageError`` without touching a file.
 
 Thread-safety: one writer per partition. ``_lock`` (re-entrant) serialises append, roll,
-truncation, retention, log-start-offset and high-watermark moves, snapshots and close.
+truncation, retention, the log cleaner's segment swap, log-start-offset and high-watermark
+moves, snapshots and close.
 Readers (``read``, ``fetch_offset_by_timestamp``, the offset properties) never take it:
 the boundaries are single attribute stores of immutable values, published after the data
 they cover; the segment set is copy-on-write. The only reader that may take the lock is a
@@ -668,6 +669,32 @@ class UnifiedLog:
                 self.producer_state_manager.delete_snapshots_before(first)
                 self.maybe_increment_log_start_offset(first, reason)
             return len(deletable)
+
+    # --- compaction ---
+
+    def last_records_of_active_producers(self) -> dict[int, int]:
+        """Kafka's ``lastRecordsOfActiveProducers``: producer id -> offset of its last data
+        batch, for the cleaner (which keeps that batch, emptied if need be). Under the lock:
+        appends mutate the producer map."""
+        with self._lock:
+            return {pid: e.last_data_offset
+                    for pid, e in self.producer_state_manager.active_producers().items()}
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment],
+                         crash_hook=None) -> bool:
+        """The log cleaner's swap (``LocalLog.replace_segments``), under the lock. False
+        (nothing done) when the log is closed or deleted, or when any of ``old_segments``
+        is no longer in the log (retention or truncation removed it meanwhile)."""
+        with self._lock:
+            if self._deleted or self._local.is_closed:
+                return False
+            segments = self._local.segments
+            if any(segments.get(s.base_offset) is not s for s in old_segments):
+                return False
+            if any(s is segments.active_segment for s in old_segments):
+                raise ValueError(f"{self.name}: the active segment cannot be replaced")
+            self._local.replace_segments(new_segments, old_segments, crash_hook)
+            return True
 
     # --- truncation ---
 

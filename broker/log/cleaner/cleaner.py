@@ -1,0 +1,408 @@
+"""``Cleaner``: one compaction of one log (Kafka's ``LogCleaner.Cleaner``).
+
+Owns the two passes of a cleaning and the rewrite of batches:
+
+1. ``build_offset_map``: walk the dirty section [first dirty offset, first uncleanable
+   offset) and put every keyed record's offset in the ``SkimpyOffsetMap`` (a later record
+   of a key overwrites the earlier). Transactional and control batches are skipped (see
+   below). When the map reaches its ``max_entries`` the pass stops there; the cleaning then
+   covers [.., end offset) with end offset = the last offset put + 1, else the first
+   uncleanable offset.
+2. ``clean_segments`` per group of segments below the end offset (``group_segments_by_size``,
+   Kafka's ``groupSegmentsBySize``: a group fits in segment.bytes, its indexes in
+   segment.index.bytes, its offsets in int32 relative to the group's base): copy the group
+   into ONE new segment ``<first base>.log.cleaned`` keeping a record when it has a key,
+   its offset is >= the map's offset for the key (the latest), and it has a value or the
+   source segment is newer than the delete horizon (tombstones are kept
+   delete.retention.ms past the last modification of the cleaned section, Kafka's legacy
+   horizon). Then ``UnifiedLog.replace_segments`` swaps it in (``.cleaned`` -> ``.swap``,
+   old segments -> ``.deleted``, ``.swap`` -> live; see ``LocalLog.replace_segments``).
+
+Batches keep their structure, as Kafka's ``MemoryRecords.filterTo``: a batch with every
+record kept is copied byte for byte; one with some records kept is rewritten as one batch
+with the same base offset, last offset delta (the producer's last sequence survives), base
+sequence, producer id/epoch, partition leader epoch, timestamp type and codec (recompressed);
+a batch with nothing kept (an empty one too) is dropped, except the last batch of a producer
+still in the producer state, kept as an empty batch (header only) so idempotence survives. Offsets never
+change: cleaning only opens gaps. The offset and time indexes of the new segment are built
+by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
+``.txnindex`` files are copied into the new one.
+
+Transactions: every transaction with data below the first uncleanable offset is decided
+(that offset is at most the log's first unstable offset). The aborted ones are read from the
+``.txnindex`` files (``collect_aborted_transactions``): their data batches never enter the
+offset map and are dropped by pass 2 (kept as an empty batch when a producer's last), so an
+aborted write can never hide an older committed value. Committed transactional batches are
+compacted like any other (a rewritten one stays transactional). A marker (control batch) is
+removed, as Kafka's ``CleanedTransactionMetadata`` decides, once no batch of its transaction
+was met in this pass (each pass walks the log from its start) and its segment is older than
+the delete horizon; until then it is kept whole. The aborted-transaction entries of the old
+``.txnindex`` files are copied into the new one, except those whose marker was removed.
+
+Invariants: the active segment and everything from the first uncleanable offset on are
+never read for removal nor rewritten; a cleaning aborted (``CleanerAbortedError``, or a
+segment that vanished from the log meanwhile: retention, truncation) leaves the log as it
+was and deletes its ``.cleaned`` files.
+
+Thread-safety: a ``Cleaner`` is used by one cleaner thread. It reads inactive segments
+without the log's lock (they are immutable); only the swap runs under the log's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...record.batch import (
+    CREATE_TIME,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    build_batch,
+    decode_records,
+    encode_record,
+    records_payload,
+)
+from ...record.control import ControlRecordType, parse_control_type
+from ...record.errors import DecodeError
+from ...record.limits import INT32_MAX
+from .. import files
+from ..clock import SYSTEM_TIME, Time
+from ..segment import LogSegment
+from .offset_map import SkimpyOffsetMap
+from .throttler import Throttler
+
+__all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransactionMetadata",
+           "group_segments_by_size"]
+
+log = logging.getLogger(__name__)
+
+_APPEND_CHUNK = 1 << 20  # bytes of retained batches buffered before one append
+
+
+class CleanedTransactionMetadata:
+    """Kafka's ``CleanedTransactionMetadata``: the transactions met while pass 2 walks the
+    batches in offset order. ``aborted``: the log's aborted transactions (``AbortedTxn``)."""
+
+    def __init__(self, aborted) -> None:
+        self._aborted = deque(sorted(aborted, key=lambda t: t.first_offset))
+        self._ongoing_committed: set[int] = set()
+        self._ongoing_aborted: dict[int, list] = {}  # pid -> [AbortedTxn, a batch was met]
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0].first_offset <= offset:
+            txn = self._aborted.popleft()
+            self._ongoing_aborted[txn.producer_id] = [txn, False]
+
+    def on_data_batch(self, header) -> bool:
+        """True when the batch belongs to an aborted transaction (to be removed)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        entry = self._ongoing_aborted.get(header.producer_id)
+        if entry is not None:
+            entry[1] = True
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, header, kind: ControlRecordType | None) -> bool:
+        """True when the marker ends a transaction none of whose batches was met: it may
+        be removed (once past the delete horizon)."""
+        self._consume_aborted_up_to(header.last_offset)
+        pid = header.producer_id
+        if kind == ControlRecordType.ABORT:
+            entry = self._ongoing_aborted.pop(pid, None)
+            return not (entry is not None and entry[1])
+        if kind == ControlRecordType.COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+
+class CleanerAbortedError(Exception):
+    """The cleaning of a log was aborted (log deleted, truncated, or shutdown)."""
+
+
+@dataclass
+class CleanerStats:
+    """Kafka's ``CleanerStats``: what one cleaning read and wrote."""
+    start_ms: int = 0
+    map_complete_ms: int = 0
+    end_ms: int = 0
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    invalid_messages: int = 0
+    buffer_utilization: float = 0.0
+    segments_replaced: list[int] = field(default_factory=list)
+
+    @property
+    def elapsed_secs(self) -> float:
+        return max(self.end_ms - self.start_ms, 0) / 1000.0
+
+
+def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[LogSegment]]:
+    """Kafka's ``groupSegmentsBySize``: consecutive segments whose total log size fits in
+    ``max_size``, whose offset and time indexes each fit in ``max_index_size``, and whose
+    offsets fit in an int32 relative to the group's first base offset."""
+    groups: list[list[LogSegment]] = []
+    segs = list(segments)
+    i = 0
+    while i < len(segs):
+        first = segs[i]
+        group = [first]
+        log_size = first.size
+        index_size = first.offset_index.size_in_bytes()
+        time_index_size = first.time_index.size_in_bytes()
+        i += 1
+        while i < len(segs):
+            nxt = segs[i]
+            last_offset = (segs[i + 1].base_offset - 1 if i + 1 < len(segs)
+                           else max(nxt.read_next_offset(), nxt.base_offset + 1) - 1)
+            last_offset = min(last_offset, max(first_uncleanable_offset - 1, nxt.base_offset))
+            if (log_size + nxt.size > max_size
+                    or index_size + nxt.offset_index.size_in_bytes() > max_index_size
+                    or time_index_size + nxt.time_index.size_in_bytes() > max_index_size
+                    or (nxt.size > 0 and last_offset - group[0].base_offset > INT32_MAX)):
+                break
+            group.append(nxt)
+            log_size += nxt.size
+            index_size += nxt.offset_index.size_in_bytes()
+            time_index_size += nxt.time_index.size_in_bytes()
+            i += 1
+        groups.append(group)
+    return groups
+
+
+class Cleaner:
+    """Cleans one log at a time (``clean``); see the module docstring.
+
+    ``throttler`` (log.cleaner.io.max.bytes.per.second) is told of every batch read and
+    written. ``check_done(topic_partition)`` is called between segments and raises
+    ``CleanerAbortedError`` to stop; ``crash_hook(step)`` (tests) is called at each step of
+    a replace: "cleaned" (the ``.cleaned`` segment is written and flushed), then those of
+    ``LocalLog.replace_segments`` ("swap", "delete")."""
+
+    def __init__(self, offset_map: SkimpyOffsetMap, *, time: Time = SYSTEM_TIME,
+                 check_done: Callable[[tuple[str, int]], None] | None = None,
+                 crash_hook: Callable[[str], None] | None = None,
+                 throttler: Throttler | None = None,
+                 max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
+        self.offset_map = offset_map
+        self.time = time
+        self.check_done = check_done or (lambda tp: None)
+        self.crash_hook = crash_hook
+        self.max_decompressed = max_decompressed
+        self.throttler = throttler
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        self._txns = CleanedTransactionMetadata([])
+
+    # --- the whole cleaning ---
+
+    def clean(self, ulog, first_dirty_offset: int, first_uncleanable_offset: int) -> tuple[int, CleanerStats]:
+        """Clean ``ulog`` (a ``UnifiedLog``) up to the first uncleanable offset. Returns the
+        end offset (the next first dirty offset, for the cleaner checkpoint) and stats."""
+        stats = CleanerStats(start_ms=self.time.milliseconds())
+        unstable = ulog.first_unstable_offset  # an open transaction is never cleaned
+        if unstable is not None:
+            first_uncleanable_offset = max(min(first_uncleanable_offset, unstable), first_dirty_offset)
+        omap = self.offset_map
+        omap.clear()
+        aborted_txns = ulog.collect_aborted_transactions(ulog.log_start_offset, ulog.log_end_offset)
+        self._aborted = self._aborted_ranges(aborted_txns)
+        self._txns = CleanedTransactionMetadata(aborted_txns)
+        end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
+        stats.map_complete_ms = self.time.milliseconds()
+        stats.buffer_utilization = omap.utilization
+        config = ulog.config
+        segments = ulog.segments
+        active = ulog.active_segment
+        cleaned_section = [s for s in segments if s.base_offset < first_dirty_offset and s is not active]
+        delete_horizon_ms = (cleaned_section[-1].last_modified - config.values["delete.retention.ms"]
+                             if cleaned_section else 0)
+        to_clean = [s for s in segments if s.base_offset < end_offset and s is not active]
+        last_offsets_of_producers = ulog.last_records_of_active_producers()
+        for group in group_segments_by_size(to_clean, config.segment_bytes, config.max_index_size,
+                                            first_uncleanable_offset):
+            self.clean_segments(ulog, group, delete_horizon_ms, last_offsets_of_producers, stats)
+        stats.end_ms = self.time.milliseconds()
+        return end_offset, stats
+
+    @staticmethod
+    def _aborted_ranges(aborted_txns) -> dict[int, list[tuple[int, int]]]:
+        """producer id -> [(first offset, marker offset)] of its aborted transactions."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted_txns:
+            out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        return out
+
+    def _is_aborted(self, header) -> bool:
+        ranges = self._aborted.get(header.producer_id) if header.is_transactional else None
+        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
+
+    # --- pass 1 ---
+
+    def build_offset_map(self, ulog, start: int, end: int, stats: CleanerStats) -> int:
+        """Fill the map from ``start`` to ``end`` (exclusive); returns where it stopped."""
+        omap = self.offset_map
+        tp = ulog.topic_partition
+        active = ulog.active_segment
+        dirty = [s for s in ulog.segments if s is not active and s.read_next_offset() > start
+                 and s.base_offset < end]
+        for segment in dirty:
+            self.check_done(tp)
+            records = segment.log
+            for _, header, batch in records.iter_batches(with_bytes=True):
+                if header.last_offset < start:
+                    continue
+                if header.base_offset >= end:
+                    return end
+                stats.map_bytes_read += header.size_in_bytes
+                if self.throttler is not None:
+                    self.throttler.maybe_throttle(header.size_in_bytes)
+                if header.is_control or self._is_aborted(header):
+                    continue
+                for rec in decode_records(records_payload(batch, 0, header, self.max_decompressed), header):
+                    stats.map_messages_read += 1
+                    if rec.key is None or rec.offset < start or rec.offset >= end:
+                        continue
+                    if omap.is_full() and not omap.contains(rec.key):
+                        log.debug("%s: offset map full at offset %d", ulog.name, rec.offset)
+                        return omap.latest_offset + 1
+                    omap.put(rec.key, rec.offset)
+        return end
+
+    # --- pass 2 ---
+
+    def clean_segments(self, ulog, group: list[LogSegment], delete_horizon_ms: int,
+                       last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> None:
+        """Copy ``group`` into one ``.cleaned`` segment and swap it in for the group."""
+        directory = ulog.dir
+        config = ulog.config
+        base = group[0].base_offset
+        LogSegment.delete_files(directory, base, files.CLEANED_FILE_SUFFIX)  # a stale one
+        cleaned = LogSegment.open(directory, base, config, time=self.time,
+                                  file_suffix=files.CLEANED_FILE_SUFFIX)
+        try:
+            for old in group:
+                self.check_done(ulog.topic_partition)
+                retain_deletes = old.last_modified > delete_horizon_ms
+                removed_markers = self._clean_into(old, cleaned, retain_deletes, last_offsets_of_producers,
+                                                   stats)
+                for txn in old.txn_index.all_aborted_txns():
+                    if txn.last_offset not in removed_markers:
+                        cleaned.txn_index.append(txn)
+            cleaned.on_become_inactive_segment()
+            cleaned.flush()
+            cleaned.set_last_modified(group[-1].last_modified)
+            if self.crash_hook is not None:
+                self.crash_hook("cleaned")
+            if not ulog.replace_segments([cleaned], group, crash_hook=self.crash_hook):
+                raise CleanerAbortedError(f"{ulog.name}: segments {[s.base_offset for s in group]} "
+                                          "changed during cleaning")
+        except Exception:
+            # (an Exception only: a BaseException is a simulated crash in tests, which must
+            # leave the files as a real crash would)
+            if cleaned.has_suffix(files.CLEANED_FILE_SUFFIX):
+                cleaned.close_handlers()
+                cleaned.delete_if_exists()
+            raise
+        stats.segments_replaced.append(base)
+
+    def _clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
+                    last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> set[int]:
+        """Copy what ``source`` keeps into ``dest``; returns the offsets of removed markers."""
+        omap = self.offset_map
+        txns = self._txns
+        removed_markers: set[int] = set()
+        pending: list[bytes] = []
+        pending_size = 0
+        max_ts, max_ts_offset, last = -1, source.base_offset, source.base_offset
+
+        def flush() -> None:
+            nonlocal pending, pending_size
+            if pending:
+                dest.append(last, max_ts, max_ts_offset, b"".join(pending))
+                pending, pending_size = [], 0
+
+        for _, header, batch in source.log.iter_batches(with_bytes=True):
+            stats.bytes_read += header.size_in_bytes
+            out: bytes | None
+            if header.is_control:
+                stats.messages_read += header.records_count
+                if txns.on_control_batch(header, self._control_type(batch, header)) and not retain_deletes:
+                    removed_markers.add(header.last_offset)
+                    out = None
+                else:
+                    stats.messages_written += header.records_count
+                    out = bytes(batch)
+            else:
+                aborted = txns.on_data_batch(header)
+                records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
+                stats.messages_read += len(records)
+                kept = []
+                for rec in ([] if aborted else records):
+                    if rec.key is None:
+                        stats.invalid_messages += 1
+                        continue
+                    if rec.offset >= omap.get(rec.key) and (rec.value is not None or retain_deletes):
+                        kept.append(rec)
+                stats.messages_written += len(kept)
+                if kept and len(kept) == len(records):
+                    out = bytes(batch)
+                elif kept:
+                    out = self._rebuild(header, kept)
+                elif header.has_producer_id and last_offsets_of_producers.get(header.producer_id) == header.last_offset:
+                    out = build_batch(b"", count=0, base_offset=header.base_offset,
+                                      last_offset_delta=header.last_offset_delta,
+                                      base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
+                                      timestamp_type=header.timestamp_type, producer_id=header.producer_id,
+                                      producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                                      is_transactional=header.is_transactional,
+                                      partition_leader_epoch=header.partition_leader_epoch)
+                else:
+                    out = None
+            if self.throttler is not None:
+                self.throttler.maybe_throttle(header.size_in_bytes + (len(out) if out is not None else 0))
+            if out is None:
+                continue
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            last = header.last_offset
+            pending.append(out)
+            pending_size += len(out)
+            stats.bytes_written += len(out)
+            if pending_size >= _APPEND_CHUNK:
+                flush()
+        flush()
+        return removed_markers
+
+    def _control_type(self, batch, header) -> ControlRecordType | None:
+        try:
+            records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
+            return parse_control_type(records[0].key) if records else None
+        except DecodeError:
+            return None  # an unknown marker is kept
+
+    @staticmethod
+    def _rebuild(header, kept) -> bytes:
+        """One batch of the ``kept`` records with ``header``'s identity (filterTo)."""
+        base_ts = header.base_timestamp
+        body = b"".join(encode_record(r.offset - header.base_offset, r.timestamp - base_ts, r.key, r.value,
+                                      r.headers) for r in kept)
+        max_ts = (max(r.timestamp for r in kept) if header.timestamp_type == CREATE_TIME
+                  else header.max_timestamp)
+        return build_batch(body, count=len(kept), base_offset=header.base_offset,
+                           last_offset_delta=header.last_offset_delta, base_timestamp=base_ts,
+                           max_timestamp=max_ts, compression=header.compression,
+                           timestamp_type=header.timestamp_type, producer_id=header.producer_id,
+                           producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional,
+                           partition_leader_epoch=header.partition_leader_epoch)
