@@ -3,8 +3,8 @@ real broker: commit and fetch through a config or a reused ``ConsumerNetworkClie
 typed errors, group listing / description / deletion, ``GroupsNotSupportedError`` from a
 broker that does not advertise the group APIs, retries after a lost response, deadlines;
 and interoperability with real clients: what kafka-python's and confluent-kafka's
-assign()-based consumers commit, the others read (and start consuming from), and a
-subscribe()-style consumer fails cleanly (group membership is not served).
+assign()-based consumers commit, the others read (and start consuming from).
+(subscribe()-style consumers: tests/test_server_group_membership.py.)
 """
 
 from __future__ import annotations
@@ -257,32 +257,3 @@ def test_kafka_python_and_confluent_read_each_others_commits(kafka_broker, cfg):
     assert used["FIND_COORDINATOR"] == {2} and used["OFFSET_COMMIT"] == {7} and used["OFFSET_FETCH"] == {5}
     used = kafka_broker.api_versions_used("kp-groups")
     assert used["OFFSET_COMMIT"] == {7} and used["OFFSET_FETCH"] == {5}
-
-
-def test_subscribe_fails_cleanly_without_group_membership(kafka_broker):
-    """JoinGroup is not advertised: subscribe()-style consumers get their client's
-    "not supported by the broker" error instead of hanging or misbehaving."""
-    topic = unique("co-subscribe")
-    create(kafka_broker.bootstrap, topic, 1)
-    ck = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": unique("ck-sub")})
-    try:
-        ck.subscribe([topic])
-        error = None
-        deadline = time.monotonic() + 30
-        while error is None and time.monotonic() < deadline:
-            m = ck.poll(0.5)
-            if m is not None and m.error() is not None:
-                error = m.error()
-        assert error is not None and error.code() == confluent_kafka.KafkaError._UNSUPPORTED_FEATURE
-        assert "JoinGroup" in error.str()
-    finally:
-        ck.close()
-    from kafka import KafkaConsumer
-    from kafka.errors import IncompatibleBrokerVersion
-
-    kp = KafkaConsumer(topic, bootstrap_servers=kafka_broker.bootstrap, group_id=unique("kp-sub"))
-    try:
-        with pytest.raises(IncompatibleBrokerVersion, match="JoinGroup"):
-            kp.poll(5000)
-    finally:
-        kp.close()

@@ -71,6 +71,7 @@ ListGroupsResponse = LIST_GROUPS_RESPONSE.cls
 ListedGroup = LIST_GROUPS_RESPONSE.structs["ListedGroup"]
 DescribeGroupsResponse = DESCRIBE_GROUPS_RESPONSE.cls
 DescribedGroup = DESCRIBE_GROUPS_RESPONSE.structs["DescribedGroup"]
+DescribedMember = DESCRIBE_GROUPS_RESPONSE.structs["DescribedGroupMember"]
 DeleteGroupsResponse = DELETE_GROUPS_RESPONSE.cls
 DeletableGroupResult = DELETE_GROUPS_RESPONSE.structs["DeletableGroupResult"]
 
@@ -210,9 +211,12 @@ def handle_describe_groups(state: ServerState, ctx: RequestContext, body) -> obj
     for group_id in body.groups:
         try:
             s = coordinator.describe_group(group_id)
+            members = [DescribedMember(member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
+                                       member_metadata=meta, member_assignment=assignment)
+                       for mid, iid, cid, host, meta, assignment in s.members]
             described.append(DescribedGroup(error_code=ErrorCode.NONE, group_id=group_id, group_state=s.state,
                                             protocol_type=s.protocol_type, protocol_data=s.protocol,
-                                            members=[], authorized_operations=ops))
+                                            members=members, authorized_operations=ops))
         except Exception as exc:  # noqa: BLE001 - answered with its code
             described.append(_described_error(group_id, _code(exc, f"DescribeGroups {group_id!r}")))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
