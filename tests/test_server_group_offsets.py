@@ -143,6 +143,16 @@ def spec_decode(fields: list, version: int, data: bytes, pos: int = 0) -> tuple[
             pos += 4
             out[f["name"]] = data[pos:pos + n]
             pos += n
+        elif t.startswith("[]"):  # GroupMetadataValue's members
+            struct_fields = next(x for x in load_spec("GroupMetadataValue")["commonStructs"]
+                                 if x["name"] == t[2:])["fields"]
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            items = []
+            for _ in range(n):
+                item, pos = spec_decode(struct_fields, version, data, pos)
+                items.append(item)
+            out[f["name"]] = items
         else:
             raise AssertionError(f"type {t} not needed here")
     return out, pos

@@ -285,6 +285,7 @@ class ClassicMembership:
                 f"join-{gid}", lambda: self._join_expired(gid), group.rebalance_timeout_ms)
         group.state = STATE_PREPARING_REBALANCE
         log.info("group %s: preparing to rebalance (generation %d): %s", gid, group.generation, reason)
+        self._try_complete_join(group)  # e.g. the last member left: nobody to wait for
 
     def _schedule_initial_join(self, gid: str, delay_ms: int, remaining_ms: int):
         holder: list = []
