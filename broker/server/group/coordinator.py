@@ -1,14 +1,19 @@
-"""``GroupCoordinator``: committed offsets of consumer groups, kept in ``__consumer_offsets``
-(the "simple consumer group" part of Kafka's group coordinator: standalone consumers that
-assign() their partitions and commit offsets; no JoinGroup / SyncGroup / Heartbeat
-membership yet, so every group is ``Empty``).
+"""``GroupCoordinator``: Kafka's classic group coordinator. The groups' committed offsets
+and their generations are kept in ``__consumer_offsets``; the membership protocol
+(JoinGroup / SyncGroup / Heartbeat / LeaveGroup, rebalances, sessions) is the mixed-in
+``ClassicMembership`` (``membership.py``), over the ``GroupMetadata`` state machine
+(``group.py``).
 
 Owns:
 
-* the offset cache: group id -> ``GroupMetadata`` (the group's committed offsets, and the
-  protocol type / generation of a group whose ``GroupMetadataValue`` was loaded from a log
-  Kafka wrote). A group exists while it has offsets or such a record; every group is in
-  state ``Empty`` with no members.
+* the group cache: group id -> ``GroupMetadata`` (committed offsets, state, generation,
+  protocol, members). A group exists while it has offsets, a group record or members.
+* the group record: a ``GroupMetadataValue`` (v3, Kafka's layout: generation, protocol,
+  leader, each member's subscription and assignment) written when a generation becomes
+  Stable (the leader's SyncGroup), when a rebalance ends with no member (Empty, members
+  []), and when a static member is replaced; a tombstone when the group is deleted or
+  expires. Loaded back at startup: a group with members is Stable with them (each gets
+  a full session to heartbeat again, as in Kafka), otherwise Empty.
 * its persistence in the compacted internal topic ``__consumer_offsets``: every commit is
   ONE record batch (all of the request's offsets, all-or-nothing) appended with
   ``AppendOrigin.COORDINATOR`` to partition ``abs(java_hashCode(group_id)) % partitions``,
@@ -33,20 +38,30 @@ Owns:
   with a protocol type expire that long after the group became empty. Expired offsets are
   removed with tombstones; a group left without offsets disappears.
 
-Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``, every group being
-empty): generation -1 (a simple consumer, an admin tool) is accepted, creating the group
-if needed; a generation >= 0 gets ILLEGAL_GENERATION when the group does not exist and
-UNKNOWN_MEMBER_ID when it does (it has no members). Metadata longer than
+Validation of a commit (Kafka's ``GroupCoordinator.validateOffsetCommit``): a group that
+does not exist accepts generation -1 (a simple consumer, an admin tool; the group is
+created) and answers ILLEGAL_GENERATION otherwise; an Empty group accepts generation -1;
+then FENCED_INSTANCE_ID (a static member's old id), UNKNOWN_MEMBER_ID (a member id or
+generation >= 0 of no member), ILLEGAL_GENERATION (another generation, also -1 into a
+group with members), REBALANCE_IN_PROGRESS (CompletingRebalance); Stable and
+PreparingRebalance accept. Metadata longer than
 ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE for that partition only.
 Append failures map as Kafka's ``GroupMetadataManager.storeOffsets``: a missing log or
 partition -> COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a batch too
 large -> INVALID_COMMIT_OFFSET_SIZE. Empty group ids are refused with INVALID_GROUP_ID.
 
-Thread-safety: handlers call concurrently. One lock per ``__consumer_offsets`` partition
+Offsets of a group with members never expire (only Empty groups' do).
+DeleteGroups answers NON_EMPTY_GROUP for a group with members; OffsetDelete
+GROUP_SUBSCRIBED_TO_TOPIC for a partition of a topic a member subscribes to ("consumer"
+protocol), NON_EMPTY_GROUP when members use another protocol type.
+
+Thread-safety: handlers call concurrently. ``_mlock`` (an RLock) serialises every change
+of membership state and is taken first; one lock per ``__consumer_offsets`` partition then
 serialises the append-then-cache-update of the groups hashing to it (so the cache always
-ends in log order); ``_lock`` guards the cache's structure for short moments (reads take
-copies under it). Loading runs before any request; expiration runs on the scheduler
-thread under the same partition locks.
+ends in log order); ``_lock`` guards the cache's structure for short moments. Loading runs
+before any request; expiration runs on the log manager's scheduler thread and the
+membership timers on the coordinator's own (``group-coordinator-timer``), both under the
+same locks. ``shutdown()`` answers the JoinGroup / SyncGroup requests still waiting.
 """
 
 from __future__ import annotations
