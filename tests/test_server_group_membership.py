@@ -374,3 +374,38 @@ def test_shutdown_answers_a_waiting_join(broker):
         t.join(30)
         r = result["r"]
         assert isinstance(r, Exception) or r.error_code == ErrorCode.NOT_COORDINATOR
+
+
+def test_out_of_order_requests_never_leave_the_group_stuck(broker):
+    """Requests out of protocol order get Kafka's codes; a leader that leaves instead of
+    syncing releases the waiting follower, and the group rebalances without it."""
+    group = unique("g-order")
+    with client(broker, "l") as lead, client(broker, "f") as follower, ThreadPoolExecutor(2) as pool:
+        # before any join: sync, heartbeat and leave of a group that does not exist
+        assert sync(lead, group, 1, "m").error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        assert heartbeat(lead, group, 0, "m") == ErrorCode.UNKNOWN_MEMBER_ID
+        assert [m.error_code for m in leave(lead, group, [("m", None)]).members] == [ErrorCode.UNKNOWN_MEMBER_ID]
+        jl = join_new(lead, group)
+        f_id = join(follower, group).member_id
+        fj = pool.submit(join, follower, group, f_id)
+        wait_until(lambda: heartbeat(lead, group, 1, jl.member_id) == ErrorCode.REBALANCE_IN_PROGRESS)
+        assert sync(lead, group, 1, jl.member_id).error_code == ErrorCode.REBALANCE_IN_PROGRESS
+        jl2 = join(lead, group, jl.member_id)
+        jf = fj.result(60)
+        assert jl2.generation_id == jf.generation_id == 2 and jl2.leader == jl.member_id
+        fs = pool.submit(sync, follower, group, 2, jf.member_id)
+        wait_until(lambda: state_of(lead, group) == "CompletingRebalance")
+        # a commit during CompletingRebalance
+        create(lead, "t", 1)
+        assert commit(lead, group, {("t", 0): 1}, generation=2, member=jf.member_id) == \
+            {("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
+        # the leader leaves instead of syncing: the follower's sync is answered
+        assert leave(lead, group, [(jl.member_id, None)]).members[0].error_code == 0
+        assert fs.result(60).error_code == ErrorCode.REBALANCE_IN_PROGRESS
+        jf2 = join(follower, group, jf.member_id)
+        assert (jf2.error_code, jf2.generation_id, jf2.leader) == (0, 3, jf.member_id)
+        assert [m.member_id for m in jf2.members] == [jf.member_id]
+        # the leader's assignment may name unknown members: ignored; missing ones get b""
+        s = sync(follower, group, 3, jf.member_id, {"stranger": b"x"})
+        assert (s.error_code, bytes(s.assignment)) == (0, b"")
+        assert state_of(follower, group) == "Stable"

@@ -89,6 +89,7 @@ class GroupMetadata:
     # --- members ---
 
     def add(self, member: Member) -> None:
+        member.group_id = self.group_id
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member

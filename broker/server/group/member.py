@@ -67,6 +67,7 @@ class Member:
     is_new: bool = True
     heartbeat_deadline_ms: int = 0
     heartbeat_task: Any = field(default=None, repr=False)
+    group_id: str = ""  # set when added to a group
 
     @property
     def awaiting_join(self) -> bool:

@@ -107,7 +107,10 @@ class ClassicMembership:
                             client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
         if isinstance(waiter, JoinResult):
             return waiter
-        timeout = (max(rebalance_timeout_ms, session_timeout_ms) + self.initial_rebalance_delay_ms) / 1000.0
+        with self._mlock:  # the join phase lasts at most the group's rebalance timeout (+ delays)
+            group = self._groups.get(group_id)
+            longest = max(rebalance_timeout_ms, group.rebalance_timeout_ms if group is not None else 0)
+        timeout = (2 * longest + self.initial_rebalance_delay_ms) / 1000.0
         result = waiter.wait(timeout + _WAIT_SLACK_S)
         if result is None:
             log.warning("JoinGroup of %s in group %s was not answered in time", member_id, group_id)
@@ -523,10 +526,8 @@ class ClassicMembership:
         member.heartbeat_task = task
 
     def _find_group_of(self, member: Member) -> GroupMetadata | None:
-        for group in self._groups.values():
-            if group.members.get(member.member_id) is member:
-                return group
-        return None
+        group = self._groups.get(member.group_id)
+        return group if group is not None and group.members.get(member.member_id) is member else None
 
     def _expire_pending(self, gid: str, member_id: str) -> None:
         with self._mlock:
