@@ -409,3 +409,23 @@ def test_out_of_order_requests_never_leave_the_group_stuck(broker):
         s = sync(follower, group, 3, jf.member_id, {"stranger": b"x"})
         assert (s.error_code, bytes(s.assignment)) == (0, b"")
         assert state_of(follower, group) == "Stable"
+
+
+def test_empty_group_without_offsets_is_removed(broker_factory):
+    """An Empty group with no offsets left goes at the next expiration check, with a
+    tombstone for its group record; a group with members stays."""
+    broker = broker_factory({**FAST, "offsets.retention.check.interval.ms": "200"})
+    gone, kept = unique("g-gone"), unique("g-kept")
+    with client(broker, "x") as c:
+        j = join_new(c, gone)
+        assert sync(c, gone, 1, j.member_id, {j.member_id: b""}).error_code == 0
+        k = join_new(c, kept)
+        assert sync(c, kept, 1, k.member_id, {k.member_id: b""}).error_code == 0
+        leave(c, gone, [(j.member_id, None)])
+        wait_until(lambda: state_of(c, gone) == "Dead", what="the empty group removed")
+        assert heartbeat(c, kept, 1, k.member_id) == 0 and state_of(c, kept) == "Stable"
+    broker.stop()
+    records = offsets_records(broker.log_dir, offsets_partition(gone, 3))
+    values = [None if r.value is None else decode_offsets_record(bytes(r.key), bytes(r.value))[3]["generation"]
+              for _, r in records if decode_offsets_record(bytes(r.key), None)[1].get("group") == gone]
+    assert values == [1, 2, None]

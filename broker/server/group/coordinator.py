@@ -36,7 +36,8 @@ Owns:
   ``retention_time_ms``) expires at its expire timestamp; otherwise an offset of a simple
   group expires ``offsets.retention.minutes`` after its commit, and all offsets of a group
   with a protocol type expire that long after the group became empty. Expired offsets are
-  removed with tombstones; a group left without offsets disappears.
+  removed with tombstones; an Empty group left without offsets disappears (its group
+  record too, with a tombstone, at the next check).
 
 Validation of a commit (Kafka's ``GroupCoordinator.validateOffsetCommit``): a group that
 does not exist accepts generation -1 (a simple consumer, an admin tool; the group is
@@ -491,15 +492,16 @@ class GroupCoordinator(ClassicMembership):
                 if group is None or group.state != STATE_EMPTY or group.members or group.pending_members:
                     continue  # only the offsets of a group without members expire
                 expired = [tp for tp, om in group.offsets.items() if self._expired(group, om, now)]
-                if not expired:
-                    continue
+                if not expired and (group.offsets or not group.has_metadata_record or group.join_task is not None):
+                    continue  # (an Empty group without offsets goes, as Kafka's cleanupGroupMetadata)
                 records: list[tuple[bytes, bytes | None]] = [
                     (encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(expired)]
                 dead = len(expired) == len(group.offsets)
                 if dead and group.has_metadata_record and group.generation > 0:
                     records.append((encode_key(GroupMetadataKey(group_id)), None))
                 try:
-                    self._append(p, records)
+                    if records:
+                        self._append(p, records)
                 except ApiError as exc:
                     log.warning("expiring offsets of group %s failed: %s", group_id, exc)
                     continue
