@@ -435,3 +435,40 @@ def test_broker_restart_keeps_offsets_and_the_consumer_resumes(broker_factory):
     assert late_seen == more  # nothing below the committed offsets again
     late.c.close()
     assert owners.violations == []
+
+
+def test_confluent_kafka_static_member_restart(broker_factory):
+    """A static member (group.instance.id) that restarts within its session takes its
+    place back without a rebalance: same partitions, and the group never left Stable."""
+    broker = broker_factory(FAST)
+    topic, group = make_topic(broker.bootstrap), unique("static-group")
+    owners, seen = Ownership(), set()
+    expected = produce(broker.bootstrap, topic, 0, 120)
+
+    def member(name: str) -> CkMember:
+        m = CkMember.__new__(CkMember)
+        m.name, m.owners, m.seen = name, owners, seen
+        m.c = confluent_kafka.Consumer({**CONSUMER, "bootstrap.servers": broker.bootstrap, "group.id": group,
+                                        "client.id": name, "group.instance.id": "instance-1",
+                                        "session.timeout.ms": "30000"})
+        m.c.subscribe([topic], on_assign=m._on_assign, on_revoke=m._on_revoke, on_lost=m._on_revoke)
+        return m
+
+    first = member("first")
+    wait_for(lambda: expected <= seen and len(owners.of("first")) == PARTITIONS, first.step, what="first consumed")
+    wait_for(lambda: committed_offsets(broker, group, topic) == end_offsets(broker, topic), first.step,
+             what="first committed")
+    first.c.close()  # a static member sends no LeaveGroup: it stays in the group
+    owners.revoke("first", owners.of("first"))
+    with RawClient(broker.host, broker.port) as c:
+        d = describe(c, [group])[0]
+        assert d.group_state == "Stable" and [m.group_instance_id for m in d.members] == ["instance-1"]
+    generations = broker.stderr_text().count("is stable")
+    second = member("second")
+    expected |= produce(broker.bootstrap, topic, 120, 60)
+    wait_for(lambda: expected <= seen and len(owners.of("second")) == PARTITIONS, second.step,
+             what="second consumed")
+    assert broker.stderr_text().count("is stable") == generations  # no new generation
+    assert "static member instance-1 rejoined" in broker.stderr_text()
+    second.c.close()
+    assert owners.violations == []
