@@ -429,3 +429,27 @@ def test_empty_group_without_offsets_is_removed(broker_factory):
     values = [None if r.value is None else decode_offsets_record(bytes(r.key), bytes(r.value))[3]["generation"]
               for _, r in records if decode_offsets_record(bytes(r.key), None)[1].get("group") == gone]
     assert values == [1, 2, None]
+
+
+def test_leader_that_never_syncs_is_removed(broker):
+    """Kafka's pending-sync timer: a leader that joins but never sends SyncGroup (while
+    heartbeating) is removed after the rebalance timeout; the follower's sync is answered
+    and the group rebalances without it."""
+    group = unique("g-nosync")
+    with client(broker, "l") as lead, client(broker, "f") as follower, ThreadPoolExecutor(2) as pool:
+        jl = join_new(lead, group, rebalance=3000, session=6000)
+        assert sync(lead, group, 1, jl.member_id, {jl.member_id: b""}).error_code == 0
+        f_id = join(follower, group, rebalance=3000, session=6000).member_id
+        fj = pool.submit(join, follower, group, f_id, rebalance=3000, session=6000)
+        wait_until(lambda: heartbeat(lead, group, 1, jl.member_id) == ErrorCode.REBALANCE_IN_PROGRESS)
+        jl2 = join(lead, group, jl.member_id, rebalance=3000, session=6000)
+        jf = fj.result(60)
+        assert jl2.generation_id == jf.generation_id == 2
+        fs = pool.submit(sync, follower, group, 2, jf.member_id)
+        # the leader heartbeats but never syncs
+        wait_until(lambda: heartbeat(lead, group, 2, jl.member_id) == ErrorCode.UNKNOWN_MEMBER_ID,
+                   what="the leader removed")
+        assert fs.result(60).error_code == ErrorCode.REBALANCE_IN_PROGRESS
+        jf2 = join(follower, group, jf.member_id, rebalance=3000, session=6000)
+        assert (jf2.error_code, jf2.generation_id, jf2.leader) == (0, 3, jf.member_id)
+        assert "did not sync generation 2 in time" in broker.stderr_text()

@@ -75,6 +75,8 @@ class GroupMetadata:
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group_instance_id -> member_id
     pending_members: dict[str, Any] = field(default_factory=dict)  # member id -> its expiry task
+    pending_sync: set[str] = field(default_factory=set)  # members yet to send this generation's SyncGroup
+    sync_task: Any = None  # removes the members that never sync (the rebalance timeout after the join)
     new_member_added: bool = False
     join_task: Any = None  # the scheduled completion of the current join phase
 

@@ -214,6 +214,9 @@ class ClassicMembership:
             old.sync_waiter = None
         current_leader = group.leader
         member = group.replace_static_member(instance_id, old_id, new_id)
+        if old_id in group.pending_sync:
+            group.pending_sync.discard(old_id)
+            group.pending_sync.add(new_id)
         member.client_id, member.client_host = client_id, client_host
         member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
         old_protocols = member.protocols
@@ -277,6 +280,10 @@ class ClassicMembership:
             self._reset_assignments(group, ErrorCode.REBALANCE_IN_PROGRESS)
         if group.join_task is not None:
             group.join_task.cancel()
+        if group.sync_task is not None:
+            group.sync_task.cancel()
+            group.sync_task = None
+        group.pending_sync = set()
         gid = group.group_id
         if group.state == STATE_EMPTY:
             delay = min(self.initial_rebalance_delay_ms, max(group.rebalance_timeout_ms, 0))
@@ -345,6 +352,7 @@ class ClassicMembership:
             return
         group.protocol = group.select_protocol()
         group.state = STATE_COMPLETING_REBALANCE
+        self._schedule_sync_expiration(group)
         log.info("group %s: generation %d with %d members (protocol %s, leader %s)", group.group_id,
                  group.generation, len(group.members), group.protocol, group.leader)
         members = self._member_list(group)
@@ -356,6 +364,34 @@ class ClassicMembership:
                 waiter.complete(JoinResult(ErrorCode.NONE, member.member_id, group.generation, group.protocol_type,
                                            group.protocol, group.leader or "",
                                            members if member.member_id == group.leader else []))
+
+    def _schedule_sync_expiration(self, group: GroupMetadata) -> None:
+        """Kafka's pending-sync timer: members that have not sent this generation's
+        SyncGroup within the rebalance timeout are removed and the group rebalances (so a
+        leader that never syncs cannot leave the group in CompletingRebalance)."""
+        if group.sync_task is not None:
+            group.sync_task.cancel()
+        group.pending_sync = set(group.members)
+        gid, generation = group.group_id, group.generation
+
+        def expire() -> None:
+            with self._mlock:
+                g = self._groups.get(gid)
+                if g is None or g.sync_task is not task or g.generation != generation:
+                    return
+                g.sync_task = None
+                late = [g.members[m] for m in g.pending_sync if m in g.members]
+                g.pending_sync = set()
+                if not late or g.state not in (STATE_COMPLETING_REBALANCE, STATE_STABLE):
+                    return
+                for member in late:
+                    log.info("group %s: member %s did not sync generation %d in time; removing it", gid,
+                             member.member_id, generation)
+                    self._remove_member(g, member, ErrorCode.UNKNOWN_MEMBER_ID)
+                self._prepare_rebalance(g, "members did not sync in time")
+
+        task = self._timer.schedule_once(f"sync-{gid}", expire, group.rebalance_timeout_ms)
+        group.sync_task = task
 
     # --- SyncGroup ---
 
@@ -389,6 +425,7 @@ class ClassicMembership:
                 return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
             if generation != group.generation:
                 return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+            group.pending_sync.discard(member_id)
             if (protocol_type is not None and protocol_type != group.protocol_type) or \
                     (protocol is not None and protocol != group.protocol):
                 return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
