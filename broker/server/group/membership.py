@@ -19,7 +19,9 @@ Owns the rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
 * SyncGroup: followers wait for the leader's; the leader's assignment is written to
   ``__consumer_offsets`` as a GroupMetadataValue, then every member gets its part and the
   group is Stable. Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL
-  (v5 protocol type / name), REBALANCE_IN_PROGRESS (a new rebalance started).
+  (v5 protocol type / name), REBALANCE_IN_PROGRESS (a new rebalance started). Members
+  that have not sent the generation's SyncGroup a rebalance timeout after the join
+  completed are removed and the group rebalances (Kafka's pending-sync timer).
 * Heartbeat: extends the member's session; REBALANCE_IN_PROGRESS while the group prepares a
   rebalance (the member must rejoin). A member whose session expires (no heartbeat, join or
   sync for session.timeout.ms, while not waiting on a join or sync) is removed and the
@@ -32,7 +34,8 @@ Owns the rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
   the members have none in common with, INCONSISTENT_GROUP_PROTOCOL.
 
 Timers run on the coordinator's own ``KafkaScheduler`` thread (``group-coordinator-timer``):
-join completion (rebalance timeout, initial delay) and session expiry. A request that waits
+join completion (rebalance timeout, initial delay), pending syncs, pending members and
+session expiry. A request that waits
 blocks its connection's thread on a ``Waiter`` (the socket server has one thread per
 connection, and Kafka too answers a connection's requests in order).
 
