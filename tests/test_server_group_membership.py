@@ -174,7 +174,8 @@ def test_two_members_rebalance_and_leader_assigns(broker):
             {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
         assert commit(a, group, {("t", 0): 7}, generation=2, member=jb.member_id) == {("t", 0): 0}
         # a simple (generation -1) commit into a group with members is refused
-        assert commit(a, group, {("t", 0): 8}) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+        assert commit(a, group, {("t", 0): 8}) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        assert commit(a, group, {("t", 0): 8}, member=jb.member_id) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
         assert fetched(a, group, [("t", 0)]) == {("t", 0): (7, "", -1)}
         # DeleteGroups refuses a group with members; OffsetDelete a subscribed topic
         assert delete_groups(a, [group]) == {group: ErrorCode.NON_EMPTY_GROUP}

@@ -39,13 +39,14 @@ Owns:
   removed with tombstones; an Empty group left without offsets disappears (its group
   record too, with a tombstone, at the next check).
 
-Validation of a commit (Kafka's ``GroupCoordinator.validateOffsetCommit``): a group that
+Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``): a group that
 does not exist accepts generation -1 (a simple consumer, an admin tool; the group is
 created) and answers ILLEGAL_GENERATION otherwise; an Empty group accepts generation -1;
-then FENCED_INSTANCE_ID (a static member's old id), UNKNOWN_MEMBER_ID (a member id or
-generation >= 0 of no member), ILLEGAL_GENERATION (another generation, also -1 into a
-group with members), REBALANCE_IN_PROGRESS (CompletingRebalance); Stable and
-PreparingRebalance accept. Metadata longer than
+a commit naming a member (generation >= 0, a member id or an instance id) gets
+UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID (an instance id now owned by another member id)
+for a member that is not in the group, ILLEGAL_GENERATION for another generation; an
+anonymous commit into a group with members UNKNOWN_MEMBER_ID; then REBALANCE_IN_PROGRESS
+while CompletingRebalance (Stable and PreparingRebalance accept). Metadata longer than
 ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE for that partition only.
 Append failures map as Kafka's ``GroupMetadataManager.storeOffsets``: a missing log or
 partition -> COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a batch too
@@ -322,18 +323,25 @@ class GroupCoordinator(ClassicMembership):
     @staticmethod
     def _validate_commit(group: GroupMetadata | None, generation_id: int, member_id: str,
                          group_instance_id: str | None) -> int:
-        """Kafka's ``GroupCoordinator.validateOffsetCommit`` (classic groups)."""
+        """Kafka's ``ClassicGroup.validateOffsetCommit`` (and ``validateMember``)."""
         if group is None:
             # a simple consumer or an admin tool creates the group; a generation from elsewhere
             return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
         if generation_id < 0 and group.state == STATE_EMPTY:
             return ErrorCode.NONE
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if (generation_id >= 0 or member_id or group_instance_id is not None) and member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group_instance_id is not None:
+                current = group.static_member_id(group_instance_id)
+                if current is None:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if current != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif group.state != STATE_EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit into a group with members
         if group.state == STATE_COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
