@@ -20,7 +20,7 @@ SERVED) and the rules that apply before any handler runs:
   A response that fails to encode is logged and closes the connection.
 
 What is advertised is derived from this table: the ``broker.protocol.versions``
-ADVERTISED rows of the APIs implemented here (so group and SASL APIs stay hidden until
+ADVERTISED rows of the APIs implemented here (so the SASL APIs stay hidden until
 their handlers exist); ``advertised_versions()`` returns it.
 
 Request log: the first use of each (API, version) on a connection is logged at DEBUG on
