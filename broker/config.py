@@ -245,7 +245,16 @@ SERVER_CONFIG_DEF = (
     .define("log.cleaner.io.max.bytes.per.second", DOUBLE, sys.float_info.max,
             "The log cleaner's I/O (bytes read plus written per second) is throttled to this.",
             at_least(0))
-    .define("group.initial.rebalance.delay.ms", INT, 3000, "Consumer groups (later).")
+    # Classic consumer groups (broker/server/group/membership.py): Kafka's keys and defaults.
+    .define("group.initial.rebalance.delay.ms", INT, 3000,
+            "The amount of time the group coordinator will wait for more consumers to join a new "
+            "group before performing the first rebalance.", at_least(0))
+    .define("group.min.session.timeout.ms", INT, 6000,
+            "The minimum allowed session timeout for registered consumers.", at_least(0))
+    .define("group.max.session.timeout.ms", INT, 1800000,
+            "The maximum allowed session timeout for registered consumers.", at_least(0))
+    .define("group.max.size", INT, 2147483647,
+            "The maximum number of consumers that a single consumer group can accommodate.", at_least(1))
     .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
     # The group coordinator's offsets topic (broker/server/group): Kafka's keys and defaults.
     .define("offsets.topic.num.partitions", INT, 50,

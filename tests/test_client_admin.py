@@ -7,7 +7,6 @@ versions the client negotiated (from the broker's request log).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import uuid
@@ -326,34 +325,38 @@ def test_datetime_format_of_kafka():
             parse_datetime(bad)
 
 
-def test_alter_refused_while_the_group_is_active_and_offset_delete(tmp_path):
-    """The in-process broker, told that a group has members (the broker serves no
-    membership yet): reset is refused with Kafka's message, alter with UNKNOWN_MEMBER_ID
-    saying so; OffsetDelete, which the broker does not serve, raises GroupsNotSupportedError."""
-    from broker.client.admin import OffsetResetSpec
-    from broker.client.consumer.group_offsets import GroupsNotSupportedError
-    from broker.server import KafkaBroker
+def test_alter_refused_while_the_group_is_active_and_offset_delete(kafka_broker):
+    """A group with a live member (a confluent-kafka consumer that subscribed): reset is
+    refused with Kafka's message, alter with UNKNOWN_MEMBER_ID saying so, OffsetDelete of a
+    subscribed topic with GROUP_SUBSCRIBED_TO_TOPIC; once the member left, all three work."""
+    import time
 
-    broker = KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")})
-    broker.start()
-    try:
-        with AdminClient(bootstrap_servers=broker.bootstrap_servers, default_api_timeout_ms=20000) as admin:
-            admin.create_topics([NewTopic("t", 1, 1)]).all()
-            admin.alter_consumer_group_offsets("g", {("t", 0): 0})
-            coordinator = broker.apis.state.group_coordinator
-            coordinator._validate_commit = lambda group, generation, member, instance: ErrorCode.UNKNOWN_MEMBER_ID
-            with pytest.raises(KafkaError, match="group g refused: the group has active members") as e:
-                admin.alter_consumer_group_offsets("g", {("t", 0): 0})
+    import confluent_kafka
+
+    from broker.client.admin import OffsetResetSpec
+
+    topic, group = f"active-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap_servers=kafka_broker.bootstrap, default_api_timeout_ms=20000) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)]).all()
+        admin.alter_consumer_group_offsets(group, {(topic, 0): 0})
+        member = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": group,
+                                           "session.timeout.ms": 10000, "enable.auto.commit": False})
+        try:
+            member.subscribe([topic])
+            deadline = time.monotonic() + 30
+            while not member.assignment() and time.monotonic() < deadline:
+                member.poll(0.2)
+            assert member.assignment(), "the consumer joined the group"
+            with pytest.raises(KafkaError, match=f"group {group} refused: the group has active members") as e:
+                admin.alter_consumer_group_offsets(group, {(topic, 0): 0})
             assert e.value.code == ErrorCode.UNKNOWN_MEMBER_ID
-            summary = coordinator.describe_group
-            coordinator.describe_group = lambda gid: dataclasses.replace(summary(gid), state="Stable")
-            with pytest.raises(KafkaError, match=r"Assignments can only be reset if the group 'g' is inactive, "
-                                                 r"but the current state is Stable\.") as e:
-                admin.reset_consumer_group_offsets("g", [("t", 0)], OffsetResetSpec.to_latest())
+            with pytest.raises(KafkaError, match=rf"Assignments can only be reset if the group '{group}' is "
+                                                 r"inactive, but the current state is Stable\.") as e:
+                admin.reset_consumer_group_offsets(group, [(topic, 0)], OffsetResetSpec.to_latest())
             assert e.value.code == ErrorCode.NON_EMPTY_GROUP
-            try:
-                admin.delete_consumer_group_offsets("g", [("t", 0)])
-            except GroupsNotSupportedError as exc:
-                assert "OFFSET_DELETE" in str(exc)
-    finally:
-        broker.shutdown()
+            errors = admin.delete_consumer_group_offsets(group, [(topic, 0)]).errors()
+            assert [e.code for e in errors.values()] == [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC], errors
+        finally:
+            member.close()
+        admin.alter_consumer_group_offsets(group, {(topic, 0): 0})
+        assert not admin.delete_consumer_group_offsets(group, [(topic, 0)]).errors()

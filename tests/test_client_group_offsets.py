@@ -3,8 +3,8 @@ real broker: commit and fetch through a config or a reused ``ConsumerNetworkClie
 typed errors, group listing / description / deletion, ``GroupsNotSupportedError`` from a
 broker that does not advertise the group APIs, retries after a lost response, deadlines;
 and interoperability with real clients: what kafka-python's and confluent-kafka's
-assign()-based consumers commit, the others read (and start consuming from), and a
-subscribe()-style consumer fails cleanly (group membership is not served).
+assign()-based consumers commit, the others read (and start consuming from).
+(subscribe()-style consumers: tests/test_server_group_membership.py.)
 """
 
 from __future__ import annotations
@@ -259,75 +259,40 @@ def test_kafka_python_and_confluent_read_each_others_commits(kafka_broker, cfg):
     assert used["OFFSET_COMMIT"] == {7} and used["OFFSET_FETCH"] == {5}
 
 
-def test_subscribe_fails_cleanly_without_group_membership(kafka_broker):
-    """JoinGroup is not advertised: subscribe()-style consumers get their client's
-    "not supported by the broker" error instead of hanging or misbehaving."""
-    topic = unique("co-subscribe")
-    create(kafka_broker.bootstrap, topic, 1)
-    ck = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": unique("ck-sub")})
-    try:
-        ck.subscribe([topic])
-        error = None
-        deadline = time.monotonic() + 30
-        while error is None and time.monotonic() < deadline:
-            m = ck.poll(0.5)
-            if m is not None and m.error() is not None:
-                error = m.error()
-        assert error is not None and error.code() == confluent_kafka.KafkaError._UNSUPPORTED_FEATURE
-        assert "JoinGroup" in error.str()
-    finally:
-        ck.close()
-    from kafka import KafkaConsumer
-    from kafka.errors import IncompatibleBrokerVersion
-
-    kp = KafkaConsumer(topic, bootstrap_servers=kafka_broker.bootstrap, group_id=unique("kp-sub"))
-    try:
-        with pytest.raises(IncompatibleBrokerVersion, match="JoinGroup"):
-            kp.poll(5000)
-    finally:
-        kp.close()
-
-
 # --- altering an active group, OffsetDelete, assignments ---
 
-def test_commit_to_a_group_with_active_members_is_refused_clearly(tmp_path):
-    """A coordinator whose group has members answers a simple (generation -1) commit with
-    UNKNOWN_MEMBER_ID (Kafka's ClassicGroup.validateOffsetCommit). The broker here serves
-    no membership yet, so the real in-process broker's coordinator is told that the group
-    has members: the error must say what is wrong, and nothing is stored."""
-    from broker.server import KafkaBroker
-
-    broker = KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")})
-    broker.start()
+def test_commit_to_a_group_with_active_members_is_refused_clearly(kafka_broker, cfg):
+    """A group with a live member (a confluent-kafka consumer that subscribed) answers a
+    simple (generation -1) commit with UNKNOWN_MEMBER_ID (Kafka's
+    ClassicGroup.validateOffsetCommit): the error says what is wrong, and nothing is stored."""
+    topic, group = unique("active"), unique("busy")
+    create(kafka_broker.bootstrap, topic, 1)
+    member = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": group,
+                                       "session.timeout.ms": 10000, "enable.auto.commit": False})
     try:
-        cfg = {"bootstrap.servers": broker.bootstrap_servers, "default.api.timeout.ms": 20000}
-        topic = unique("active")
-        create(broker.bootstrap_servers, topic, 1)
-        coordinator = broker.apis.state.group_coordinator
-        coordinator._validate_commit = lambda group, generation, member, instance: ErrorCode.UNKNOWN_MEMBER_ID
+        member.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.2)
+        assert member.assignment(), "the consumer joined the group"
         with pytest.raises(KafkaError) as e:
-            commit_offsets(cfg, "busy", {(topic, 0): 3})
+            commit_offsets(cfg, group, {(topic, 0): 3})
         assert e.value.code == ErrorCode.UNKNOWN_MEMBER_ID
-        assert "group busy" in str(e.value) and "active members" in str(e.value)
-        assert fetch_committed(cfg, "busy", [(topic, 0)]) == {TopicPartition(topic, 0): None}
+        assert f"group {group}" in str(e.value) and "active members" in str(e.value)
+        assert fetch_committed(cfg, group, [(topic, 0)]) == {TopicPartition(topic, 0): None}
     finally:
-        broker.shutdown()
+        member.close()
 
 
-def test_delete_group_offsets_needs_offset_delete(kafka_broker, cfg):
-    """This broker does not serve OffsetDelete (API key 47) yet: the call fails at once with
-    GroupsNotSupportedError naming the broker and the API; when it does, the per-partition
-    results come back."""
+def test_delete_group_offsets(kafka_broker, cfg):
+    """OffsetDelete (API key 47) removes the named partitions' offsets of an empty group and
+    leaves the others."""
     from broker.client.consumer.group_offsets import delete_group_offsets
 
     topic, group = unique("od"), unique("od-g")
     create(kafka_broker.bootstrap, topic, 2)
     commit_offsets(cfg, group, {(topic, 0): 1, (topic, 1): 1})
-    try:
-        result = delete_group_offsets(cfg, group, [(topic, 0)])
-    except GroupsNotSupportedError as exc:
-        assert "OFFSET_DELETE (API key 47)" in str(exc) and kafka_broker.bootstrap in str(exc)
-        return
+    result = delete_group_offsets(cfg, group, [(topic, 0)])
     assert result == {TopicPartition(topic, 0): None}
     assert fetch_committed(cfg, group, [(topic, 0), (topic, 1)]) == {TopicPartition(topic, 0): None,
                                                                       TopicPartition(topic, 1): 1}

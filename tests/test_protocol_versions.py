@@ -42,6 +42,7 @@ EXPECTED = {
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.ALTER_CONFIGS: (0, 1),  # not in PROTOCOL.md: its non-flexible versions
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 

@@ -143,6 +143,16 @@ def spec_decode(fields: list, version: int, data: bytes, pos: int = 0) -> tuple[
             pos += 4
             out[f["name"]] = data[pos:pos + n]
             pos += n
+        elif t.startswith("[]"):  # GroupMetadataValue's members
+            struct_fields = next(x for x in load_spec("GroupMetadataValue")["commonStructs"]
+                                 if x["name"] == t[2:])["fields"]
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            items = []
+            for _ in range(n):
+                item, pos = spec_decode(struct_fields, version, data, pos)
+                items.append(item)
+            out[f["name"]] = items
         else:
             raise AssertionError(f"type {t} not needed here")
     return out, pos
@@ -504,7 +514,10 @@ def test_loads_a_log_written_by_kafka(broker_factory):
         groups = list_groups(c)
         assert groups["kgroup"] == "consumer" and groups["warmup"] == "" and "aborted" not in groups
         d = describe(c, ["kgroup"])[0]
-        assert (d.group_state, d.protocol_type, d.members) == ("Empty", "consumer", [])
+        # loaded as Kafka does: Stable with its member (until that member's session expires)
+        assert (d.group_state, d.protocol_type, d.protocol_data) == ("Stable", "consumer", "range")
+        assert [(m.member_id, m.client_id, m.client_host, bytes(m.member_metadata), bytes(m.member_assignment))
+                for m in d.members] == [("member-1", "c1", "/10.0.0.1", b"\x00\x01", b"\x00\x02")]
     assert "Traceback" not in broker.stderr_text()
     assert "skipping an unreadable record" in broker.stderr_text()
 

@@ -68,11 +68,12 @@ def test_api_versions_advertises_only_implemented_apis(raw_client):
         assert r.error_code == 0
         assert {(a.api_key, a.min_version, a.max_version) for a in r.api_keys} == set(advertised_versions())
     keys = {a.api_key for a in r.api_keys}
-    # group membership is not served (offset storage is); SASL waits for security
-    for missing in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
-                    ApiKey.SASL_HANDSHAKE):
-        assert missing not in keys
+    # SASL waits for security
+    assert ApiKey.SASL_HANDSHAKE not in keys
     table = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+    # the classic group membership protocol (non-flexible versions, PROTOCOL.md section 2)
+    assert (table[ApiKey.JOIN_GROUP], table[ApiKey.SYNC_GROUP], table[ApiKey.HEARTBEAT],
+            table[ApiKey.LEAVE_GROUP], table[ApiKey.OFFSET_DELETE]) == ((0, 5), (0, 3), (0, 3), (0, 3), (0, 0))
     assert table[ApiKey.FIND_COORDINATOR] == (0, 2) and table[ApiKey.OFFSET_COMMIT] == (2, 7)
     assert table[ApiKey.OFFSET_FETCH] == (1, 5)
     assert table[ApiKey.PRODUCE] == (0, 8) and table[ApiKey.FETCH] == (4, 11)

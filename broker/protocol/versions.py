@@ -65,6 +65,7 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.ALTER_CONFIGS, 0, 1),  # v2 is flexible
     _api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 0),  # v1 is flexible
     _api(ApiKey.DELETE_GROUPS, 0, 1),
+    _api(ApiKey.OFFSET_DELETE, 0, 0),
 )
 
 # Advertised only when SASL is enabled (kcat needs Handshake 0 and 1 in range).

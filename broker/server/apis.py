@@ -20,7 +20,7 @@ SERVED) and the rules that apply before any handler runs:
   A response that fails to encode is logged and closes the connection.
 
 What is advertised is derived from this table: the ``broker.protocol.versions``
-ADVERTISED rows of the APIs implemented here (so group and SASL APIs stay hidden until
+ADVERTISED rows of the APIs implemented here (so the SASL APIs stay hidden until
 their handlers exist); ``advertised_versions()`` returns it.
 
 Request log: the first use of each (API, version) on a connection is logged at DEBUG on
@@ -54,6 +54,7 @@ from broker.server.handlers import (
     configs,
     fetch,
     group,
+    group_membership,
     leader_epoch,
     list_offsets,
     metadata,
@@ -96,6 +97,15 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.LIST_GROUPS: ApiHandler(group.handle_list_groups, group.list_groups_error_response, 0, 2),
     ApiKey.DESCRIBE_GROUPS: ApiHandler(group.handle_describe_groups, group.describe_groups_error_response, 0, 4),
     ApiKey.DELETE_GROUPS: ApiHandler(group.handle_delete_groups, group.delete_groups_error_response, 0, 1),
+    ApiKey.JOIN_GROUP: ApiHandler(group_membership.handle_join_group, group_membership.join_group_error_response,
+                                  0, 5),
+    ApiKey.SYNC_GROUP: ApiHandler(group_membership.handle_sync_group, group_membership.sync_group_error_response,
+                                  0, 3),
+    ApiKey.HEARTBEAT: ApiHandler(group_membership.handle_heartbeat, group_membership.heartbeat_error_response, 0, 3),
+    ApiKey.LEAVE_GROUP: ApiHandler(group_membership.handle_leave_group,
+                                   group_membership.leave_group_error_response, 0, 3),
+    ApiKey.OFFSET_DELETE: ApiHandler(group_membership.handle_offset_delete,
+                                     group_membership.offset_delete_error_response, 0, 0),
     ApiKey.ALTER_CONFIGS: ApiHandler(configs.handle_alter_configs, configs.alter_configs_error_response, 0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(configs.handle_incremental_alter_configs,
                                                  configs.incremental_alter_configs_error_response, 0, 0),

@@ -166,6 +166,8 @@ class KafkaBroker:
             if self.socket_server is not None:
                 self.socket_server.stop_accepting()
             self.watchers.close()
+            if self.group_coordinator is not None:
+                self.group_coordinator.shutdown()  # answers the JoinGroup / SyncGroup requests waiting
             if self.socket_server is not None:
                 self.socket_server.shutdown()
             if self.group_coordinator is not None:

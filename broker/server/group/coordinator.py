@@ -1,14 +1,19 @@
-"""``GroupCoordinator``: committed offsets of consumer groups, kept in ``__consumer_offsets``
-(the "simple consumer group" part of Kafka's group coordinator: standalone consumers that
-assign() their partitions and commit offsets; no JoinGroup / SyncGroup / Heartbeat
-membership yet, so every group is ``Empty``).
+"""``GroupCoordinator``: Kafka's classic group coordinator. The groups' committed offsets
+and their generations are kept in ``__consumer_offsets``; the membership protocol
+(JoinGroup / SyncGroup / Heartbeat / LeaveGroup, rebalances, sessions) is the mixed-in
+``ClassicMembership`` (``membership.py``), over the ``GroupMetadata`` state machine
+(``group.py``).
 
 Owns:
 
-* the offset cache: group id -> ``GroupMetadata`` (the group's committed offsets, and the
-  protocol type / generation of a group whose ``GroupMetadataValue`` was loaded from a log
-  Kafka wrote). A group exists while it has offsets or such a record; every group is in
-  state ``Empty`` with no members.
+* the group cache: group id -> ``GroupMetadata`` (committed offsets, state, generation,
+  protocol, members). A group exists while it has offsets, a group record or members.
+* the group record: a ``GroupMetadataValue`` (v3, Kafka's layout: generation, protocol,
+  leader, each member's subscription and assignment) written when a generation becomes
+  Stable (the leader's SyncGroup), when a rebalance ends with no member (Empty, members
+  []), and when a static member is replaced; a tombstone when the group is deleted or
+  expires. Loaded back at startup: a group with members is Stable with them (each gets
+  a full session to heartbeat again, as in Kafka), otherwise Empty.
 * its persistence in the compacted internal topic ``__consumer_offsets``: every commit is
   ONE record batch (all of the request's offsets, all-or-nothing) appended with
   ``AppendOrigin.COORDINATOR`` to partition ``abs(java_hashCode(group_id)) % partitions``,
@@ -31,22 +36,34 @@ Owns:
   ``retention_time_ms``) expires at its expire timestamp; otherwise an offset of a simple
   group expires ``offsets.retention.minutes`` after its commit, and all offsets of a group
   with a protocol type expire that long after the group became empty. Expired offsets are
-  removed with tombstones; a group left without offsets disappears.
+  removed with tombstones; an Empty group left without offsets disappears (its group
+  record too, with a tombstone, at the next check).
 
-Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``, every group being
-empty): generation -1 (a simple consumer, an admin tool) is accepted, creating the group
-if needed; a generation >= 0 gets ILLEGAL_GENERATION when the group does not exist and
-UNKNOWN_MEMBER_ID when it does (it has no members). Metadata longer than
+Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``): a group that
+does not exist accepts generation -1 (a simple consumer, an admin tool; the group is
+created) and answers ILLEGAL_GENERATION otherwise; an Empty group accepts generation -1;
+a commit naming a member (generation >= 0, a member id or an instance id) gets
+UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID (an instance id now owned by another member id)
+for a member that is not in the group, ILLEGAL_GENERATION for another generation; an
+anonymous commit into a group with members UNKNOWN_MEMBER_ID; then REBALANCE_IN_PROGRESS
+while CompletingRebalance (Stable and PreparingRebalance accept). Metadata longer than
 ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE for that partition only.
 Append failures map as Kafka's ``GroupMetadataManager.storeOffsets``: a missing log or
 partition -> COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a batch too
 large -> INVALID_COMMIT_OFFSET_SIZE. Empty group ids are refused with INVALID_GROUP_ID.
 
-Thread-safety: handlers call concurrently. One lock per ``__consumer_offsets`` partition
+Offsets of a group with members never expire (only Empty groups' do).
+DeleteGroups answers NON_EMPTY_GROUP for a group with members; OffsetDelete
+GROUP_SUBSCRIBED_TO_TOPIC for a partition of a topic a member subscribes to ("consumer"
+protocol), NON_EMPTY_GROUP when members use another protocol type.
+
+Thread-safety: handlers call concurrently. ``_mlock`` (an RLock) serialises every change
+of membership state and is taken first; one lock per ``__consumer_offsets`` partition then
 serialises the append-then-cache-update of the groups hashing to it (so the cache always
-ends in log order); ``_lock`` guards the cache's structure for short moments (reads take
-copies under it). Loading runs before any request; expiration runs on the scheduler
-thread under the same partition locks.
+ends in log order); ``_lock`` guards the cache's structure for short moments. Loading runs
+before any request; expiration runs on the log manager's scheduler thread and the
+membership timers on the coordinator's own (``group-coordinator-timer``), both under the
+same locks. ``shutdown()`` answers the JoinGroup / SyncGroup requests still waiting.
 """
 
 from __future__ import annotations
@@ -55,25 +72,38 @@ import logging
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from broker.log.clock import SYSTEM_TIME, Time
+from broker.log.scheduler import KafkaScheduler
 from broker.log.unified_log import LOG_END
 from broker.log.validator import AppendOrigin
 from broker.protocol import ErrorCode
 from broker.record.batch import decode_records, encode_batch, ensure_valid, iter_batch_headers, records_payload
 from broker.record.control import ControlRecordType, parse_control_type
 from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group.group import (
+    STATE_COMPLETING_REBALANCE,
+    STATE_DEAD,
+    STATE_EMPTY,
+    STATE_STABLE,
+    GroupMetadata,
+    OffsetAndMetadata,
+)
+from broker.server.group.member import Member
+from broker.server.group.membership import ClassicMembership
 from broker.server.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
+    MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     RecordFormatError,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+    encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
 )
@@ -85,8 +115,6 @@ OFFSETS_TOPIC = "__consumer_offsets"  # Kafka's GROUP_METADATA_TOPIC_NAME
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
-STATE_EMPTY = "Empty"
-STATE_DEAD = "Dead"  # what DescribeGroups answers for a group that does not exist
 
 # Append errors of an offset commit, as Kafka's GroupMetadataManager.storeOffsets maps them.
 _APPEND_ERRORS = {
@@ -123,46 +151,15 @@ def _utf16_length(s: str) -> int:
 
 
 @dataclass(frozen=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int = -1  # -1: none
-    metadata: str = ""
-    commit_timestamp: int = -1
-    expire_timestamp: int = -1  # -1: none (OffsetCommit v2-v4 retention_time_ms sets one)
-
-
-@dataclass
-class GroupMetadata:
-    """One group in the cache. ``protocol_type`` None: a simple group (offsets only)."""
-
-    group_id: str
-    protocol_type: str | None = None
-    generation: int = 0
-    protocol: str | None = None
-    leader: str | None = None
-    current_state_timestamp: int = -1
-    has_metadata_record: bool = False
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
-
-    @property
-    def state(self) -> str:
-        return STATE_EMPTY
-
-    def is_empty_shell(self) -> bool:
-        """No offsets and no group record: the group no longer exists."""
-        return not self.offsets and not self.has_metadata_record
-
-
-@dataclass(frozen=True)
 class GroupSummary:
     group_id: str
     state: str
     protocol_type: str
     protocol: str
-    members: tuple = ()
+    members: tuple = ()  # (member_id, group_instance_id, client_id, client_host, metadata, assignment)
 
 
-class GroupCoordinator:
+class GroupCoordinator(ClassicMembership):
     """See the module docstring. ``topics`` is the broker's ``TopicManager``; ``config`` the
     parsed server config; ``on_append((topic, partition))`` wakes fetches waiting on it."""
 
@@ -185,6 +182,9 @@ class GroupCoordinator:
                         replication, OFFSETS_TOPIC)
         self._groups: dict[str, GroupMetadata] = {}
         self._lock = threading.Lock()
+        self._mlock = threading.RLock()  # membership; taken before the partition locks
+        self._timer = KafkaScheduler(time, thread_name="group-coordinator-timer")
+        self._init_membership(config)
         self.num_partitions = self.configured_partitions
         self._partition_locks: list[threading.Lock] = []
         self._expiry_task = None
@@ -210,12 +210,19 @@ class GroupCoordinator:
             self._expiry_task = self.scheduler.schedule(
                 "delete-expired-group-metadata", self.delete_expired_offsets,
                 self.retention_check_interval_ms, self.retention_check_interval_ms)
+        self._timer.startup()
+        with self._mlock:
+            self._resume_loaded_members()
         self._started = True
 
     def shutdown(self) -> None:
+        """Answer the waiting JoinGroup / SyncGroup requests (NOT_COORDINATOR) and stop the
+        timers; offsets stay served. Idempotent."""
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             self._expiry_task = None
+        self._close_membership()
+        self._timer.shutdown()
         self._started = False
 
     # --- the topic ---
@@ -276,7 +283,7 @@ class GroupCoordinator:
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
         p = self.partition_for(group_id)
-        with self._partition_locks[p]:
+        with self._mlock, self._partition_locks[p]:
             group = self._groups.get(group_id)
             code = self._validate_commit(group, generation_id, member_id, group_instance_id)
             if code != ErrorCode.NONE:
@@ -316,11 +323,28 @@ class GroupCoordinator:
     @staticmethod
     def _validate_commit(group: GroupMetadata | None, generation_id: int, member_id: str,
                          group_instance_id: str | None) -> int:
-        if generation_id < 0:
-            return ErrorCode.NONE  # a simple consumer or an admin tool: accepted while Empty
+        """Kafka's ``ClassicGroup.validateOffsetCommit`` (and ``validateMember``)."""
         if group is None:
-            return ErrorCode.ILLEGAL_GENERATION  # no such group: the generation is from elsewhere
-        return ErrorCode.UNKNOWN_MEMBER_ID  # the group has no members (no membership served)
+            # a simple consumer or an admin tool creates the group; a generation from elsewhere
+            return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        if generation_id < 0 and group.state == STATE_EMPTY:
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group_instance_id is not None:
+                current = group.static_member_id(group_instance_id)
+                if current is None:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if current != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif group.state != STATE_EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit into a group with members
+        if group.state == STATE_COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     # --- fetches and descriptions ---
 
@@ -338,24 +362,33 @@ class GroupCoordinator:
         return {tp: committed.get(tp) for tp in tps}
 
     def list_groups(self) -> list[GroupSummary]:
-        with self._lock:
-            groups = list(self._groups.values())
-        return sorted((self._summary(g) for g in groups), key=lambda s: s.group_id)
+        with self._mlock:
+            return sorted((self._summary(g, members=False) for g in self._groups.values()),
+                          key=lambda s: s.group_id)
 
     def describe_group(self, group_id: str) -> GroupSummary:
         """The group's summary; a group that does not exist is ``Dead`` (Kafka's answer)."""
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-        with self._lock:
+        with self._mlock:
             group = self._groups.get(group_id)
-        if group is None:
-            return GroupSummary(group_id, STATE_DEAD, "", "")
-        return self._summary(group)
+            if group is None:
+                return GroupSummary(group_id, STATE_DEAD, "", "")
+            return self._summary(group)
 
     @staticmethod
-    def _summary(group: GroupMetadata) -> GroupSummary:
-        # Kafka reports no protocol name unless the group is Stable.
-        return GroupSummary(group.group_id, group.state, group.protocol_type or "", "")
+    def _summary(group: GroupMetadata, members: bool = True) -> GroupSummary:
+        """Kafka's ``GroupMetadata.summary``: the protocol name, the members' metadata of the
+        selected protocol and their assignments only when the group is Stable."""
+        stable = group.state == STATE_STABLE and group.protocol is not None
+        listed = ()
+        if members:
+            listed = tuple(
+                (m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                 m.metadata(group.protocol) if stable else b"", m.assignment if stable else b"")
+                for m in group.members.values())
+        return GroupSummary(group.group_id, group.state, group.protocol_type or "",
+                            group.protocol if stable else "", listed)
 
     # --- deletion and expiration ---
 
@@ -365,16 +398,93 @@ class GroupCoordinator:
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
         p = self.partition_for(group_id)
-        with self._partition_locks[p]:
+        with self._mlock, self._partition_locks[p]:
             group = self._groups.get(group_id)
             if group is None:
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+            if group.state != STATE_EMPTY or group.members or group.pending_members:
+                raise ApiError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members")
             records = [(encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(group.offsets)]
             records.append((encode_key(GroupMetadataKey(group_id)), None))
             self._append(p, records)
             with self._lock:
                 self._groups.pop(group_id, None)
         log.info("deleted group %s and its %d offsets", group_id, len(records) - 1)
+
+    def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """OffsetDelete: tombstones for the committed offsets of ``tps``; one code per
+        partition (GROUP_SUBSCRIBED_TO_TOPIC for a topic a member subscribes to). ApiError:
+        INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members of an unknown
+        protocol type), or the append's error."""
+        if not group_id:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        p = self.partition_for(group_id)
+        with self._mlock, self._partition_locks[p]:
+            group = self._groups.get(group_id)
+            if group is None:
+                raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+            subscribed: set[str] = set()
+            if group.members:
+                topics = group.subscribed_topics()
+                if topics is None:
+                    raise ApiError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members")
+                subscribed = topics
+            codes: dict[tuple[str, int], int] = {}
+            removed = []
+            for tp in tps:
+                if tp[0] in subscribed:
+                    codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                    continue
+                codes[tp] = ErrorCode.NONE
+                if tp in group.offsets:
+                    removed.append(tp)
+            if removed:
+                self._append(p, [(encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in removed])
+                with self._lock:
+                    for tp in removed:
+                        group.offsets.pop(tp, None)
+            return codes
+
+    # --- group records ---
+
+    def _store_group(self, group: GroupMetadata) -> None:
+        """Write the group's GroupMetadataValue (its generation and, when it has members,
+        their subscriptions and assignments). Under ``_mlock``; raises ApiError."""
+        members = tuple(
+            MemberMetadata(m.member_id, m.client_id, m.client_host, m.session_timeout_ms, m.rebalance_timeout_ms,
+                           m.group_instance_id, m.metadata(group.protocol) if group.protocol else b"",
+                           m.assignment)
+            for m in group.members.values())
+        value = GroupMetadataValue(group.protocol_type or "", group.generation, group.protocol,
+                                   group.leader if group.members else None,
+                                   group.current_state_timestamp, members)
+        p = self.partition_for(group.group_id)
+        with self._partition_locks[p]:
+            self._append(p, [(encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value))])
+        group.has_metadata_record = True
+
+    @staticmethod
+    def _restore_group(group: GroupMetadata, gm: GroupMetadataValue) -> None:
+        """Apply a loaded GroupMetadataValue: Stable with its members, or Empty."""
+        group.protocol_type = gm.protocol_type or None
+        group.generation = gm.generation
+        group.protocol = gm.protocol
+        group.current_state_timestamp = gm.current_state_timestamp
+        group.has_metadata_record = True
+        group.members.clear()
+        group.static_members.clear()
+        group.leader = None
+        for mm in gm.members:
+            group.add(Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
+                             mm.rebalance_timeout, mm.session_timeout, gm.protocol_type,
+                             [(gm.protocol or "", bytes(mm.subscription))], bytes(mm.assignment), is_new=False))
+        if gm.leader in group.members:
+            group.leader = gm.leader
+        group.state = STATE_STABLE if group.members and gm.protocol else STATE_EMPTY
+        if group.state == STATE_EMPTY:
+            group.members.clear()
+            group.static_members.clear()
+            group.leader = None
 
     def delete_expired_offsets(self, now_ms: int | None = None) -> int:
         """Remove the offsets past retention (rules in the module docstring); returns how
@@ -385,20 +495,21 @@ class GroupCoordinator:
         removed = 0
         for group_id in group_ids:
             p = self.partition_for(group_id)
-            with self._partition_locks[p]:
+            with self._mlock, self._partition_locks[p]:
                 group = self._groups.get(group_id)
-                if group is None:
-                    continue
+                if group is None or group.state != STATE_EMPTY or group.members or group.pending_members:
+                    continue  # only the offsets of a group without members expire
                 expired = [tp for tp, om in group.offsets.items() if self._expired(group, om, now)]
-                if not expired:
-                    continue
+                if not expired and (group.offsets or not group.has_metadata_record or group.join_task is not None):
+                    continue  # (an Empty group without offsets goes, as Kafka's cleanupGroupMetadata)
                 records: list[tuple[bytes, bytes | None]] = [
                     (encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(expired)]
                 dead = len(expired) == len(group.offsets)
                 if dead and group.has_metadata_record and group.generation > 0:
                     records.append((encode_key(GroupMetadataKey(group_id)), None))
                 try:
-                    self._append(p, records)
+                    if records:
+                        self._append(p, records)
                 except ApiError as exc:
                     log.warning("expiring offsets of group %s failed: %s", group_id, exc)
                     continue
@@ -502,17 +613,15 @@ class GroupCoordinator:
                     if group is not None:
                         group.has_metadata_record = False
                         group.protocol_type, group.generation = None, 0
+                        group.members.clear()
+                        group.static_members.clear()
+                        group.state, group.protocol, group.leader = STATE_EMPTY, None, None
                         if group.is_empty_shell():
                             del self._groups[key.group]
                     return True
                 gm: GroupMetadataValue = decode_group_metadata_value(value_bytes)
                 group = self._groups.setdefault(key.group, GroupMetadata(key.group))
-                group.protocol_type = gm.protocol_type or None
-                group.generation = gm.generation
-                group.protocol = gm.protocol
-                group.leader = gm.leader
-                group.current_state_timestamp = gm.current_state_timestamp
-                group.has_metadata_record = True
+                self._restore_group(group, gm)
                 return True
             log.debug("%s: skipping a record of type %d (not used by this broker)", name, key.version)
             return False

@@ -27,6 +27,9 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
     configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
+    group_membership.py JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
+                        OffsetDelete (47): the classic group protocol (JoinGroup and
+                        SyncGroup block their connection's thread until answered)
 
 Thread-safety: handlers run on connection threads concurrently; ``ServerState`` members
 are thread-safe (each documents how); ``RequestContext`` belongs to one request.

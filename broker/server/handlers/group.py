@@ -12,8 +12,9 @@ Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
   message (v1+); any other key type INVALID_REQUEST.
 * OffsetCommit: a partition of a topic that does not exist (or beyond its partition
   count) gets UNKNOWN_TOPIC_OR_PARTITION; the others go to the coordinator, which
-  answers INVALID_GROUP_ID for an empty group id, ILLEGAL_GENERATION /
-  UNKNOWN_MEMBER_ID for a generation >= 0 (no group has members here), and
+  answers INVALID_GROUP_ID for an empty group id, the generation / member checks of
+  Kafka (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+  REBALANCE_IN_PROGRESS; see ``broker.server.group.coordinator``), and
   OFFSET_METADATA_TOO_LARGE per partition for metadata longer than
   offset.metadata.max.bytes. A commit is answered once its batch is in the log.
   retention_time_ms (v2-v4) other than -1 sets the offsets' expire timestamp.
@@ -22,23 +23,19 @@ Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
   group. A group-level error (INVALID_GROUP_ID) is the top-level error_code at v2+, and
   each requested partition's error at v1 (which has no top-level code).
 * ListGroups: every group, with its protocol type ("" for a simple group; "consumer" for
-  one loaded from a log Kafka wrote). No filter at v0-2.
-* DescribeGroups: state Empty, protocol "" and no members for a group that exists; Dead
+  a consumer group). No filter at v0-2.
+* DescribeGroups: the group's state and protocol type; when Stable its protocol and each
+  member's id, instance id, client id, host, metadata and assignment (other states list
+  the members without metadata or assignment, as Kafka); Dead
   for one that does not (error NONE, as Kafka up to DescribeGroups v5);
   INVALID_GROUP_ID for "". authorized_operations (v3+) when asked: READ, DELETE and
   DESCRIBE (no authorizer).
 * DeleteGroups: the group's offsets and its record become tombstones;
-  GROUP_ID_NOT_FOUND for a group that does not exist, INVALID_GROUP_ID for "".
+  GROUP_ID_NOT_FOUND for a group that does not exist, NON_EMPTY_GROUP for one with
+  members, INVALID_GROUP_ID for "".
 
-Not served, and not advertised: JoinGroup, SyncGroup, Heartbeat, LeaveGroup (group
-membership). A consumer that subscribe()s therefore fails on its client side, before any
-request, with the client's "not supported by the broker" error instead of joining a group
-that does not work: confluent-kafka / librdkafka (kcat -G too) delivers a consumer error
-_UNSUPPORTED_FEATURE "JoinGroup failed: Local: Required feature not supported by broker";
-kafka-python's poll() raises IncompatibleBrokerVersion ("does not support the
-'JoinGroupRequest'"); aiokafka logs IncompatibleBrokerVersion for JoinGroupRequest and
-keeps retrying without delivering records. Consumers that assign() partitions and commit
-(librdkafka with group.id, kafka-python / aiokafka with a group_id) work unchanged.
+The membership APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetDelete) are in
+``group_membership.py``.
 
 Thread-safety: the coordinator is thread-safe; handlers keep no state.
 """
@@ -71,6 +68,7 @@ ListGroupsResponse = LIST_GROUPS_RESPONSE.cls
 ListedGroup = LIST_GROUPS_RESPONSE.structs["ListedGroup"]
 DescribeGroupsResponse = DESCRIBE_GROUPS_RESPONSE.cls
 DescribedGroup = DESCRIBE_GROUPS_RESPONSE.structs["DescribedGroup"]
+DescribedMember = DESCRIBE_GROUPS_RESPONSE.structs["DescribedGroupMember"]
 DeleteGroupsResponse = DELETE_GROUPS_RESPONSE.cls
 DeletableGroupResult = DELETE_GROUPS_RESPONSE.structs["DeletableGroupResult"]
 
@@ -210,9 +208,12 @@ def handle_describe_groups(state: ServerState, ctx: RequestContext, body) -> obj
     for group_id in body.groups:
         try:
             s = coordinator.describe_group(group_id)
+            members = [DescribedMember(member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
+                                       member_metadata=meta, member_assignment=assignment)
+                       for mid, iid, cid, host, meta, assignment in s.members]
             described.append(DescribedGroup(error_code=ErrorCode.NONE, group_id=group_id, group_state=s.state,
                                             protocol_type=s.protocol_type, protocol_data=s.protocol,
-                                            members=[], authorized_operations=ops))
+                                            members=members, authorized_operations=ops))
         except Exception as exc:  # noqa: BLE001 - answered with its code
             described.append(_described_error(group_id, _code(exc, f"DescribeGroups {group_id!r}")))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)

@@ -14,7 +14,8 @@ ListOffsets wire behaviour (PROTOCOL.md 3.7):
 
 DeleteRecords: moves a partition's log start offset (offset -1 = the high watermark);
 OFFSET_OUT_OF_RANGE past the high watermark; answers the new low watermark. The segments
-wholly below it are removed by the next retention pass, as in Kafka.
+wholly below it are removed by the next retention pass, as in Kafka. An internal topic
+(``__consumer_offsets``) gets INVALID_TOPIC_EXCEPTION.
 
 Thread-safety: ``fetch_offset_by_timestamp`` is a lock-free read; the log start offset
 move takes the log's lock.
@@ -29,6 +30,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.messages.delete_records import DELETE_RECORDS_RESPONSE
 from broker.protocol.messages.list_offsets import LIST_OFFSETS_RESPONSE
 from broker.server.errors import error_code_for, is_expected
+from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import RequestContext, ServerState
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,10 @@ def handle_delete_records(state: ServerState, ctx: RequestContext, body) -> obje
             if lg is None:
                 partitions.append(DeletePartitionResult(partition_index=index, low_watermark=-1,
                                                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if t.name in INTERNAL_TOPICS:  # Kafka: "Cannot delete records of internal topic"
+                partitions.append(DeletePartitionResult(partition_index=index, low_watermark=-1,
+                                                        error_code=ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             try:
                 offset = lg.high_watermark if p.offset == -1 else p.offset

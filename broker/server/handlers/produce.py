@@ -23,6 +23,8 @@ Wire behaviour:
 * zstd batches in Produce below v7 get UNSUPPORTED_COMPRESSION_TYPE (76) (KIP-110).
 * Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION (3): topics are
   auto-created by Metadata (which every producer asks first), not by Produce.
+* Internal topics (``__consumer_offsets``, ``__transaction_state``) get
+  INVALID_TOPIC_EXCEPTION (17), "Cannot append to internal topic", as in Kafka.
 * The response gives base_offset, log_append_time_ms (-1 for CreateTime topics) and
   log_start_offset (v5+); every successful append wakes the fetches waiting on that
   partition (``PartitionWatchers.notify``).
@@ -39,6 +41,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.messages.produce import PRODUCE_RESPONSE
 from broker.record.batch import COMPRESSION_CODEC_MASK, iter_batch_headers
 from broker.server.errors import error_code_for, is_expected
+from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE, RequestContext, ServerState, leader_epoch_of
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,8 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
     lg = state.topics.get_log(name, index) if state.topics.get(name) is not None else None
     if lg is None:
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if name in INTERNAL_TOPICS:  # Kafka's ReplicaManager: only the coordinators write there
+        return _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
     if records is None or len(records) == 0:
         return _partition_error(index, ErrorCode.INVALID_RECORD, "no record batches")
     if version < ZSTD_MIN_PRODUCE_VERSION and _has_zstd(records):

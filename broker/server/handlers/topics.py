@@ -13,7 +13,8 @@ Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
   assignment. ``validate_only`` checks everything and creates nothing. Each error comes
   with an error_message.
 * DeleteTopics: UNKNOWN_TOPIC_OR_PARTITION (3), TOPIC_DELETION_DISABLED (73) when
-  delete.topic.enable=false. The logs are renamed at once and removed after
+  delete.topic.enable=false, INVALID_TOPIC_EXCEPTION (17) for an internal topic
+  (``__consumer_offsets``: the group coordinator's). The logs are renamed at once and removed after
   file.delete.delay.ms.
 * CreatePartitions: INVALID_PARTITIONS when the count does not grow,
   INVALID_REPLICA_ASSIGNMENT for an assignment that is not this node, validate_only.
@@ -44,6 +45,7 @@ from broker.protocol.messages.create_topics import CREATE_TOPICS_RESPONSE
 from broker.protocol.messages.delete_topics import DELETE_TOPICS_RESPONSE
 from broker.protocol.messages.describe_configs import DESCRIBE_CONFIGS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import RequestContext, ServerState
 
 log = logging.getLogger(__name__)
@@ -120,6 +122,8 @@ def handle_delete_topics(state: ServerState, ctx: RequestContext, body) -> objec
     for name in dict.fromkeys(body.topic_names):
         try:
             info = state.topics.get(name)
+            if name in INTERNAL_TOPICS and info is not None:
+                raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
             state.topics.delete_topic(name)
             for p in range(info.partitions if info is not None else 0):
                 state.watchers.notify((name, p))  # long-polling fetches answer at once

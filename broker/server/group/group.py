@@ -1,0 +1,187 @@
+"""``GroupMetadata``: one consumer group of the classic protocol (Kafka's ``GroupMetadata``
+/ ``ClassicGroup``): its committed offsets, and its membership state machine.
+
+States (Kafka's ``GroupState``) and the transitions the coordinator makes::
+
+    Empty               no members (a simple group that only commits offsets, or a group
+                        whose members all left or expired); offsets kept until retention
+        -> PreparingRebalance   a member joins
+    PreparingRebalance  a rebalance is collecting JoinGroups: it completes when every
+                        known member has rejoined (and no member id handed out with
+                        MEMBER_ID_REQUIRED is still pending), or when the rebalance
+                        timeout (the members' largest) passes; the first rebalance of an
+                        Empty group waits group.initial.rebalance.delay.ms more, extended
+                        while new members keep arriving (up to the rebalance timeout)
+        -> CompletingRebalance  the join completed with members (generation + 1)
+        -> Empty                the join completed with no member left (generation + 1)
+    CompletingRebalance the members got their JoinGroup answers; waiting for the leader's
+                        SyncGroup with the assignment
+        -> Stable               the leader's assignment was stored in __consumer_offsets
+        -> PreparingRebalance   a member joined, left, changed its protocols or expired
+    Stable              every member has its assignment
+        -> PreparingRebalance   a member joined, left, changed its protocols or expired
+    Dead                the group was deleted (never kept in the coordinator's cache; what
+                        DescribeGroups answers for an unknown group)
+
+Invariants: ``leader_id`` is a member's id whenever there are members (the first member to
+join, then the first remaining one when it leaves); ``protocol`` is supported by every
+member once the generation completed; ``static_members`` maps each static member's
+instance id to its current member id; ``pending_members`` are the member ids handed out
+with MEMBER_ID_REQUIRED (JoinGroup v4+) that have not joined yet.
+
+Thread-safety: none of its own; the coordinator changes groups under its membership lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.protocol.errors import ProtocolDecodeError
+from broker.protocol.primitives import Reader
+from broker.server.group.member import Member
+
+STATE_EMPTY = "Empty"
+STATE_PREPARING_REBALANCE = "PreparingRebalance"
+STATE_COMPLETING_REBALANCE = "CompletingRebalance"
+STATE_STABLE = "Stable"
+STATE_DEAD = "Dead"  # what DescribeGroups answers for a group that does not exist
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1  # -1: none
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1  # -1: none (OffsetCommit v2-v4 retention_time_ms sets one)
+
+
+@dataclass
+class GroupMetadata:
+    """One group in the cache. ``protocol_type`` None: a simple group (offsets only)."""
+
+    group_id: str
+    protocol_type: str | None = None
+    generation: int = 0
+    protocol: str | None = None
+    leader: str | None = None
+    current_state_timestamp: int = -1
+    has_metadata_record: bool = False
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    state: str = STATE_EMPTY
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # group_instance_id -> member_id
+    pending_members: dict[str, Any] = field(default_factory=dict)  # member id -> its expiry task
+    pending_sync: set[str] = field(default_factory=set)  # members yet to send this generation's SyncGroup
+    sync_task: Any = None  # removes the members that never sync (the rebalance timeout after the join)
+    new_member_added: bool = False
+    join_task: Any = None  # the scheduled completion of the current join phase
+
+    @property
+    def leader_id(self) -> str | None:
+        return self.leader
+
+    def is_empty_shell(self) -> bool:
+        """No offsets, no group record and no members: the group no longer exists."""
+        return not self.offsets and not self.has_metadata_record and not self.members and not self.pending_members
+
+    # --- members ---
+
+    def add(self, member: Member) -> None:
+        member.group_id = self.group_id
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader is None or self.leader not in self.members:
+            self.leader = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
+        if self.leader == member_id:
+            self.leader = next(iter(self.members), None)
+        return member
+
+    def static_member_id(self, group_instance_id: str | None) -> str | None:
+        return None if group_instance_id is None else self.static_members.get(group_instance_id)
+
+    def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """A known instance id now owned by another member id (KIP-345)."""
+        current = self.static_member_id(group_instance_id)
+        return current is not None and current != member_id
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        member = self.members.pop(old_id)
+        member.member_id = new_id
+        self.members[new_id] = member
+        self.static_members[instance_id] = new_id
+        if self.leader == old_id:
+            self.leader = new_id
+        return member
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def has_all_members_joined(self) -> bool:
+        return all(m.awaiting_join for m in self.members.values()) and not self.pending_members
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if not m.awaiting_join]
+
+    # --- protocols ---
+
+    def candidate_protocols(self) -> set[str]:
+        """The protocols every member supports."""
+        counts = Counter(name for m in self.members.values() for name in set(m.protocol_names))
+        return {name for name, n in counts.items() if n == len(self.members)}
+
+    def supports_protocols(self, protocol_type: str, protocols: list[str]) -> bool:
+        """Kafka's ``supportsProtocols``: an empty group takes any non-empty type and list; a
+        group with members the same type and a protocol every member also supports."""
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(protocols))
+
+    def select_protocol(self) -> str:
+        """The candidate protocol most members prefer (ties: the leader's preference order)."""
+        candidates = self.candidate_protocols()
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        order = [name for name in self.members[self.leader].protocol_names] if self.leader in self.members else []
+        return max(votes, key=lambda name: (votes[name], -order.index(name) if name in order else -len(order)))
+
+    def subscribed_topics(self) -> set[str] | None:
+        """The topics the members subscribe to (the "consumer" protocol's subscriptions of
+        the selected protocol), None when unknown (another protocol type, unreadable)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol is None:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            try:
+                topics.update(parse_subscription_topics(m.metadata(self.protocol)))
+            except (KeyError, ProtocolDecodeError):
+                return None
+        return topics
+
+
+def parse_subscription_topics(data: bytes) -> list[str]:
+    """The topics of a ConsumerProtocolSubscription (int16 version, [string] topics, ...)."""
+    r = Reader(data)
+    version = r.int16()
+    if version < 0:
+        raise ProtocolDecodeError(f"subscription version {version}")
+    count = r.int32()
+    r.check_count(count, 2)
+    return [r.string() for _ in range(count)]
+
+
+__all__ = ["CONSUMER_PROTOCOL_TYPE", "GroupMetadata", "OffsetAndMetadata", "STATE_COMPLETING_REBALANCE",
+           "STATE_DEAD", "STATE_EMPTY", "STATE_PREPARING_REBALANCE", "STATE_STABLE", "parse_subscription_topics"]
