@@ -382,6 +382,7 @@ INVALID_VALUES = [
     ("message.timestamp.before.max.ms", "-1", "at least 0"),
     ("message.timestamp.after.max.ms", "-1", "at least 0"),
     ("cleanup.policy", "delete,shred", "delete, compact"),
+    ("cleanup.policy", "compact,compact", "must not be duplicated"),
     ("compression.type", "brotli", "uncompressed"),
     ("compression.gzip.level", "10", "[1, 9]"),
     ("compression.lz4.level", "18", "[1, 17]"),

@@ -12,7 +12,9 @@ Validation, two levels:
   bench) may use small segments, e.g. ``segment.bytes=400`` to get several of them.
 * ``validate_topic_config`` adds Kafka 4's user-facing constraints (``LogConfig``'s
   ConfigDef and ``LogConfig.validateValues``): ``segment.bytes`` at least 1 MiB
-  (``MIN_SEGMENT_BYTES``), ``min.compaction.lag.ms`` <= ``max.compaction.lag.ms``. The
+  (``MIN_SEGMENT_BYTES``), ``min.compaction.lag.ms`` <= ``max.compaction.lag.ms``, no
+  value twice in a list (``cleanup.policy=delete,delete``). An empty ``cleanup.policy`` is
+  accepted, as Kafka 4's ``ValidList.in`` does (neither deletion nor compaction). The
   server applies it at its boundaries: CreateTopics, AlterConfigs and
   IncrementalAlterConfigs (INVALID_CONFIG with the message) and server.properties at
   startup (the broker refuses to start).
@@ -256,6 +258,10 @@ def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None) 
         return keys is None or key in keys
 
     keys = None if keys is None else set(keys)
+    for key, key_def in LOG_CONFIG_DEF.keys.items():
+        value = config.values.get(key)
+        if key_def.type == LIST and given(key) and value and len(set(value)) != len(value):
+            raise ConfigError(key, ",".join(value), "values must not be duplicated")
     segment_bytes = config.values["segment.bytes"]
     if given("segment.bytes") and segment_bytes < MIN_SEGMENT_BYTES:
         raise ConfigError("segment.bytes", segment_bytes, f"Value must be at least {MIN_SEGMENT_BYTES}")
