@@ -8,7 +8,9 @@ Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
   topic once '.' and '_' are identified; TOPIC_ALREADY_EXISTS (36); INVALID_PARTITIONS
   (37) for a count < 1 (-1 = num.partitions); INVALID_REPLICATION_FACTOR (38) for < 1 or
   > 1 (one broker; -1 = default.replication.factor); INVALID_CONFIG (40) for an unknown
-  topic key or an invalid value (the message names the key); INVALID_REQUEST (42) for a
+  topic key or an invalid value, Kafka 4's ranges and valid values included (segment.bytes
+  at least 1 MiB, min.cleanable.dirty.ratio in [0, 1]...: ``validate_topic_config``; the
+  message names the key and the constraint); INVALID_REQUEST (42) for a
   name given twice in one request, a null config value, or both a count and a manual
   assignment. ``validate_only`` checks everything and creates nothing. Each error comes
   with an error_message.
