@@ -4,7 +4,7 @@ errors that name the key, and the log.* -> topic-level default mapping."""
 import pytest
 
 from broker.config import ConfigError, load_properties, server_config
-from broker.log.config import LogConfig, topic_defaults_from_server
+from broker.log.config import MIN_SEGMENT_BYTES, LogConfig, topic_defaults_from_server, validate_topic_config
 
 
 def test_properties_file_syntax(tmp_path):
@@ -51,3 +51,37 @@ def test_bad_topic_config_names_the_key(key, value):
     with pytest.raises(ConfigError) as info:
         LogConfig.from_props({key: value})
     assert key in str(info.value)
+
+
+def test_kafka_constraints_apply_at_the_boundary_only():
+    # LogConfig itself keeps the storage engine's minimum (tests build small-segment logs) ...
+    small = LogConfig.from_props({"segment.bytes": 4096})
+    assert small.segment_bytes == 4096
+    # ... validate_topic_config adds Kafka 4's, for the keys the caller set
+    with pytest.raises(ConfigError, match="segment.bytes.*at least 1048576"):
+        validate_topic_config(small, {"segment.bytes"})
+    validate_topic_config(small, {"retention.ms"})  # not set by this caller: not checked
+    validate_topic_config(LogConfig.from_props({"segment.bytes": MIN_SEGMENT_BYTES}))
+    lags = LogConfig.from_props({"min.compaction.lag.ms": 10, "max.compaction.lag.ms": 5})
+    with pytest.raises(ConfigError, match=r"min.compaction.lag.ms \(10\) > max.compaction.lag.ms \(5\)"):
+        validate_topic_config(lags, {"max.compaction.lag.ms"})
+
+
+def test_internal_segment_bytes_replaces_segment_bytes():
+    cfg = LogConfig.from_props({"internal.segment.bytes": "600", "segment.bytes": "2097152"})
+    assert cfg.segment_bytes == 600
+    validate_topic_config(cfg, cfg.overrides)  # no 1 MiB minimum on the internal key
+    assert LogConfig.from_props({}).segment_bytes == 1073741824
+    with pytest.raises(ConfigError, match="internal.segment.bytes"):
+        LogConfig.from_props({"internal.segment.bytes": "10"})
+
+
+@pytest.mark.parametrize("key,good,bad", [("compression.gzip.level", ["-1", "1", "9"], ["0", "10", "-2"]),
+                                          ("compression.lz4.level", ["1", "17"], ["0", "18"]),
+                                          ("compression.zstd.level", ["-131072", "22"], ["-131073", "23"])])
+def test_compression_levels_are_kafkas(key, good, bad):
+    for value in good:
+        assert LogConfig.from_props({key: value})[key] == int(value)
+    for value in bad:
+        with pytest.raises(ConfigError, match=key):
+            LogConfig.from_props({key: value})

@@ -550,9 +550,9 @@ def test_real_broker_compacts_and_confluent_kafka_reads_to_the_end(broker_factor
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic = "compacted"
     futures = admin.create_topics([NewTopic(topic, 1, 1, config={
-        "cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})])
+        "cleanup.policy": "compact", "internal.segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})])
     futures[topic].result(30)
-    # one record per batch: a batch larger than segment.bytes would be refused
+    # one record per batch: a batch larger than the segment would be refused
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
                                          "batch.num.messages": 1})
     expected, errors = {}, []

@@ -24,6 +24,7 @@ from broker.log.errors import (
     OffsetOverflowError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
+    RecordListTooLargeError,
 )
 from broker.log.scheduler import Scheduler
 from broker.log.txn_index import AbortedTxn
@@ -139,7 +140,7 @@ def test_i12_invalid_batches_append_nothing(tmp_path):
 def test_batch_larger_than_segment_bytes_is_refused(tmp_path):
     env = Env(tmp_path, segment_bytes=100)
     ulog = env.open()
-    with pytest.raises(RecordBatchTooLargeError):
+    with pytest.raises(RecordListTooLargeError):  # RECORD_LIST_TOO_LARGE, as Kafka's UnifiedLog.append
         ulog.append_as_leader(env.batch(b"v" * 200))
     assert ulog.log_end_offset == 0
     ulog.close()

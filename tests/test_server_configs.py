@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 
+from broker.config import ConfigError
 from broker.log.errors import InvalidRecordError
 from broker.protocol import ApiKey, ErrorCode
 from broker.record.batch import encode_batch
@@ -208,7 +209,7 @@ def test_changes_apply_to_the_live_log(kafka_broker, raw_client):
     # segment.bytes: the next appends roll
     segments = lambda: sorted((kafka_broker.log_dir / f"{topic}-0").glob("*.log"))  # noqa: E731
     before = len(segments())
-    assert alter(c, [(TOPIC, topic, {"segment.bytes": "300", "message.timestamp.type": "LogAppendTime"})])[0] \
+    assert alter(c, [(TOPIC, topic, {"internal.segment.bytes": "300", "message.timestamp.type": "LogAppendTime"})])[0] \
         .error_code == 0
     for i in range(4):
         assert produce(c, topic, encode_batch([(b"k%d" % i, b"x" * 200, BASE_TS)])).error_code == 0
@@ -218,9 +219,9 @@ def test_changes_apply_to_the_live_log(kafka_broker, raw_client):
 def test_overrides_survive_a_restart_and_a_crash(broker_factory):
     b = broker_factory()
     topic = unique("persist")
-    expected = {"segment.bytes": "400", "retention.ms": "60000", "flush.messages": "1"}
+    expected = {"internal.segment.bytes": "400", "retention.ms": "60000", "flush.messages": "1"}
     with _client(b) as c:
-        create_topic(c, topic, configs={"segment.bytes": "400", "retention.ms": "-1"})
+        create_topic(c, topic, configs={"internal.segment.bytes": "400", "retention.ms": "-1"})
         r = incremental(c, [(TOPIC, topic, [("retention.ms", SET, "60000"), ("flush.messages", SET, "1")])])
         assert r[0].error_code == 0
         assert overrides(c, topic) == expected
@@ -310,7 +311,7 @@ def test_topic_manager_alter_updates_registry_and_partition_logs(tmp_path):
         assert old.retention_ms == 1000 and all(lg.config is old for lg in logs)
 
         # validate_only and a failing update change nothing
-        tm.alter_topic_configs("t", lambda cur: {**cur, "segment.bytes": "500"}, validate_only=True)
+        tm.alter_topic_configs("t", lambda cur: {**cur, "internal.segment.bytes": "500"}, validate_only=True)
         with pytest.raises(ApiError) as bad:
             tm.alter_topic_configs("t", lambda cur: {**cur, "segment.bytes": "ten"})
         assert bad.value.code == ErrorCode.INVALID_CONFIG and "segment.bytes" in bad.value.message
@@ -319,9 +320,9 @@ def test_topic_manager_alter_updates_registry_and_partition_logs(tmp_path):
         assert unknown.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert tm.get("t").configs == {"retention.ms": "1000"} and tm.log_config("t") is old
 
-        info = tm.alter_topic_configs("t", lambda cur: {"segment.bytes": "500", "cleanup.policy": "compact",
+        info = tm.alter_topic_configs("t", lambda cur: {"internal.segment.bytes": "500", "cleanup.policy": "compact",
                                                         "message.timestamp.type": "LogAppendTime"})
-        assert info.configs == tm.get("t").configs == {"segment.bytes": "500", "cleanup.policy": "compact",
+        assert info.configs == tm.get("t").configs == {"internal.segment.bytes": "500", "cleanup.policy": "compact",
                                                          "message.timestamp.type": "LogAppendTime"}
         new = tm.log_config("t")
         assert (new.retention_ms, new.segment_bytes, new.compact) == (604800000, 500, True)  # 1000 dropped
@@ -332,10 +333,10 @@ def test_topic_manager_alter_updates_registry_and_partition_logs(tmp_path):
         appended = lg.append_as_leader(encode_batch([(b"k", b"v" * 300, BASE_TS)]))
         assert appended.log_append_time > BASE_TS
         lg.append_as_leader(encode_batch([(b"k", b"v" * 300, BASE_TS)]))
-        assert lg.num_segments == 2  # segment.bytes=500 rolled
+        assert lg.num_segments == 2  # internal.segment.bytes=500 rolled
 
         # retention.ms: the next retention run obeys the new value
-        tm.create_topic("r", 1, {"segment.bytes": "400", "retention.ms": "-1"})
+        tm.create_topic("r", 1, {"internal.segment.bytes": "400", "retention.ms": "-1"})
         lg = tm.get_log("r", 0)
         for i in range(6):
             lg.append_as_leader(encode_batch([(b"k", b"x" * 200, BASE_TS + i)]))
@@ -350,7 +351,146 @@ def test_topic_manager_alter_updates_registry_and_partition_logs(tmp_path):
     again = KafkaBroker(props)
     again.start()
     try:
-        assert again.topics.get("t").configs["segment.bytes"] == "500"
+        assert again.topics.get("t").configs["internal.segment.bytes"] == "500"
         assert again.topics.get_log("t", 1).config.compact
     finally:
         again.shutdown()
+
+
+# --- Kafka 4's ranges and valid values (issue 15) ---
+
+# (key, invalid value, what the message says): each refused with INVALID_CONFIG by
+# CreateTopics, AlterConfigs and IncrementalAlterConfigs, as Kafka 4's LogConfig refuses it.
+INVALID_VALUES = [
+    ("segment.bytes", "65536", "at least 1048576"),
+    ("segment.ms", "0", "at least 1"),
+    ("segment.jitter.ms", "-1", "at least 0"),
+    ("segment.index.bytes", "3", "at least 4"),
+    ("index.interval.bytes", "-1", "at least 0"),
+    ("flush.messages", "0", "at least 1"),
+    ("flush.ms", "-1", "at least 0"),
+    ("retention.ms", "-2", "at least -1"),
+    ("max.message.bytes", "-1", "at least 0"),
+    ("file.delete.delay.ms", "-1", "at least 0"),
+    ("min.insync.replicas", "0", "at least 1"),
+    ("min.cleanable.dirty.ratio", "1.5", "[0, 1]"),
+    ("min.cleanable.dirty.ratio", "-0.1", "[0, 1]"),
+    ("delete.retention.ms", "-1", "at least 0"),
+    ("min.compaction.lag.ms", "-1", "at least 0"),
+    ("max.compaction.lag.ms", "0", "at least 1"),
+    ("message.timestamp.type", "BrokerTime", "CreateTime, LogAppendTime"),
+    ("message.timestamp.before.max.ms", "-1", "at least 0"),
+    ("message.timestamp.after.max.ms", "-1", "at least 0"),
+    ("cleanup.policy", "delete,shred", "delete, compact"),
+    ("cleanup.policy", "compact,compact", "must not be duplicated"),
+    ("compression.type", "brotli", "uncompressed"),
+    ("compression.gzip.level", "10", "[1, 9]"),
+    ("compression.lz4.level", "18", "[1, 17]"),
+    ("compression.zstd.level", "23", "[-131072, 22]"),
+    ("preallocate", "maybe", "boolean"),
+    ("internal.segment.bytes", "10", "at least 14"),
+]
+
+
+def _create(c, name: str, configs: dict) -> object:
+    r = c.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+         "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+        "timeout_ms": 10000, "validate_only": False})
+    return r.topics[0]
+
+
+def test_invalid_values_get_invalid_config_naming_key_and_constraint(raw_client):
+    c = raw_client()
+    topic = unique("ranges")
+    create_topic(c, topic, configs={"retention.ms": "1000"})
+    for key, value, constraint in INVALID_VALUES:
+        created = _create(c, unique("bad"), {key: value})
+        legacy = alter(c, [(TOPIC, topic, {key: value})])[0]
+        inc = incremental(c, [(TOPIC, topic, [(key, SET, value)])])[0]
+        for r in (created, legacy, inc):
+            assert r.error_code == ErrorCode.INVALID_CONFIG, (key, value, r)
+            assert key in r.error_message and constraint in r.error_message, (key, r.error_message)
+    assert overrides(c, topic) == {"retention.ms": "1000"}  # nothing changed
+    # Kafka's cross-key check (LogConfig.validateValues)
+    created = _create(c, unique("lag"), {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    assert created.error_code == ErrorCode.INVALID_CONFIG and "max.compaction.lag.ms (5)" in created.error_message
+    # the edges are accepted
+    ok = {"segment.bytes": "1048576", "min.cleanable.dirty.ratio": "1", "retention.ms": "-1",
+          "cleanup.policy": "compact,delete", "compression.type": "zstd", "compression.zstd.level": "-5",
+          "segment.index.bytes": "4096", "max.message.bytes": "0"}
+    assert _create(c, unique("edges"), ok).error_code == 0
+
+
+def test_batch_larger_than_the_segment_is_record_list_too_large(raw_client):
+    c = raw_client()
+    topic = unique("seg")
+    create_topic(c, topic, configs={"internal.segment.bytes": "1000"})
+    r = produce(c, topic, encode_batch([(b"k", b"v" * 2000, BASE_TS)]))
+    assert r.error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert produce(c, topic, encode_batch([(b"k", b"v" * 100, BASE_TS)])).error_code == 0
+    # max.message.bytes stays MESSAGE_TOO_LARGE
+    assert incremental(c, [(TOPIC, topic, [("max.message.bytes", SET, "50")])])[0].error_code == 0
+    assert produce(c, topic, encode_batch([(b"k", b"v" * 100, BASE_TS)])).error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_internal_segment_bytes_is_listed_only_when_set(raw_client):
+    c = raw_client()
+    plain, small = unique("plain"), unique("small")
+    create_topic(c, plain)
+    create_topic(c, small, configs={"internal.segment.bytes": "4096"})
+
+    def names(topic):
+        r = c.request(ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+            {"resource_type": TOPIC, "resource_name": topic, "configuration_keys": None}],
+            "include_synonyms": False})
+        return {e.name: e.value for e in r.results[0].configs}
+    assert "internal.segment.bytes" not in names(plain) and "segment.bytes" in names(plain)
+    assert names(small)["internal.segment.bytes"] == "4096"
+
+
+def test_our_admin_client_gets_invalid_config(kafka_broker):
+    from broker.client.admin import AdminClient, AlterConfigOp, ConfigResource, InvalidConfigurationError, NewTopic
+    with AdminClient({"bootstrap.servers": kafka_broker.bootstrap, "client.id": "cfg-ranges"}) as admin:
+        topic = unique("adm-range")
+        with pytest.raises(InvalidConfigurationError, match="segment.bytes.*at least 1048576"):
+            admin.create_topics([NewTopic(topic, 1, configs={"segment.bytes": "65536"})]).all()
+        admin.create_topics([NewTopic(topic, 1)]).all()
+        res = ConfigResource(TOPIC, topic)
+        with pytest.raises(InvalidConfigurationError, match=r"min.cleanable.dirty.ratio.*\[0, 1\]"):
+            admin.incremental_alter_configs({res: [AlterConfigOp("min.cleanable.dirty.ratio", "2")]}).all()
+        with pytest.raises(InvalidConfigurationError, match="cleanup.policy.*delete, compact"):
+            admin.alter_configs({res: {"cleanup.policy": "archive"}}).all()
+
+
+def test_confluent_kafka_admin_gets_invalid_config(kafka_broker):
+    ck = pytest.importorskip("confluent_kafka.admin")
+    from confluent_kafka import KafkaException
+    admin = ck.AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    topic = unique("ck-range")
+    futures = admin.create_topics([ck.NewTopic(topic, 1, 1, config={"segment.bytes": "65536"})])
+    with pytest.raises(KafkaException) as info:
+        futures[topic].result(10)
+    err = info.value.args[0]
+    assert err.code() == ErrorCode.INVALID_CONFIG and "segment.bytes" in err.str() and "1048576" in err.str()
+    admin.create_topics([ck.NewTopic(topic, 1, 1)])[topic].result(10)
+    res = ck.ConfigResource(ck.ResourceType.TOPIC, topic, incremental_configs=[
+        ck.ConfigEntry("min.cleanable.dirty.ratio", "1.5", incremental_operation=ck.AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as info:
+        admin.incremental_alter_configs([res])[res].result(10)
+    err = info.value.args[0]
+    assert err.code() == ErrorCode.INVALID_CONFIG and "min.cleanable.dirty.ratio" in err.str()
+    legacy = ck.ConfigResource(ck.ResourceType.TOPIC, topic, set_config={"message.timestamp.type": "Now"})
+    with pytest.warns(DeprecationWarning), pytest.raises(KafkaException) as info:
+        admin.alter_configs([legacy])[legacy].result(10)
+    err = info.value.args[0]
+    assert err.code() == ErrorCode.INVALID_CONFIG and "message.timestamp.type" in err.str()
+
+
+def test_broker_refuses_a_segment_bytes_below_1_mib(tmp_path):
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
+             "log.segment.bytes": "65536"}
+    with pytest.raises(ConfigError, match="log.segment.bytes.*at least 1048576"):
+        KafkaBroker(props)
+    props["log.segment.bytes"] = "1048576"
+    KafkaBroker(props)  # the minimum is accepted

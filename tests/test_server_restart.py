@@ -212,6 +212,9 @@ def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("override, key", [
     ("log.segment.bytes=abc", "log.segment.bytes"),
+    ("log.segment.bytes=65536", "log.segment.bytes"),  # Kafka 4: at least 1 MiB
+    ("log.cleaner.min.cleanable.ratio=1.5", "log.cleaner.min.cleanable.ratio"),
+    ("compression.zstd.level=30", "compression.zstd.level"),
     ("num.partitions=0", "num.partitions"),
     ("log.retention.hours=soon", "log.retention.hours"),
     ("listeners=nowhere", "listeners"),

@@ -5,15 +5,31 @@ flush.messages, ...) and ``LogConfig``, a frozen, typed view of one topic's valu
 broker's ``log.*`` defaults (``log.segment.bytes`` ...) map onto these keys through
 ``SERVER_DEFAULT_KEYS``; per-topic overrides win over them.
 
-Invariants: a ``LogConfig`` is validated when built (``ConfigError`` naming the key) and
-never changes; a topic's config change builds a new one.
+Validation, two levels:
+
+* ``LOG_CONFIG_DEF``'s types and ranges (what the storage engine needs to work) are checked
+  whenever a ``LogConfig`` is built, so a ``UnifiedLog`` built directly (tests, tools,
+  bench) may use small segments, e.g. ``segment.bytes=400`` to get several of them.
+* ``validate_topic_config`` adds Kafka 4's user-facing constraints (``LogConfig``'s
+  ConfigDef and ``LogConfig.validateValues``): ``segment.bytes`` at least 1 MiB
+  (``MIN_SEGMENT_BYTES``), ``min.compaction.lag.ms`` <= ``max.compaction.lag.ms``, no
+  value twice in a list (``cleanup.policy=delete,delete``). An empty ``cleanup.policy`` is
+  accepted, as Kafka 4's ``ValidList.in`` does (neither deletion nor compaction). The
+  server applies it at its boundaries: CreateTopics, AlterConfigs and
+  IncrementalAlterConfigs (INVALID_CONFIG with the message) and server.properties at
+  startup (the broker refuses to start).
+* ``internal.segment.bytes`` (Kafka 4's ``LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG``, "for
+  testing only"): a topic-level key without the 1 MiB minimum that, when set, replaces
+  segment.bytes as the segment size. DescribeConfigs lists it only for a topic that sets it.
+
+Invariants: a ``LogConfig`` never changes; a topic's config change builds a new one.
 
 Thread-safety: immutable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +42,7 @@ from broker.config import (
     LONG_MAX,
     STRING,
     ConfigDef,
+    ConfigError,
     at_least,
     between,
     one_of,
@@ -34,10 +51,29 @@ from broker.config import (
 DELETE = "delete"
 COMPACT = "compact"
 
+# Kafka 4's minimum of segment.bytes / log.segment.bytes (atLeast(1024 * 1024)).
+MIN_SEGMENT_BYTES = 1024 * 1024
+# The smallest segment the storage engine can work with (one batch header).
+_ENGINE_MIN_SEGMENT_BYTES = 14
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
+# Keys DescribeConfigs lists only when a topic sets them (Kafka's internal configs).
+INTERNAL_KEYS = frozenset({INTERNAL_SEGMENT_BYTES})
+
+def _gzip_level(key: str, value: Any) -> None:
+    """Kafka's GZIP level validator: -1 (Deflater.DEFAULT_COMPRESSION) or [1, 9]."""
+    if value is not None and value != -1 and not 1 <= value <= 9:
+        raise ConfigError(key, value, "Value must be -1 or in [1, 9]")
+
+
 LOG_CONFIG_DEF = (
     ConfigDef()
     .define("segment.bytes", INT, 1073741824,
-            "Roll the active segment when it would exceed this size.", at_least(14))
+            "Roll the active segment when it would exceed this size (at least 1 MiB at the "
+            "server's boundaries).", at_least(_ENGINE_MIN_SEGMENT_BYTES))
+    .define(INTERNAL_SEGMENT_BYTES, INT, None,
+            "The maximum size of a single log file, replacing segment.bytes without its "
+            "1 MiB minimum. This should be used for testing only.",
+            at_least(_ENGINE_MIN_SEGMENT_BYTES))
     .define("segment.ms", LONG, 604800000,
             "Roll a non-empty segment after this long (from its first batch's timestamp).",
             at_least(1))
@@ -69,6 +105,13 @@ LOG_CONFIG_DEF = (
     .define("compression.type", STRING, "producer",
             "The topic's final codec; 'producer' keeps what the producer sent.",
             one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"))
+    .define("compression.gzip.level", INT, -1,
+            "Level of the gzip codec when compression.type=gzip (-1: the codec's default).",
+            _gzip_level)
+    .define("compression.lz4.level", INT, 9,
+            "Level of the lz4 codec when compression.type=lz4.", between(1, 17))
+    .define("compression.zstd.level", INT, 3,
+            "Level of the zstd codec when compression.type=zstd.", between(-131072, 22))
     .define("file.delete.delay.ms", LONG, 60000,
             "Delay before a .deleted file is removed.", at_least(0))
     .define("preallocate", BOOLEAN, False, "Preallocate new segment files to segment.bytes.")
@@ -103,6 +146,9 @@ SERVER_DEFAULT_KEYS = {
     "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
     "log.cleanup.policy": "cleanup.policy",
     "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.preallocate": "preallocate",
     "min.insync.replicas": "min.insync.replicas",
@@ -135,7 +181,9 @@ class LogConfig:
 
     @property
     def segment_bytes(self) -> int:
-        return self.values["segment.bytes"]
+        """The segment size: internal.segment.bytes when set, else segment.bytes."""
+        internal = self.values.get(INTERNAL_SEGMENT_BYTES)
+        return self.values["segment.bytes"] if internal is None else internal
 
     @property
     def segment_ms(self) -> int:
@@ -200,6 +248,28 @@ class LogConfig:
     @property
     def preallocate(self) -> bool:
         return self.values["preallocate"]
+
+
+def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None) -> None:
+    """Kafka 4's user-facing constraints on top of ``LOG_CONFIG_DEF``'s (see the module
+    docstring): ``ConfigError`` naming the key and the constraint. ``keys``: the keys the
+    caller set (a topic's overrides, or the topic keys server.properties sets); None: all."""
+    def given(key: str) -> bool:
+        return keys is None or key in keys
+
+    keys = None if keys is None else set(keys)
+    for key, key_def in LOG_CONFIG_DEF.keys.items():
+        value = config.values.get(key)
+        if key_def.type == LIST and given(key) and value and len(set(value)) != len(value):
+            raise ConfigError(key, ",".join(value), "values must not be duplicated")
+    segment_bytes = config.values["segment.bytes"]
+    if given("segment.bytes") and segment_bytes < MIN_SEGMENT_BYTES:
+        raise ConfigError("segment.bytes", segment_bytes, f"Value must be at least {MIN_SEGMENT_BYTES}")
+    min_lag, max_lag = config.values["min.compaction.lag.ms"], config.values["max.compaction.lag.ms"]
+    if (given("min.compaction.lag.ms") or given("max.compaction.lag.ms")) and min_lag > max_lag:
+        raise ConfigError("min.compaction.lag.ms", min_lag,
+                          f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
+                          f"max.compaction.lag.ms ({max_lag})")
 
 
 def topic_defaults_from_server(server_props: Mapping[str, Any]) -> dict[str, Any]:

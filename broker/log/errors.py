@@ -33,7 +33,14 @@ class LogOffsetOutOfRangeError(LogError):
 
 
 class RecordBatchTooLargeError(LogError):
-    """A batch larger than max.message.bytes or segment.bytes (MESSAGE_TOO_LARGE, 10)."""
+    """A batch larger than max.message.bytes (MESSAGE_TOO_LARGE, 10; Kafka's
+    RecordTooLargeException)."""
+
+
+class RecordListTooLargeError(RecordBatchTooLargeError):
+    """The records of one append larger than the log's segment size, so no segment could
+    hold them (RECORD_LIST_TOO_LARGE, 18; Kafka's RecordBatchTooLargeException from
+    ``UnifiedLog.append``)."""
 
 
 class InvalidRecordError(LogError, record_errors.InvalidRecordError):

@@ -70,7 +70,7 @@ from ..record.batch import H_MAX_TIMESTAMP, H_PRODUCER_ID, NO_TIMESTAMP
 from . import files
 from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
-from .errors import KafkaStorageError, LogOffsetOutOfRangeError, RecordBatchTooLargeError
+from .errors import KafkaStorageError, LogOffsetOutOfRangeError, RecordListTooLargeError
 from .list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -290,7 +290,8 @@ class UnifiedLog:
         Kafka's signature: with one replica, acks=1 and acks=all are the same.
 
         Raises (nothing appended): CorruptRecordError, InvalidRecordError,
-        RecordBatchTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError,
+        RecordBatchTooLargeError (RecordListTooLargeError when larger than the segment size),
+        InvalidTimestampError, UnsupportedForMessageFormatError,
         OutOfOrderSequenceError, InvalidProducerEpochError, InvalidTxnStateError,
         TransactionCoordinatorFencedError, KafkaStorageError."""
         buf = records
@@ -333,7 +334,7 @@ class UnifiedLog:
                                   now_ms=now, log_append_time=log_append_time)
         size = info.valid_bytes
         if size > self._segment_bytes:
-            raise RecordBatchTooLargeError(
+            raise RecordListTooLargeError(
                 f"message batch size is {size} bytes in append to partition {self.name}, "
                 f"which exceeds the maximum configured segment size of {self._segment_bytes}")
         cache = self.leader_epoch_cache

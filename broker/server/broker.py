@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import ConfigError, server_config
-from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS, LogConfig, topic_defaults_from_server
+from broker.log.config import (
+    LOG_CONFIG_DEF,
+    SERVER_DEFAULT_KEYS,
+    LogConfig,
+    topic_defaults_from_server,
+    validate_topic_config,
+)
 from broker.log.manager import LogManager
 from broker.server.apis import KafkaApis
 from broker.server.group import GroupCoordinator
@@ -67,7 +73,8 @@ def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError("advertised.listeners", ",".join(config["advertised.listeners"]),
                                   f"listener {adv.name} is not in listeners")
     try:
-        LogConfig.from_props(defaults=topic_defaults_from_server(config))
+        topic_defaults = topic_defaults_from_server(config)
+        validate_topic_config(LogConfig.from_props(defaults=topic_defaults), topic_defaults)
     except ConfigError as exc:
         server_keys = [k for k in _topic_key_to_server_keys(exc.key) if k in props]
         if exc.key in ("retention.ms", "segment.ms"):

@@ -32,6 +32,7 @@ class ApiError(Exception):
 # Most specific first: the first isinstance match wins.
 _LOG_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (log_errors.LogOffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (log_errors.RecordListTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
     (log_errors.RecordBatchTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (log_errors.InvalidRecordError, ErrorCode.INVALID_RECORD),
     (log_errors.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),

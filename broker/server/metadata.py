@@ -58,7 +58,13 @@ from typing import Any, NamedTuple
 
 from broker.config import ConfigError
 from broker.log import files
-from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS, LogConfig, topic_defaults_from_server
+from broker.log.config import (
+    LOG_CONFIG_DEF,
+    SERVER_DEFAULT_KEYS,
+    LogConfig,
+    topic_defaults_from_server,
+    validate_topic_config,
+)
 from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager, validate_topic_name
 from broker.protocol import ErrorCode
@@ -244,16 +250,22 @@ class TopicManager:
         except ValueError as exc:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 
-    def validate_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
-        """Overrides checked as Kafka does (unknown key or bad value: INVALID_CONFIG; a
-        null value: INVALID_REQUEST); returns the topic's effective config."""
+    def validate_configs(self, configs: Mapping[str, str | None], kafka_constraints: bool = True) -> LogConfig:
+        """Overrides checked as Kafka 4 does (unknown key, bad value or a value outside
+        Kafka's range, e.g. segment.bytes below 1 MiB: INVALID_CONFIG whose message names
+        the key and the constraint, ``validate_topic_config``; a null value:
+        INVALID_REQUEST); returns the topic's effective config. ``kafka_constraints=False``
+        checks only what the storage engine needs (``LOG_CONFIG_DEF``)."""
         for key, value in configs.items():
             if key not in LOG_CONFIG_DEF.keys:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
             if value is None:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for topic configs: {key}")
         try:
-            return LogConfig.from_props(dict(configs), self.topic_defaults)
+            config = LogConfig.from_props(dict(configs), self.topic_defaults)
+            if kafka_constraints:
+                validate_topic_config(config, configs)
+            return config
         except ConfigError as exc:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
@@ -303,10 +315,13 @@ class TopicManager:
 
     def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str],
                      validate_only: bool = False) -> TopicInfo:
-        """Create ``name`` (already resolved partition count, validated configs are
-        re-checked); ApiError on an invalid name, a collision or an existing topic."""
+        """Create ``name`` (already resolved partition count); ApiError on an invalid
+        name, a collision or an existing topic. The configs are re-checked against
+        ``LOG_CONFIG_DEF`` only: CreateTopics calls ``validate_configs`` (Kafka's
+        constraints) first, and the broker's own topics trust the broker's config (the
+        group coordinator's ``offsets.topic.segment.bytes`` is atLeast(1) in Kafka)."""
         self.validate_name(name)
-        config = self.validate_configs(configs)
+        config = self.validate_configs(configs, kafka_constraints=False)
         with self._lock:
             topics = self.registry.topics
             if name in topics:

@@ -12,7 +12,8 @@ result per resource of the request, in order, each with an error_message when it
     error), APPEND (2) / SUBTRACT (3) comma-separated items to / from a LIST key
     (cleanup.policy), starting from the topic's effective value.
   - Validation is CreateTopics': INVALID_CONFIG (40) for an unknown topic key, an invalid
-    value, or APPEND/SUBTRACT on a key that is not a list (the message names the key);
+    value (Kafka 4's ranges: segment.bytes at least 1 MiB ...), or APPEND/SUBTRACT on a
+    key that is not a list (the message names the key);
     INVALID_REQUEST (42) for a null value where one is needed, an unknown operation, a
     key given twice, or a resource given twice in one request;
     UNKNOWN_TOPIC_OR_PARTITION (3) for a topic that does not exist, INVALID_TOPIC_EXCEPTION

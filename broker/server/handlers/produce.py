@@ -12,7 +12,8 @@ Wire behaviour:
   and leader epoch are stamped in place: the request frame is a private writable buffer,
   so nothing is copied) go to ``UnifiedLog.append_as_leader``; its exceptions map to
   Kafka's codes (``broker.server.errors``): CORRUPT_MESSAGE, INVALID_RECORD,
-  MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER,
+  MESSAGE_TOO_LARGE (a batch over max.message.bytes), RECORD_LIST_TOO_LARGE (records
+  larger than the topic's segment size), INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER,
   INVALID_PRODUCER_EPOCH, UNSUPPORTED_FOR_MESSAGE_FORMAT, KAFKA_STORAGE_ERROR. Every
   record of every batch is checked first (``broker.log.validator``): a batch whose records
   do not parse is CORRUPT_MESSAGE, one inflating past its budget MESSAGE_TOO_LARGE, and

@@ -8,7 +8,9 @@ Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
   topic once '.' and '_' are identified; TOPIC_ALREADY_EXISTS (36); INVALID_PARTITIONS
   (37) for a count < 1 (-1 = num.partitions); INVALID_REPLICATION_FACTOR (38) for < 1 or
   > 1 (one broker; -1 = default.replication.factor); INVALID_CONFIG (40) for an unknown
-  topic key or an invalid value (the message names the key); INVALID_REQUEST (42) for a
+  topic key or an invalid value, Kafka 4's ranges and valid values included (segment.bytes
+  at least 1 MiB, min.cleanable.dirty.ratio in [0, 1]...: ``validate_topic_config``; the
+  message names the key and the constraint); INVALID_REQUEST (42) for a
   name given twice in one request, a null config value, or both a count and a manual
   assignment. ``validate_only`` checks everything and creates nothing. Each error comes
   with an error_message.
@@ -23,7 +25,8 @@ Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
   STATIC_BROKER_CONFIG (4) when server.properties sets the default, DEFAULT_CONFIG (5)
   otherwise; synonyms (v1+ when include_synonyms) from the most to the least specific
   (the override, then each server.properties key that sets it, then the default under
-  the broker key's name); config_type and documentation at v3. BROKER (4) resources
+  the broker key's name); config_type and documentation at v3. Internal keys
+  (``internal.segment.bytes``) are listed only for a topic that sets them. BROKER (4) resources
   (name = this node id, or "" for cluster defaults) list the broker's keys the same way.
   Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; another broker id or another resource type:
   INVALID_REQUEST.
@@ -38,7 +41,7 @@ from collections import Counter
 from typing import Any
 
 from broker.config import BOOLEAN, DOUBLE, INT, LIST, LONG, PASSWORD, SERVER_CONFIG_DEF, STRING
-from broker.log.config import LOG_CONFIG_DEF
+from broker.log.config import INTERNAL_KEYS, LOG_CONFIG_DEF
 from broker.protocol import ErrorCode
 from broker.protocol.messages.create_partitions import CREATE_PARTITIONS_RESPONSE
 from broker.protocol.messages.create_topics import CREATE_TOPICS_RESPONSE
@@ -197,6 +200,8 @@ def _topic_configs(state: ServerState, name: str, keys, version: int, include_sy
     for key, key_def in LOG_CONFIG_DEF.keys.items():
         if keys is not None and key not in keys:
             continue
+        if key in INTERNAL_KEYS and key not in info.configs:
+            continue  # Kafka's internal configs: listed only when the topic sets them
         synonyms = []
         source = SOURCE_DEFAULT_CONFIG
         if key in info.configs:
