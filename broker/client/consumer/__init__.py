@@ -92,7 +92,7 @@ __all__ = [
     "Assignment", "ConsumerPartitionAssignor", "CooperativeStickyAssignor", "RangeAssignor",
     "RoundRobinAssignor", "StickyAssignor", "Subscription", "decode_assignment",
     "decode_subscription", "encode_assignment", "encode_subscription", "get_assignor",
-    "ConsumerCoordinator",
+    "ConsumerCoordinator", "CommitFailedError", "ConsumerRebalanceListener",
 ]
 
 # The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the
@@ -101,7 +101,8 @@ _LAZY = {"DataLoss": "fetcher", "FetchStats": "fetcher", "RangeFetcher": "fetche
          "fetch_arrow": "fetcher", "ARROW_SCHEMA": "consumer", "ConsumerRecord": "poller",
          "InvalidGroupIdError": "consumer", "KafkaConsumer": "consumer",
          "NoOffsetForPartitionError": "consumer", "OffsetAndMetadata": "consumer",
-         "UnsupportedOperationError": "consumer"}
+         "UnsupportedOperationError": "consumer", "CommitFailedError": "group_offsets",
+         "ConsumerRebalanceListener": "group_driver"}
 
 
 def __getattr__(name: str):

@@ -91,6 +91,11 @@ class GroupsNotSupportedError(KafkaError):
     """The broker does not advertise the consumer-group API a call needs."""
 
 
+class CommitFailedError(KafkaError):
+    """A group member's commit refused because the group rebalanced (Kafka's
+    ``CommitFailedException``): its partitions may now belong to another member."""
+
+
 class GroupListing(NamedTuple):
     group_id: str
     protocol_type: str  # "" for a group that only stores offsets, "consumer" for a consumer group
@@ -315,9 +320,12 @@ def list_group_offsets(client_or_config: Any, group_id: str, *,
 
 
 def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[str, int], int],
-                   metadata: str = "", *, timeout_ms: float | None = None) -> None:
+                   metadata: str = "", *, timeout_ms: float | None = None, generation: int = -1,
+                   member_id: str = "", group_instance_id: str | None = None) -> None:
     """Commit ``offsets`` (the next offset to read, per partition) for ``group_id`` as a
-    simple consumer (generation -1), with ``metadata`` on every partition; returns once
+    simple consumer (generation -1), or as a member (``generation``, ``member_id``,
+    ``group_instance_id``: a subscribed consumer; a refusal because the group rebalanced
+    raises ``CommitFailedError``), with ``metadata`` on every partition; returns once
     the coordinator has stored them all."""
     _check_group(group_id)
     commits: dict[TopicPartition, int] = {}
@@ -338,7 +346,8 @@ def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[
             topic_cls = schema.structs["OffsetCommitRequestTopic"]
             part_cls = schema.structs["OffsetCommitRequestPartition"]
             return schema.cls(
-                group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id,
+                group_instance_id=group_instance_id,
                 retention_time_ms=-1,
                 topics=[topic_cls(name=t, partitions=[
                     part_cls(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
@@ -352,6 +361,12 @@ def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     answered.add(tp)
+                    if p.error_code in ACTIVE_GROUP_ERRORS and generation >= 0:
+                        raise CommitFailedError(
+                            f"Commit of group {group_id} cannot be completed since the group has "
+                            "already rebalanced (or is rebalancing) and assigned the partitions to "
+                            f"another member (generation {generation}, member {member_id}); "
+                            "poll() again to rejoin, then commit", p.error_code)
                     if p.error_code in ACTIVE_GROUP_ERRORS:
                         raise KafkaError.from_code(
                             p.error_code, f"OffsetCommit for group {group_id} refused: the group has active "
