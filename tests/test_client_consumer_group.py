@@ -313,3 +313,73 @@ def test_pattern_subscribe_picks_up_a_new_topic(broker):
     wait_for(lambda: {r[3] for r in a.records} >= values, what="both topics consumed")
     a.finish()
     assert own.violations == []
+
+
+class Recorder(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, frozenset]] = []
+
+    def on_partitions_revoked(self, tps):
+        self.events.append(("revoked", frozenset(tps)))
+
+    def on_partitions_assigned(self, tps):
+        self.events.append(("assigned", frozenset(tps)))
+
+    def on_partitions_lost(self, tps):
+        self.events.append(("lost", frozenset(tps)))
+
+
+def test_eager_revokes_everything_before_rejoining(broker):
+    topic, group = unique("eager"), unique("g")
+    create_topic(broker.bootstrap, topic)
+    tps = frozenset(TopicPartition(topic, p) for p in range(PARTITIONS))
+    own = Ownership()
+    rec = Recorder()
+    cfg = {"bootstrap.servers": broker.bootstrap, "group.id": group, **OURS,
+           "partition.assignment.strategy": "roundrobin"}
+    a = KafkaConsumer(cfg)
+    a.subscribe([topic], listener=rec)
+    wait_for(lambda: a.poll(100) is not None and a.assignment() == tps, what="a owns all")
+    b = Member("b", broker.bootstrap, group, [topic], own, strategy="roundrobin")
+    b.start()
+    wait_for(lambda: a.poll(100) is not None and own.of("b") and len(a.assignment()) == 3,
+             what="a and b share")
+    assert ("revoked", tps) in rec.events  # eager: everything, not only what moved
+    assert rec.events[-1] == ("assigned", frozenset(a.assignment()))
+    b.finish()
+    wait_for(lambda: a.poll(100) is not None and a.assignment() == tps, what="a owns all again")
+    a.unsubscribe()
+    assert a.assignment() == set() and a.subscription() == set()
+    assert rec.events[-1] == ("revoked", tps)
+    a.close()
+
+
+def test_max_poll_interval_leaves_the_group_and_poll_rejoins(broker):
+    topic, group = unique("slow"), unique("g")
+    create_topic(broker.bootstrap, topic)
+    tps = frozenset(TopicPartition(topic, p) for p in range(PARTITIONS))
+    rec = Recorder()
+    cfg = {"bootstrap.servers": broker.bootstrap, "group.id": group, **OURS,
+           "max.poll.interval.ms": 1000}
+    admin = {"bootstrap.servers": broker.bootstrap}
+    with KafkaConsumer(cfg) as c:
+        c.subscribe([topic], listener=rec)
+        wait_for(lambda: c.poll(100) is not None and c.assignment() == tps, what="assigned")
+        # no poll(): the heartbeat thread leaves the group once max.poll.interval.ms passed
+        wait_for(lambda: describe_groups(admin, [group])[group].state == "Empty",
+                 what="the member left")
+        wait_for(lambda: c.poll(100) is not None and c.assignment() == tps, what="rejoined")
+        assert ("lost", tps) in rec.events
+        assert describe_groups(admin, [group])[group].state == "Stable"
+
+
+def test_subscribe_argument_errors(broker):
+    cfg = {"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), **OURS}
+    with KafkaConsumer(cfg) as c:
+        with pytest.raises(ValueError, match="not both"):
+            c.subscribe(["a"], pattern="a.*")
+        with pytest.raises(ValueError, match="empty topic"):
+            c.subscribe([""])
+        c.assign([TopicPartition("a", 0)])
+        with pytest.raises(Exception, match="mutually exclusive"):
+            c.subscribe(["a"])
