@@ -296,7 +296,11 @@ def test_commit_carries_the_generation(broker):
         with pytest.raises(CommitFailedError, match="rebalanced"):
             c.commit_sync()
         c._group.coordinator.generation -= 5
+        generation = c._group.coordinator.generation
+        c.poll(100)  # the failed commit asked for a rejoin: a new generation
+        assert c._group.coordinator.generation > generation
         c.commit_sync()
+        assert c.assignment() == {TopicPartition(topic, p) for p in range(PARTITIONS)}
 
 
 def test_pattern_subscribe_picks_up_a_new_topic(broker):

@@ -456,8 +456,13 @@ class KafkaConsumer:
         subscribed (a rebalanced group raises ``CommitFailedError``)."""
         assert self.group_id is not None
         member = self._group.commit_fields() if self._group is not None else {}
-        group_offsets.commit_offsets(self._client, self.group_id, offsets, metadata,
-                                     timeout_ms=timeout_ms, **member)
+        try:
+            group_offsets.commit_offsets(self._client, self.group_id, offsets, metadata,
+                                         timeout_ms=timeout_ms, **member)
+        except CommitFailedError:
+            if self._group is not None:
+                self._group.request_rejoin()  # the next poll() rejoins, as Kafka's
+            raise
 
     def _maybe_auto_commit(self) -> None:
         if self._auto_commit and now_ms() >= self._next_auto_commit:

@@ -159,6 +159,12 @@ class GroupMembership:
             return {"generation": c.generation, "member_id": c.member_id,
                     "group_instance_id": c.group_instance_id}
 
+    def request_rejoin(self) -> None:
+        with self.lock:
+            self.rejoin_needed = True
+            if self.coordinator.generation < 0 and self.coordinator.owned:
+                self.lost = True
+
     # -- the rebalance loop ----------------------------------------------------------------
 
     def ensure_active(self, deadline: float) -> None:
