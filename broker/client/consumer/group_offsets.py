@@ -1,12 +1,15 @@
 """Consumer-group offsets on the client side: commit and fetch a group's committed offsets,
 list, describe and delete groups (the offset part of Kafka's ``ConsumerCoordinator`` and
-the group part of its ``Admin`` client). No group membership: these are the calls of a
-consumer that assign()s its partitions, and of ``kafka-consumer-groups``.
+the group part of its ``Admin`` client). No group membership (that is
+``group_driver.py``): these are the calls of a consumer that assign()s its partitions, of a
+subscribed one (commits with its generation), and of ``kafka-consumer-groups``.
 
 Owns::
 
     fetch_committed(client_or_config, group_id, tps)      -> {TopicPartition: offset | None}
-    commit_offsets(client_or_config, group_id, {tp: offset}, metadata="") -> None
+    commit_offsets(client_or_config, group_id, {tp: offset}, metadata="",
+                   generation=-1, member_id="", group_instance_id=None) -> None
+    CommitFailedError                                      a member's commit after a rebalance
     list_group_offsets(client_or_config, group_id)        -> {TopicPartition: offset} (all)
     list_groups(client_or_config)                          -> [GroupListing]
     describe_groups(client_or_config, group_ids)           -> {group_id: GroupDescription}
@@ -21,7 +24,7 @@ Each takes a ``ConsumerNetworkClient`` (reused, left open) or a config mapping /
 Protocol: the group's coordinator is found with FindCoordinator (v0-3, key_type 0) on the
 least loaded broker and reached on a connection of its own (node id
 ``COORDINATOR_ID_BASE - node_id``, as Kafka's client does, so that fetches on the
-regular connection never delay it). Then OffsetCommit v2-8 (generation -1 and an empty
+regular connection never delay it). Then OffsetCommit v2-8 (by default generation -1 and an empty
 member id: a simple consumer), OffsetFetch v1-7 (v2+ for a null topic list), ListGroups
 v0-4 (sent to every broker; below v4 the state comes from DescribeGroups),
 DescribeGroups v0-5, DeleteGroups v0-2, OffsetDelete v0, each with the highest version
@@ -29,6 +32,8 @@ both sides have. A member's assignment (DescribeGroups ``member_assignment``) is
 as Kafka's ConsumerProtocolAssignment (v0-3: int16 version, [topic, [partition]], user
 data) when the group's protocol type is ``consumer``; anything else gives no partitions.
 
+A member's commit (generation >= 0) refused with UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
+REBALANCE_IN_PROGRESS raises ``CommitFailedError`` (Kafka's ``CommitFailedException``).
 Committing as a simple consumer (generation -1, member "") is what Kafka's
 ``Admin.alterConsumerGroupOffsets`` does; a coordinator whose group has active members
 refuses it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS): that raises
