@@ -5,7 +5,8 @@ null values, every codec, a LogAppendTime topic) are printed with Kafka's
 DefaultMessageFormatter layout, checked line by line; --partition/--offset,
 --max-messages, --timeout-ms, following new records until Ctrl-C (subprocess, exit 130),
 ``| head`` (exit 141, quiet), read_committed over a log holding transactions, consumer
-group offsets (--group, checked with kafka-python's committed()), conf/consumer.properties
+group offsets (--group, checked with kafka-python's committed()), two --group consumers as members of
+one group sharing the partitions, conf/consumer.properties
 and one-line errors.
 """
 
@@ -417,3 +418,66 @@ def test_bad_options_are_one_line_errors(kafka_broker, capsysbinary):
     assert code == 1 and one_line(err).startswith(
         "kafkalog consume: error: cannot reach the broker at 127.0.0.1:9 within 1000 ms "
         "(default.api.timeout.ms)")
+
+
+def test_group_members_share_the_partitions(broker_factory):
+    """Two ``consume --group`` (no --partition) are members of one group, as Kafka's
+    console consumers: each prints its own partitions, together every record once, and
+    Ctrl-C commits what each printed."""
+    import threading
+    import time
+
+    from broker.client.consumer.group_offsets import describe_groups, fetch_committed
+
+    broker = broker_factory({"group.initial.rebalance.delay.ms": "0"})
+    bs, topic, group = broker.bootstrap, unique("members"), unique("members-group")
+    create_topic(bs, topic, 6)
+    admin = {"bootstrap.servers": bs}
+    procs, outputs, readers = [], [], []
+    for _ in range(2):
+        proc = subprocess.Popen([str(SCRIPT), "consume", "--bootstrap-server", bs, "--topic", topic,
+                                 "--from-beginning", "--print-partition", "--group", group,
+                                 "--consumer-property", "heartbeat.interval.ms=300"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda p=proc, out=lines: out.extend(
+            iter(lambda: p.stdout.readline().decode(), "")), daemon=True)
+        reader.start()
+        procs.append(proc)
+        outputs.append(lines)
+        readers.append(reader)
+    try:
+        def shared() -> bool:
+            d = describe_groups(admin, [group])[group]
+            owned = [m.assignment for m in d.members]
+            return (d.state == "Stable" and len(owned) == 2 and all(owned)
+                    and sorted(tp.partition for a in owned for tp in a) == list(range(6)))
+
+        deadline = time.monotonic() + 90
+        while not shared():
+            assert time.monotonic() < deadline, "the two members never shared the topic"
+            time.sleep(0.1)
+        d = describe_groups(admin, [group])[group]
+        expected = {frozenset(tp.partition for tp in m.assignment) for m in d.members}
+        produce(bs, topic, [(i % 6, None, b"v%d" % i, None, TS0) for i in range(60)])
+        while sum(map(len, outputs)) < 60:
+            assert time.monotonic() < deadline, f"only {sum(map(len, outputs))} records printed"
+            time.sleep(0.1)
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        errs = [proc.communicate(timeout=60)[1] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for r in readers:
+        r.join(10)
+    assert [p.returncode for p in procs] == [130, 130]
+    assert sorted(errs) == sorted(f"Processed a total of {len(o)} messages\n".encode() for o in outputs)
+    printed = [line.rstrip("\n").split("\t") for o in outputs for line in o]
+    assert sorted(v for _, v in printed) == sorted(f"v{i}" for i in range(60))  # each once
+    got = {frozenset(int(line.split("\t")[0].split(":")[1]) for line in o) for o in outputs}
+    assert got == expected  # each printed exactly its own partitions
+    committed = fetch_committed(admin, group, [TopicPartition(topic, p) for p in range(6)])
+    assert list(committed.values()) == [10] * 6

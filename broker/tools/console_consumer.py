@@ -26,15 +26,21 @@ Behaviour:
   Keys, values and header values are UTF-8; other bytes print as ``\\xNN``. Output is
   flushed after each poll's records; a closed stdout (``| head``) ends the command
   quietly (exit 141).
-- ``--group G`` (or ``group.id`` in the config): each partition starts from the
-  group's committed offset, else as above (``--from-beginning``: earliest, else latest,
-  Kafka's ``auto.offset.reset`` for a group without offsets); an explicit ``--offset``
-  wins. At exit (``--max-messages``, ``--timeout-ms``, Ctrl-C) the next offset to read of
-  every partition is committed: exactly the records printed are consumed. A closed
-  stdout commits nothing (the reader may not have read what was written: the records
-  come again, at-least-once). Offsets are stored by the broker through
-  ``broker.client.consumer.group_offsets`` (commit / fetch of a group's offsets only: no
-  group membership or rebalancing, so two consumers of one group both read everything).
+- ``--group G`` (or ``group.id`` in the config) without ``--partition``: the command is a
+  member of the group, as Kafka's console consumer (``KafkaConsumer.subscribe``, classic
+  protocol): the group shares the topic's partitions among its members, each partition
+  starts from the group's committed offset, else ``--from-beginning``: earliest, else
+  latest (Kafka's ``auto.offset.reset``). After each poll the records printed are
+  committed (with the member's generation), and again when partitions are revoked and at
+  exit (``--max-messages``, ``--timeout-ms``, Ctrl-C): exactly the records printed are
+  consumed; then the member leaves the group. ``--timeout-ms`` counts from the first
+  assignment (joining a group may take ``group.initial.rebalance.delay.ms``).
+- ``--group G`` with ``--partition``: no membership; the partition starts from the
+  group's committed offset, else as above; an explicit ``--offset`` wins. At exit the
+  next offset to read is committed as a simple consumer
+  (``broker.client.consumer.group_offsets``). In both modes a closed stdout commits
+  nothing after the last poll (the reader may not have read what was written: the
+  records come again, at-least-once).
 - A batch that cannot be read (bad CRC, records or compressed payload, a decompression
   bomb): the records before it are printed, then the command stops with one line
   ``kafkalog consume: error: CorruptBatchError: Record batch of t-0 at offsets [5, 9]
@@ -120,8 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit when no record arrived for N ms (default: follow until "
                              "Ctrl-C)")
     parser.add_argument("--group", metavar="G",
-                        help="the consumer group: start from its committed offsets and "
-                             "commit what was printed at exit")
+                        help="the consumer group: without --partition, join it (the "
+                             "members share the partitions); start from its committed "
+                             "offsets and commit what was printed")
     parser.add_argument("--isolation-level", choices=ISOLATION_LEVELS,
                         help="read_committed hides aborted transactions (default "
                              "read_uncommitted)")
@@ -210,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     topic = args.topic
     group = cfg["group.id"] or None
     group_api = _group_offsets() if group else None
+    if group is not None and args.partition is None:
+        return _run_member(args, cfg, fmt, group, servers)
     try:
         client = ConsumerNetworkClient(cfg)
     except KafkaError as exc:  # a malformed bootstrap address
@@ -301,6 +310,110 @@ def run(args: argparse.Namespace) -> int:
         client.close()
     _finish(group_api, cfg, group, commit, count, servers)
     return 0
+
+
+def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group: str,
+                servers: str) -> int:
+    """``--group`` without ``--partition``: a subscribed group member (module docstring)."""
+    from broker.client.consumer import ConsumerConfig, TopicPartition
+    from broker.client.consumer.consumer import KafkaConsumer
+    from broker.client.consumer.group_driver import ConsumerRebalanceListener
+    from broker.client.errors import KafkaError
+    from broker.client.network import now_ms
+    from broker.record.errors import DecodeError
+
+    topic = args.topic
+    try:
+        consumer = KafkaConsumer(ConsumerConfig(cfg, enable_auto_commit=False))
+    except KafkaError as exc:  # a malformed bootstrap address
+        raise CliError(str(exc)) from None
+    printed: dict[TopicPartition, int] = {}  # next offset to read after what was printed
+    committed: dict[TopicPartition, int] = {}
+
+    def commit(only: Any = None) -> None:
+        todo = {tp: o for tp, o in printed.items() if committed.get(tp) != o
+                and (only is None or tp in only)}
+        if todo:
+            try:
+                consumer.commit_sync(todo)
+            except KafkaError as exc:
+                raise _group_error(exc, group, servers) from None
+            committed.update(todo)
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+            try:
+                commit(set(partitions))
+            except CliError as exc:
+                warn(NAME, str(exc))
+            for tp in partitions:
+                printed.pop(tp, None)
+                committed.pop(tp, None)
+
+        def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+            for tp in partitions:
+                printed.pop(tp, None)
+                committed.pop(tp, None)
+
+    count = 0
+    stdout = sys.stdout.buffer
+    try:
+        try:
+            if not consumer.partitions_for(topic):
+                raise CliError(f"topic {topic} does not exist on {servers}")
+        except KafkaError as exc:
+            raise CliError(_unreachable(exc, servers, cfg["default.api.timeout.ms"])) from None
+        consumer.subscribe([topic], listener=Listener())
+        limit = args.max_messages
+        idle_ms = args.timeout_ms
+        last_record: float | None = None  # set once the first poll (the join) returned
+        with InterruptGuard() as guard:
+            while limit is None or count < limit:
+                wait = 0.0 if last_record is None else (POLL_MS if idle_ms is None else min(
+                    POLL_MS, max(0.0, last_record + idle_ms - now_ms())))
+                guard.interruptible = True
+                try:
+                    records = consumer.poll(wait)
+                finally:
+                    guard.interruptible = False
+                if last_record is None:
+                    last_record = now_ms()
+                if records:
+                    last_record = now_ms()
+                    take = len(records) if limit is None else min(len(records), limit - count)
+                    stdout.write(b"".join(map(fmt.format, records[:take])))
+                    stdout.flush()
+                    count += take
+                    for r in records[:take]:
+                        printed[TopicPartition(r.topic, r.partition)] = r.offset + 1
+                    commit()
+                elif idle_ms is not None and now_ms() - last_record >= idle_ms:
+                    break
+                if guard.stop:
+                    raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        _leave(consumer, commit, count)
+        return 130
+    except (KafkaError, DecodeError) as exc:
+        _leave(consumer, commit, count)
+        raise CliError(f"{exc.__class__.__name__}: {exc}" if isinstance(exc, DecodeError)
+                       else str(exc)) from None
+    except BaseException:
+        consumer.close(autocommit=False)
+        raise
+    _leave(consumer, commit, count)
+    return 0
+
+
+def _leave(consumer: Any, commit: Any, count: int) -> None:
+    """Commit what was printed, leave the group, print the total."""
+    try:
+        commit()
+    finally:
+        try:
+            consumer.close(autocommit=False)
+        finally:
+            print(f"Processed a total of {count} messages", file=sys.stderr, flush=True)
 
 
 def _first_unprinted(positions: dict[Any, int], unprinted: list[Any]) -> dict[Any, int]:

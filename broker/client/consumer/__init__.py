@@ -11,12 +11,13 @@
 * ``poller.py``: ``PartitionPoller``, a follow-the-log consumer of assigned partitions
   (``kafkalog consume``): polls records one by one, optionally read_committed.
 * ``group_offsets.py``: a group's committed offsets (``fetch_committed``,
-  ``commit_offsets``) and group listing / description / deletion, without membership.
+  ``commit_offsets``, as a simple consumer or a member: ``CommitFailedError``) and group
+  listing / description / deletion.
 * ``consumer.py``: ``KafkaConsumer``, Kafka's consumer API with manual assignment
   (``assign``, ``poll`` -> ``ConsumerRecord``s, ``poll_arrow`` -> one
-  ``pyarrow.RecordBatch`` per partition, commits as a simple group, seek / position /
-  pause / offsets_for_times, auto commit). ``subscribe()`` raises
-  ``UnsupportedOperationError`` until the group coordinator client lands; built on
+  ``pyarrow.RecordBatch`` per partition, commits, seek / position / pause /
+  offsets_for_times, auto commit) or group membership (``subscribe``, driven by
+  ``group_driver.py``: ``GroupMembership`` and ``ConsumerRebalanceListener``); built on
   ``subscription_state.py`` (``SubscriptionState``: assignment, positions, paused) and
   ``consumer_fetcher.py`` (``ConsumerFetcher``: the poller's Fetch loop with prefetch,
   decoding per record or per column on demand).
@@ -26,12 +27,14 @@
   ConsumerProtocolAssignment v0-3) that JoinGroup / SyncGroup carry.
 * ``coordinator.py``: ``ConsumerCoordinator``, the member's side of the classic group
   protocol without I/O (JoinGroup / SyncGroup / Heartbeat / LeaveGroup bodies and
-  outcomes, the leader's assignment, eager and cooperative revocation); not driven over
-  the network yet.
+  outcomes, the leader's assignment, eager and cooperative revocation).
+* ``group_driver.py``: ``GroupMembership`` drives it over the network for ``subscribe``
+  (rebalances from ``poll``, a heartbeat thread with its own connection).
 
 Like the rest of ``broker.client`` it imports ``broker.protocol`` and ``broker.record``
 only. Thread-safety: every object here belongs to one thread at a time (the assignors
-and protocol functions are pure).
+and protocol functions are pure), except a subscribed consumer's member state, shared
+with its heartbeat thread under ``GroupMembership.lock``.
 """
 
 from broker.client.consumer.assignors import (
@@ -92,7 +95,7 @@ __all__ = [
     "Assignment", "ConsumerPartitionAssignor", "CooperativeStickyAssignor", "RangeAssignor",
     "RoundRobinAssignor", "StickyAssignor", "Subscription", "decode_assignment",
     "decode_subscription", "encode_assignment", "encode_subscription", "get_assignor",
-    "ConsumerCoordinator",
+    "ConsumerCoordinator", "CommitFailedError", "ConsumerRebalanceListener",
 ]
 
 # The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the
@@ -101,7 +104,8 @@ _LAZY = {"DataLoss": "fetcher", "FetchStats": "fetcher", "RangeFetcher": "fetche
          "fetch_arrow": "fetcher", "ARROW_SCHEMA": "consumer", "ConsumerRecord": "poller",
          "InvalidGroupIdError": "consumer", "KafkaConsumer": "consumer",
          "NoOffsetForPartitionError": "consumer", "OffsetAndMetadata": "consumer",
-         "UnsupportedOperationError": "consumer"}
+         "UnsupportedOperationError": "consumer", "CommitFailedError": "group_offsets",
+         "ConsumerRebalanceListener": "group_driver"}
 
 
 def __getattr__(name: str):

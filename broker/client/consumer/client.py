@@ -168,13 +168,14 @@ class ConsumerNetworkClient:
             self.poll(min(client.poll_delay_ms(node_id, now), deadline - now))
 
     def send(self, node_id: int, api_key: int, body: Any, *, our_min: int = 0,
-             our_max: int = 0x7FFF, context: Any = None) -> RequestFuture:
+             our_max: int = 0x7FFF, context: Any = None,
+             timeout_ms: float | None = None) -> RequestFuture:
         """Send to a ready node (see ``await_ready``); ``body`` is a Struct or
         ``f(version) -> Struct``. Raises ``UnsupportedVersionError`` when the node has no
         version in ``[our_min, our_max]``."""
         future = RequestFuture(node_id, api_key, context)
         self.client.send(node_id, api_key, body, callback=future._complete, our_max=our_max,
-                         our_min=our_min)
+                         our_min=our_min, timeout_ms=timeout_ms)
         return future
 
     def wait(self, future: RequestFuture, deadline: float) -> ClientResponse:

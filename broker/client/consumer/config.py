@@ -69,9 +69,9 @@ CONSUMER_CONFIG_DEF = (
     .define("allow.auto.create.topics", BOOLEAN, False, "Create unknown topics on Metadata.")
     # Group management and polling, read by KafkaConsumer (consumer.py). The range
     # reader and the poller ignore the group keys.
-    .define("group.id", STRING, None, "Group of offset commits (and, later, membership).")
-    .define("group.instance.id", STRING, None, "Static membership id (KIP-345); with "
-            "subscribe() once group membership lands.")
+    .define("group.id", STRING, None, "Group of offset commits and of subscribe().")
+    .define("group.instance.id", STRING, None, "Static membership id (KIP-345) of "
+            "subscribe().")
     .define("group.protocol", STRING, "classic", "Rebalance protocol: classic (JoinGroup/"
             "SyncGroup) or consumer (KIP-848).", one_of("classic", "consumer"))
     .define("partition.assignment.strategy", LIST, ["range", "cooperative-sticky"],

@@ -1,4 +1,5 @@
-"""KafkaConsumer: Kafka's consumer API in Python spelling, with manual assignment.
+"""KafkaConsumer: Kafka's consumer API in Python spelling: manual assignment or group
+membership (``subscribe``).
 
 Owns the user-facing consumer: ``assign([TopicPartition])`` / ``assignment()`` /
 ``unsubscribe()``, ``poll(timeout_ms) -> [ConsumerRecord]`` (record by record, at most
@@ -6,7 +7,8 @@ Owns the user-facing consumer: ``assign([TopicPartition])`` / ``assignment()`` /
 (columnar, for notebooks and pandas: ``broker.record.columnar``'s schema, offset /
 timestamp / timestamp_type / key / value / headers), ``position`` / ``seek`` /
 ``seek_to_beginning`` / ``seek_to_end``, ``pause`` / ``resume`` / ``paused``,
-``offsets_for_times`` / ``beginning_offsets`` / ``end_offsets``, ``commit_sync`` /
+``subscribe`` / ``subscription``, ``offsets_for_times`` / ``beginning_offsets`` /
+``end_offsets``, ``commit_sync`` /
 ``commit_async`` / ``committed``, ``list_topics`` / ``partitions_for``, ``close``.
 
 Built from: ``SubscriptionState`` (assignment, positions, paused, pending resets),
@@ -28,17 +30,18 @@ Semantics, as Kafka's ``KafkaConsumer``:
 * ``commit_async`` has no background thread to run on: it sends and completes the commit
   before returning, then calls ``callback(offsets, exception_or_None)``; errors go to the
   callback, not to the caller (as Kafka's).
-* ``subscribe()`` (group membership: JoinGroup / SyncGroup / Heartbeat with a
-  ConsumerCoordinator, rebalance listeners) is not built yet: it raises
-  ``UnsupportedOperationError``. Its settings (``group.instance.id``, ``group.protocol``,
-  ``partition.assignment.strategy``, session / heartbeat / max.poll.interval) are
-  accepted and validated; the pieces exist for it: the assignors (assignors.py), the
-  embedded protocol (protocol.py) and the group-protocol core (coordinator.py,
-  ``ConsumerCoordinator``), which needs a driver (FindCoordinator, the heartbeat timer,
-  rebalance listeners) once the broker serves group membership.
+* ``subscribe(topics | pattern=..., listener=...)`` joins ``group.id`` with the classic
+  protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup): ``group_driver.py``'s
+  ``GroupMembership`` drives ``coordinator.py``'s ``ConsumerCoordinator`` from ``poll``
+  (rebalances, ``ConsumerRebalanceListener`` callbacks, auto commit before revocation)
+  and keeps the session with a heartbeat thread (its own connection). A subscribed
+  member's commits carry its generation and member id; a rebalanced group refuses them
+  with ``CommitFailedError``. ``close`` revokes and leaves the group (a static member,
+  ``group.instance.id``, does not leave). ``group.protocol=consumer`` (KIP-848) raises
+  ``UnsupportedOperationError``.
 
 Thread-safety: none, as Kafka's: one thread uses a KafkaConsumer (``wakeup`` is not
-provided).
+provided); the heartbeat thread shares only the group's member state, under its lock.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from . import group_offsets
 from .client import ConsumerNetworkClient
 from .config import ConsumerConfig
 from .consumer_fetcher import ARROW_SCHEMA, ConsumerFetcher
+from .group_offsets import CommitFailedError
 from .offsets import (
     EARLIEST,
     LATEST,
@@ -114,6 +118,7 @@ class KafkaConsumer:
         except BaseException:
             self._client.close()
             raise
+        self._group: Any = None  # group_driver.GroupMembership once subscribed
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -131,6 +136,8 @@ class KafkaConsumer:
         try:
             if autocommit and self._auto_commit:
                 self._commit_quietly(timeout_ms)
+            if self._group is not None:
+                self._group.close()
         finally:
             self._closed = True
             self._fetcher.close()
@@ -166,20 +173,54 @@ class KafkaConsumer:
 
     def subscribe(self, topics: Iterable[str] | None = None, listener: Any = None, *,
                   pattern: str | None = None) -> None:
-        """Group membership (Kafka's ``subscribe``): not available yet, use ``assign``.
+        """Join ``group.id`` for ``topics`` (or every topic ``pattern`` fully matches, looked
+        up again every ``metadata.max.age.ms``); ``listener``: a
+        ``ConsumerRebalanceListener`` (``on_partitions_revoked`` / ``_assigned`` /
+        ``_lost``). The group assigns the partitions in ``poll`` (group_driver.py)."""
+        self._ensure_open()
+        group = self._require_group()
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes topics or pattern=..., not both or neither")
+        if isinstance(topics, str):
+            topics = [topics]
+        if topics is not None:
+            topics = list(topics)
+            for t in topics:
+                if not isinstance(t, str) or not t.strip():
+                    raise ValueError("Topic collection to subscribe to cannot contain null or "
+                                     "empty topic")
+            if not topics:
+                self.unsubscribe()
+                return
+        if self.config["group.protocol"] != "classic":
+            raise UnsupportedOperationError("group.protocol=consumer (KIP-848) is not "
+                                            "supported: use group.protocol=classic")
+        if self._group is None:
+            from .group_driver import GroupMembership
+            self._group = GroupMembership(
+                self.config, self._client, self._state, group,
+                commit=self._commit_before_revoke,
+                drop_buffered=lambda keep: self._fetcher.drop_buffered(keep))
+        self._group.subscribe(topics, pattern, listener)
 
-        The ConsumerCoordinator (JoinGroup / SyncGroup / Heartbeat, rebalance listeners)
-        will land here; it will use ``assignors.py`` and ``protocol.py``."""
-        raise UnsupportedOperationError(
-            "subscribe() needs group membership, which this consumer does not have yet: "
-            "use assign([TopicPartition(...)]) (offsets still commit with group.id)")
+    def _commit_before_revoke(self, offsets: dict[TopicPartition, int]) -> None:
+        if not self._auto_commit or self.group_id is None:
+            return
+        try:
+            self._commit(offsets, "", None)
+        except KafkaError as e:
+            log.warning("auto commit of group %s before revocation failed: %s",
+                        self.group_id, e)
 
     def subscription(self) -> set[str]:
         return set(self._state.subscription)
 
     def unsubscribe(self) -> None:
         self._ensure_open()
-        if self._auto_commit and self._state.all_consumed():
+        if self._group is not None:
+            self._group.unsubscribe()
+            self._group = None
+        elif self._auto_commit and self._state.all_consumed():
             self._commit_quietly(None)
         self._state.unsubscribe()
         self._fetcher.drop_buffered()
@@ -276,19 +317,36 @@ class KafkaConsumer:
         if self._state.type.name == "NONE":
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned "
                                     "any partitions")
+        if self._group is not None:
+            self._group.ensure_active(self._client.deadline())
         self._maybe_auto_commit()
         self._update_positions(self._state.missing_positions(), None)
+
+    def _poll_group(self, timeout_ms: float, fetch: Callable[[float], Any]) -> Any:
+        """Fetch in slices of heartbeat.interval.ms, rejoining between them when the
+        heartbeat thread asked to (a rebalance is not held up by a long poll)."""
+        end = now_ms() + timeout_ms
+        step = float(self.config["heartbeat.interval.ms"])
+        while True:
+            out = fetch(max(0.0, min(step, end - now_ms())))
+            if out or now_ms() >= end:
+                return out
+            self._before_poll()
 
     def poll(self, timeout_ms: float = 0) -> list[ConsumerRecord]:
         """Records of the assigned, unpaused partitions (at most ``max.poll.records``), as
         soon as some are in; an empty list once ``timeout_ms`` passed without any."""
         self._before_poll()
+        if self._group is not None:
+            return self._poll_group(timeout_ms, self._fetcher.poll_records)
         return self._fetcher.poll_records(timeout_ms)
 
     def poll_arrow(self, timeout_ms: float = 0) -> dict[TopicPartition, Any]:
         """As ``poll``, in columns: ``{TopicPartition: pyarrow.RecordBatch}`` of schema
         ``ARROW_SCHEMA`` (whole fetch responses; ``max.poll.records`` does not apply)."""
         self._before_poll()
+        if self._group is not None:
+            return self._poll_group(timeout_ms, self._fetcher.poll_arrow)
         return self._fetcher.poll_arrow(timeout_ms)
 
     # -- offsets lookups -------------------------------------------------------------------
@@ -357,12 +415,11 @@ class KafkaConsumer:
         every assigned partition) for ``group.id``, blocking until the coordinator
         acknowledged them."""
         self._ensure_open()
-        group = self._require_group()
+        self._require_group()
         tps, meta = self._offsets_to_commit(offsets)
         if not tps:
             return
-        group_offsets.commit_offsets(self._client, group, tps,
-                                     metadata if meta is None else meta, timeout_ms=timeout_ms)
+        self._commit(tps, metadata if meta is None else meta, timeout_ms)
         self._next_auto_commit = now_ms() + self._auto_commit_interval
 
     def commit_async(self, offsets: Mapping[tuple[str, int], Any] | None = None,
@@ -393,6 +450,20 @@ class KafkaConsumer:
         return {tp: (OffsetAndMetadata(found[tp]) if found.get(tp) is not None
                      and found[tp] >= 0 else None) for tp in tps}
 
+    def _commit(self, offsets: Mapping[TopicPartition, int], metadata: str,
+                timeout_ms: float | None) -> None:
+        """OffsetCommit as a simple consumer, or as a member (generation, member id) once
+        subscribed (a rebalanced group raises ``CommitFailedError``)."""
+        assert self.group_id is not None
+        member = self._group.commit_fields() if self._group is not None else {}
+        try:
+            group_offsets.commit_offsets(self._client, self.group_id, offsets, metadata,
+                                         timeout_ms=timeout_ms, **member)
+        except CommitFailedError:
+            if self._group is not None:
+                self._group.request_rejoin()  # the next poll() rejoins, as Kafka's
+            raise
+
     def _maybe_auto_commit(self) -> None:
         if self._auto_commit and now_ms() >= self._next_auto_commit:
             self._commit_quietly(None)
@@ -403,8 +474,7 @@ class KafkaConsumer:
         if not offsets or self.group_id is None:
             return
         try:
-            group_offsets.commit_offsets(self._client, self.group_id, offsets,
-                                         timeout_ms=timeout_ms)
+            self._commit(offsets, "", timeout_ms)
         except KafkaError as e:
             log.warning("auto commit of group %s failed: %s", self.group_id, e)
 
@@ -414,5 +484,5 @@ class KafkaConsumer:
         return {"last_error": self._fetcher.last_error}
 
 
-__all__ = ["ARROW_SCHEMA", "ConsumerRecord", "InvalidGroupIdError", "KafkaConsumer",
+__all__ = ["ARROW_SCHEMA", "CommitFailedError", "ConsumerRecord", "InvalidGroupIdError", "KafkaConsumer",
            "NoOffsetForPartitionError", "OffsetAndMetadata", "UnsupportedOperationError"]

@@ -2,10 +2,10 @@
 SyncGroup, Heartbeat, LeaveGroup), as the request/response logic of Kafka's
 ``AbstractCoordinator`` / ``ConsumerCoordinator``, without I/O.
 
-Status: the protocol core only. It builds request bodies (``f(version) -> Struct``, as
-``ConsumerNetworkClient.send`` takes them) and interprets response bodies; driving it
-over the network (FindCoordinator, the heartbeat timer, rebalance listeners) and wiring
-it into ``KafkaConsumer.subscribe`` come once the broker serves group membership.
+The protocol core only: it builds request bodies (``f(version) -> Struct``, as
+``ConsumerNetworkClient.send`` takes them) and interprets response bodies;
+``group_driver.GroupMembership`` drives it over the network (FindCoordinator, the
+heartbeat thread, rebalance listeners) for ``KafkaConsumer.subscribe``.
 
 Owns the member's state: ``member_id`` ("" until the coordinator gives one; KIP-394's
 MEMBER_ID_REQUIRED hands it over), ``generation`` (-1 outside a generation),
@@ -41,7 +41,8 @@ INVALID_SESSION_TIMEOUT, GROUP_AUTHORIZATION_FAILED, ...) raises
 ``KafkaError.from_code`` naming the group. Rejoin outcomes raise ``RebalanceNeeded``
 from the handlers whose result would otherwise be used.
 
-Thread-safety: none; owned by the consumer's thread.
+Thread-safety: none; ``GroupMembership`` guards it with its lock (its heartbeat thread
+shares it).
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Consumer-group offsets on the client side: commit and fetch a group's committed offsets,
 list, describe and delete groups (the offset part of Kafka's ``ConsumerCoordinator`` and
-the group part of its ``Admin`` client). No group membership: these are the calls of a
-consumer that assign()s its partitions, and of ``kafka-consumer-groups``.
+the group part of its ``Admin`` client). No group membership (that is
+``group_driver.py``): these are the calls of a consumer that assign()s its partitions, of a
+subscribed one (commits with its generation), and of ``kafka-consumer-groups``.
 
 Owns::
 
     fetch_committed(client_or_config, group_id, tps)      -> {TopicPartition: offset | None}
-    commit_offsets(client_or_config, group_id, {tp: offset}, metadata="") -> None
+    commit_offsets(client_or_config, group_id, {tp: offset}, metadata="",
+                   generation=-1, member_id="", group_instance_id=None) -> None
+    CommitFailedError                                      a member's commit after a rebalance
     list_group_offsets(client_or_config, group_id)        -> {TopicPartition: offset} (all)
     list_groups(client_or_config)                          -> [GroupListing]
     describe_groups(client_or_config, group_ids)           -> {group_id: GroupDescription}
@@ -21,7 +24,7 @@ Each takes a ``ConsumerNetworkClient`` (reused, left open) or a config mapping /
 Protocol: the group's coordinator is found with FindCoordinator (v0-3, key_type 0) on the
 least loaded broker and reached on a connection of its own (node id
 ``COORDINATOR_ID_BASE - node_id``, as Kafka's client does, so that fetches on the
-regular connection never delay it). Then OffsetCommit v2-8 (generation -1 and an empty
+regular connection never delay it). Then OffsetCommit v2-8 (by default generation -1 and an empty
 member id: a simple consumer), OffsetFetch v1-7 (v2+ for a null topic list), ListGroups
 v0-4 (sent to every broker; below v4 the state comes from DescribeGroups),
 DescribeGroups v0-5, DeleteGroups v0-2, OffsetDelete v0, each with the highest version
@@ -29,6 +32,8 @@ both sides have. A member's assignment (DescribeGroups ``member_assignment``) is
 as Kafka's ConsumerProtocolAssignment (v0-3: int16 version, [topic, [partition]], user
 data) when the group's protocol type is ``consumer``; anything else gives no partitions.
 
+A member's commit (generation >= 0) refused with UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
+REBALANCE_IN_PROGRESS raises ``CommitFailedError`` (Kafka's ``CommitFailedException``).
 Committing as a simple consumer (generation -1, member "") is what Kafka's
 ``Admin.alterConsumerGroupOffsets`` does; a coordinator whose group has active members
 refuses it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS): that raises
@@ -89,6 +94,11 @@ _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_O
 
 class GroupsNotSupportedError(KafkaError):
     """The broker does not advertise the consumer-group API a call needs."""
+
+
+class CommitFailedError(KafkaError):
+    """A group member's commit refused because the group rebalanced (Kafka's
+    ``CommitFailedException``): its partitions may now belong to another member."""
 
 
 class GroupListing(NamedTuple):
@@ -315,9 +325,12 @@ def list_group_offsets(client_or_config: Any, group_id: str, *,
 
 
 def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[str, int], int],
-                   metadata: str = "", *, timeout_ms: float | None = None) -> None:
+                   metadata: str = "", *, timeout_ms: float | None = None, generation: int = -1,
+                   member_id: str = "", group_instance_id: str | None = None) -> None:
     """Commit ``offsets`` (the next offset to read, per partition) for ``group_id`` as a
-    simple consumer (generation -1), with ``metadata`` on every partition; returns once
+    simple consumer (generation -1), or as a member (``generation``, ``member_id``,
+    ``group_instance_id``: a subscribed consumer; a refusal because the group rebalanced
+    raises ``CommitFailedError``), with ``metadata`` on every partition; returns once
     the coordinator has stored them all."""
     _check_group(group_id)
     commits: dict[TopicPartition, int] = {}
@@ -338,7 +351,8 @@ def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[
             topic_cls = schema.structs["OffsetCommitRequestTopic"]
             part_cls = schema.structs["OffsetCommitRequestPartition"]
             return schema.cls(
-                group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id,
+                group_instance_id=group_instance_id,
                 retention_time_ms=-1,
                 topics=[topic_cls(name=t, partitions=[
                     part_cls(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
@@ -352,6 +366,12 @@ def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     answered.add(tp)
+                    if p.error_code in ACTIVE_GROUP_ERRORS and generation >= 0:
+                        raise CommitFailedError(
+                            f"Commit of group {group_id} cannot be completed since the group has "
+                            "already rebalanced (or is rebalancing) and assigned the partitions to "
+                            f"another member (generation {generation}, member {member_id}); "
+                            "poll() again to rejoin, then commit", p.error_code)
                     if p.error_code in ACTIVE_GROUP_ERRORS:
                         raise KafkaError.from_code(
                             p.error_code, f"OffsetCommit for group {group_id} refused: the group has active "

@@ -1,11 +1,12 @@
 """SubscriptionState: what a KafkaConsumer consumes and where it is, as Kafka's
 ``SubscriptionState``.
 
-Owns: the subscription type (NONE, USER_ASSIGNED by ``assign``; AUTO_TOPICS for
-``subscribe`` once group membership lands), the assigned partitions in assignment order,
+Owns: the subscription type (NONE, USER_ASSIGNED by ``assign``; AUTO_TOPICS /
+AUTO_PATTERN by ``subscribe``), the assigned partitions in assignment order,
 per partition its fetch position (None until known), a pending reset strategy
 (``seek_to_beginning`` / ``seek_to_end``, resolved lazily as Kafka does), and the paused
-set. ``positions`` is the dict the fetcher reads and advances (shared, not copied).
+set. AUTO_TOPICS / AUTO_PATTERN (``subscribe``): ``assign_from_subscribed`` takes the
+group's assignment (``group_driver.py``). ``positions`` is the dict the fetcher reads and advances (shared, not copied).
 
 Invariants: ``positions`` holds exactly the assigned partitions with a known position;
 ``paused`` and ``pending_resets`` are subsets of the assignment; ``assign`` and
@@ -28,6 +29,7 @@ class SubscriptionType(Enum):
     NONE = "NONE"
     USER_ASSIGNED = "USER_ASSIGNED"
     AUTO_TOPICS = "AUTO_TOPICS"
+    AUTO_PATTERN = "AUTO_PATTERN"
 
 
 class SubscriptionState:
@@ -60,6 +62,16 @@ class SubscriptionState:
             for tp in [tp for tp in d if tp not in keep]:
                 del d[tp]
         self.paused &= keep
+
+    def subscribe(self, topics: Iterable[str], *, pattern: bool = False) -> None:
+        """``subscribe(topics)`` (AUTO_TOPICS) or the topics a pattern matches now
+        (AUTO_PATTERN); the group assigns the partitions."""
+        self._set_type(SubscriptionType.AUTO_PATTERN if pattern else SubscriptionType.AUTO_TOPICS)
+        self.subscription = frozenset(topics)
+
+    def assign_from_subscribed(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """The group's assignment (positions of kept partitions stay)."""
+        self._set_assignment(list(dict.fromkeys(TopicPartition(*tp) for tp in partitions)))
 
     def unsubscribe(self) -> None:
         self.type = SubscriptionType.NONE
