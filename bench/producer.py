@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+from broker_process import start_broker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -138,31 +139,10 @@ def _child(argv: list[str]) -> None:
 # -- the driver ------------------------------------------------------------------------
 
 
-def _start_broker(log_dir: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={log_dir}", "--override", "num.partitions=1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    assert proc.stdout is not None
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"listening on PLAINTEXT://([\d.]+:\d+)", line)
-        if m:
-            return proc, m.group(1)
-    proc.kill()
-    raise SystemExit("the broker did not start")
-
-
 def main() -> None:
     quick = "--quick" in sys.argv
     log_dir = tempfile.mkdtemp(prefix="bench-producer-")
-    broker, bootstrap = _start_broker(log_dir)
-    # Drain the broker's output in the background so that it never blocks on a pipe.
-    import threading
-    threading.Thread(target=lambda: [None for _ in broker.stdout], daemon=True).start()
+    broker, bootstrap = start_broker(log_dir)
     results: dict[str, dict[str, dict]] = {}
     try:
         for label, size, n in CASES:
