@@ -1,16 +1,18 @@
 """Shared by the client benchmarks: this project's broker in a subprocess.
 
-Owns ``start_broker(log_dir)``: ``python -m broker`` on 127.0.0.1 (a free port, the given
-log directory, one partition per auto-created topic), waits for its ready line and returns
-the process and ``host:port``; a thread drains its output so that it never blocks on a
-full pipe. Imported by ``producer.py`` and ``consumer.py`` (run as scripts: this folder is
-on sys.path). The caller stops the process.
+Owns ``start_broker(log_dir)`` and ``stop_broker(proc, log_dir)``. ``start_broker`` runs
+``python -m broker`` on 127.0.0.1 (a free port, the given log directory, one partition per
+auto-created topic), waits for its ready line and returns the process and ``host:port``; a
+thread drains its output so that it never blocks on a full pipe. ``stop_broker``
+terminates it (SIGKILL after 10 s) and removes the log directory. Imported by
+``producer.py`` and ``consumer.py`` (run as scripts: this folder is on sys.path).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -37,3 +39,12 @@ def start_broker(log_dir: str) -> tuple[subprocess.Popen, str]:
             return proc, m.group(1)
     proc.kill()
     raise SystemExit("the broker did not start")
+
+
+def stop_broker(proc: subprocess.Popen, log_dir: str) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(log_dir, ignore_errors=True)

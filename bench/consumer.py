@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from broker_process import start_broker
+from broker_process import start_broker, stop_broker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -158,12 +157,7 @@ def main() -> None:
                 print(f"  {label:5s} {client:13s} {res['rec_s']:>12,.0f} rec/s "
                       f"{res['mb_s']:>8.1f} MB/s", flush=True)
     finally:
-        broker.terminate()
-        try:
-            broker.wait(10)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-        shutil.rmtree(log_dir, ignore_errors=True)
+        stop_broker(broker, log_dir)
 
     print()
     print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'MB/s':>8s} {'seconds':>8s}")

@@ -22,13 +22,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from broker_process import start_broker
+from broker_process import start_broker, stop_broker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -167,12 +166,7 @@ def main() -> None:
                       f"{res['mb_s']:>8.1f} MB/s  failed={res['failed']}  "
                       f"peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
     finally:
-        broker.terminate()
-        try:
-            broker.wait(10)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-        shutil.rmtree(log_dir, ignore_errors=True)
+        stop_broker(broker, log_dir)
 
     print()
     print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'MB/s':>8s} {'peak RSS MB':>12s}")
