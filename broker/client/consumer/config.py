@@ -74,6 +74,8 @@ CONSUMER_CONFIG_DEF = (
             "subscribe().")
     .define("group.protocol", STRING, "classic", "Rebalance protocol: classic (JoinGroup/"
             "SyncGroup) or consumer (KIP-848).", one_of("classic", "consumer"))
+    .define("group.remote.assignor", STRING, None, "group.protocol=consumer: the broker's "
+            "assignor to use (uniform, range; None: the broker's default).")
     .define("partition.assignment.strategy", LIST, ["range", "cooperative-sticky"],
             "Assignors in order of preference: range, roundrobin, sticky, "
             "cooperative-sticky (Kafka's class names are accepted too).")

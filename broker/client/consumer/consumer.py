@@ -37,8 +37,10 @@ Semantics, as Kafka's ``KafkaConsumer``:
   and keeps the session with a heartbeat thread (its own connection). A subscribed
   member's commits carry its generation and member id; a rebalanced group refuses them
   with ``CommitFailedError``. ``close`` revokes and leaves the group (a static member,
-  ``group.instance.id``, does not leave). ``group.protocol=consumer`` (KIP-848) raises
-  ``UnsupportedOperationError``.
+  ``group.instance.id``, does not leave). With ``group.protocol=consumer`` (KIP-848)
+  ``consumer_membership.py``'s ``ConsumerGroupMembership`` takes its place: the broker
+  assigns, the member heartbeats (ConsumerGroupHeartbeat) and reconciles from ``poll``,
+  and commits carry its member epoch.
 
 Thread-safety: none, as Kafka's: one thread uses a KafkaConsumer (``wakeup`` is not
 provided); the heartbeat thread shares only the group's member state, under its lock.
@@ -192,11 +194,11 @@ class KafkaConsumer:
             if not topics:
                 self.unsubscribe()
                 return
-        if self.config["group.protocol"] != "classic":
-            raise UnsupportedOperationError("group.protocol=consumer (KIP-848) is not "
-                                            "supported: use group.protocol=classic")
         if self._group is None:
-            from .group_driver import GroupMembership
+            if self.config["group.protocol"] == "consumer":  # KIP-848: the broker assigns
+                from .consumer_membership import ConsumerGroupMembership as GroupMembership
+            else:
+                from .group_driver import GroupMembership
             self._group = GroupMembership(
                 self.config, self._client, self._state, group,
                 commit=self._commit_before_revoke,
@@ -326,8 +328,9 @@ class KafkaConsumer:
         """Fetch in slices of heartbeat.interval.ms, rejoining between them when the
         heartbeat thread asked to (a rebalance is not held up by a long poll)."""
         end = now_ms() + timeout_ms
-        step = float(self.config["heartbeat.interval.ms"])
         while True:
+            step_of = getattr(self._group, "poll_step_ms", None)
+            step = step_of() if step_of is not None else float(self.config["heartbeat.interval.ms"])
             out = fetch(max(0.0, min(step, end - now_ms())))
             if out or now_ms() >= end:
                 return out
@@ -455,14 +458,19 @@ class KafkaConsumer:
         """OffsetCommit as a simple consumer, or as a member (generation, member id) once
         subscribed (a rebalanced group raises ``CommitFailedError``)."""
         assert self.group_id is not None
-        member = self._group.commit_fields() if self._group is not None else {}
-        try:
-            group_offsets.commit_offsets(self._client, self.group_id, offsets, metadata,
-                                         timeout_ms=timeout_ms, **member)
-        except CommitFailedError:
-            if self._group is not None:
-                self._group.request_rejoin()  # the next poll() rejoins, as Kafka's
-            raise
+        for attempt in range(2):
+            member = self._group.commit_fields() if self._group is not None else {}
+            try:
+                group_offsets.commit_offsets(self._client, self.group_id, offsets, metadata,
+                                             timeout_ms=timeout_ms, **member)
+                return
+            except CommitFailedError as e:
+                if (attempt == 0 and e.code == ErrorCode.STALE_MEMBER_EPOCH and self._group is not None
+                        and self._group.commit_fields()["generation"] != member["generation"]):
+                    continue  # KIP-848: the epoch moved on meanwhile; commit with the new one
+                if self._group is not None:
+                    self._group.request_rejoin()  # the next poll() rejoins, as Kafka's
+                raise
 
     def _maybe_auto_commit(self) -> None:
         if self._auto_commit and now_ms() >= self._next_auto_commit:

@@ -89,6 +89,9 @@ _REDISCOVER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AV
 ACTIVE_GROUP_ERRORS = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
                                  ErrorCode.REBALANCE_IN_PROGRESS})
 # Errors retried as they are (after a backoff).
+# What refuses a member's commit: the group moved on (classic), or the member epoch is not
+# the member's (KIP-848 groups).
+MEMBER_COMMIT_ERRORS = ACTIVE_GROUP_ERRORS | {ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.FENCED_MEMBER_EPOCH}
 _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT})
 
 
@@ -326,7 +329,8 @@ def list_group_offsets(client_or_config: Any, group_id: str, *,
 
 def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[str, int], int],
                    metadata: str = "", *, timeout_ms: float | None = None, generation: int = -1,
-                   member_id: str = "", group_instance_id: str | None = None) -> None:
+                   member_id: str = "", group_instance_id: str | None = None,
+                   versions: tuple[int, int] = OFFSET_COMMIT_VERSIONS) -> None:
     """Commit ``offsets`` (the next offset to read, per partition) for ``group_id`` as a
     simple consumer (generation -1), or as a member (``generation``, ``member_id``,
     ``group_instance_id``: a subscribed consumer; a refusal because the group rebalanced
@@ -359,14 +363,14 @@ def commit_offsets(client_or_config: Any, group_id: str, offsets: Mapping[tuple[
                              committed_metadata=metadata) for p, o in ps]) for t, ps in by_topic.items()])
 
         def attempt(coordinator: int) -> None:
-            body, _ = _request(client, coordinator, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSIONS, build, deadline)
+            body, _ = _request(client, coordinator, ApiKey.OFFSET_COMMIT, versions, build, deadline)
             answered = set()
             retry: _Retry | None = None
             for t in body.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     answered.add(tp)
-                    if p.error_code in ACTIVE_GROUP_ERRORS and generation >= 0:
+                    if p.error_code in MEMBER_COMMIT_ERRORS and generation >= 0:
                         raise CommitFailedError(
                             f"Commit of group {group_id} cannot be completed since the group has "
                             "already rebalanced (or is rebalancing) and assigned the partitions to "
