@@ -2,6 +2,9 @@
 
 * ``metrics.py``: Kafka's metric primitives (Sensor, Rate over a SampledStat, TokenBucket,
   Quota, MetricConfig, the injectable clock) and the throttle-time arithmetic.
+* ``client_quota_manager.py``: ``ClientQuotaManager`` (PRODUCE / FETCH byte rates, the
+  REQUEST percentage): entity precedence, recording, throttle times, the delay queue and
+  its reaper.
 
 Thread-safety: see each module.
 """
