@@ -5,6 +5,8 @@
 * ``client_quota_manager.py``: ``ClientQuotaManager`` (PRODUCE / FETCH byte rates, the
   REQUEST percentage): entity precedence, recording, throttle times, the delay queue and
   its reaper.
+* ``controller_mutation.py``: the KIP-599 token-bucket quota of CreateTopics /
+  CreatePartitions / DeleteTopics (strict and permissive).
 
 Thread-safety: see each module.
 """
