@@ -283,6 +283,13 @@ SERVER_CONFIG_DEF = (
     .define("transaction.state.log.replication.factor", INT, 1, "Always 1 on a single node.")
     .define("transaction.state.log.min.isr", INT, 1, "Always 1 on a single node.")
     .define("cluster.id", STRING, None, "Cluster id; generated once and kept in meta.properties.")
+    # Quotas (broker/server/quota/): the sampling of client quotas and of the controller
+    # mutation token bucket (burst = num x size x rate).
+    .define("quota.window.num", INT, 11, "Samples kept for client quotas.", at_least(1))
+    .define("quota.window.size.seconds", INT, 1, "Width of one client-quota sample.", at_least(1))
+    .define("controller.quota.window.num", INT, 11, "Samples of the controller mutation quota.", at_least(1))
+    .define("controller.quota.window.size.seconds", INT, 1, "Width of one controller mutation sample.",
+            at_least(1))
 )
 
 

@@ -66,6 +66,8 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 0),  # v1 is flexible
     _api(ApiKey.DELETE_GROUPS, 0, 1),
     _api(ApiKey.OFFSET_DELETE, 0, 0),
+    _api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
+    _api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
 )
 
 # Advertised only when SASL is enabled (kcat needs Handshake 0 and 1 in range).

@@ -51,6 +51,7 @@ from broker.server.handlers import (
     RequestContext,
     ServerState,
     api_versions,
+    client_quotas,
     configs,
     fetch,
     group,
@@ -109,6 +110,10 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.ALTER_CONFIGS: ApiHandler(configs.handle_alter_configs, configs.alter_configs_error_response, 0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(configs.handle_incremental_alter_configs,
                                                  configs.incremental_alter_configs_error_response, 0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiHandler(client_quotas.handle_describe_client_quotas,
+                                              client_quotas.describe_client_quotas_error_response, 0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: ApiHandler(client_quotas.handle_alter_client_quotas,
+                                           client_quotas.alter_client_quotas_error_response, 0, 1),
 }
 
 

@@ -43,11 +43,13 @@ from broker.log.config import (
 )
 from broker.log.manager import LogManager
 from broker.server.apis import KafkaApis
+from broker.server.cluster_metadata import ClusterMetadataStore
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
 from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
+from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.socket_server import SocketServer, parse_listeners
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,9 @@ class KafkaBroker:
         self.socket_server: SocketServer | None = None
         self.apis: KafkaApis | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.cluster_metadata: ClusterMetadataStore | None = None
+        self.quotas: QuotaManagers | None = None
+        self.client_quotas: ClientQuotaStore | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -143,11 +148,19 @@ class KafkaBroker:
             self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
                                                       on_append=self.watchers.notify)
             self.group_coordinator.startup()  # loads __consumer_offsets before any connection
+            self.cluster_metadata = ClusterMetadataStore(self.log_manager.log_dirs, self.node_id,
+                                                         lambda: self.log_manager.live_log_dirs)
+            self.cluster_metadata.load()
+            self.quotas = QuotaManagers(config)
+            self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
+            self.client_quotas.load()
+            self.quotas.start()
             state = ServerState(
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
                 producer_ids=producer_ids, watchers=self.watchers,
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
-                static_keys=frozenset(self.props), group_coordinator=self.group_coordinator)
+                static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
+                quotas=self.quotas, client_quotas=self.client_quotas)
             self.apis = KafkaApis(state)
             self.socket_server = SocketServer(
                 self.listeners, self.apis.handle,
@@ -179,6 +192,8 @@ class KafkaBroker:
                 self.socket_server.shutdown()
             if self.group_coordinator is not None:
                 self.group_coordinator.shutdown()
+            if self.quotas is not None:
+                self.quotas.shutdown()  # releases every throttled channel
             if self._logs_started:  # a failed startup must not write clean-shutdown markers
                 self.log_manager.shutdown()
             self._stopped.set()

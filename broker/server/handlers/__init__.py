@@ -81,6 +81,9 @@ class ServerState:
     static_keys: frozenset = frozenset()
     # broker.server.group.GroupCoordinator (None: group APIs answer COORDINATOR_NOT_AVAILABLE)
     group_coordinator: Any = None
+    # broker.server.quota.client_quotas.QuotaManagers / ClientQuotaStore (None: no quotas)
+    quotas: Any = None
+    client_quotas: Any = None
 
     @property
     def auto_create_topics(self) -> bool:
