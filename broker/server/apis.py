@@ -61,6 +61,7 @@ from broker.server.handlers import (
     metadata,
     produce,
     producer_id,
+    throttling,
     topics,
 )
 
@@ -165,6 +166,10 @@ class KafkaApis:
             log.info("closing connection %s: malformed %s v%d request: %s", conn.id, _api_name(key), version, exc)
             return CLOSE_CONNECTION
         ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id)
+        if self.state.quotas is not None:
+            ctx.extra["request_size"] = len(frame)
+            ctx.extra["user"] = _principal_name(conn)
+            throttling.begin(ctx)
         try:
             response = api.handle(self.state, ctx, body)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread
@@ -178,6 +183,13 @@ class KafkaApis:
             except Exception:  # noqa: BLE001
                 log.exception("building the error response of %s v%d failed", _api_name(key), version)
                 return CLOSE_CONNECTION
+        if self.state.quotas is not None:
+            try:
+                throttling.finish(self.state, ctx, conn, None if response is NO_RESPONSE
+                                  or response is CLOSE_CONNECTION else response,
+                                  exempt=response is NO_RESPONSE and key == ApiKey.PRODUCE)
+            except Exception:  # noqa: BLE001 - quota accounting must never fail a request
+                log.exception("quota accounting of %s v%d from %s failed", _api_name(key), version, conn.id)
         if response is NO_RESPONSE or response is CLOSE_CONNECTION:
             return response
         if key == ApiKey.API_VERSIONS and "client_software" in ctx.extra:
@@ -190,6 +202,15 @@ class KafkaApis:
             log.exception("encoding the %s v%d response for %s failed; closing the connection",
                           _api_name(key), version, conn.id)
             return CLOSE_CONNECTION
+
+
+def _principal_name(conn: Any) -> str:
+    """The quota user of a connection: its principal's name (``User:alice`` -> alice)."""
+    principal = getattr(conn, "principal", None)
+    if not principal:
+        return throttling.ANONYMOUS
+    text = str(principal)
+    return text.split(":", 1)[1] if text.startswith("User:") else text
 
 
 def _api_name(key: int) -> str:
