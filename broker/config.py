@@ -290,6 +290,11 @@ SERVER_CONFIG_DEF = (
     .define("controller.quota.window.num", INT, 11, "Samples of the controller mutation quota.", at_least(1))
     .define("controller.quota.window.size.seconds", INT, 1, "Width of one controller mutation sample.",
             at_least(1))
+    # Client telemetry (KIP-714, broker/server/telemetry/)
+    .define("telemetry.max.bytes", INT, 1048576, "Largest PushTelemetry payload accepted.", at_least(1))
+    # The operators' metrics endpoint (broker/server/telemetry/prometheus.py): off unless set
+    .define("kafkalog.metrics.port", INT, None, "Port of the Prometheus /metrics endpoint (0: any free one).")
+    .define("kafkalog.metrics.host", STRING, "127.0.0.1", "Address of the Prometheus /metrics endpoint.")
 )
 
 

@@ -45,6 +45,9 @@ EXPECTED = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),  # quotas (issue 18); v1 is flexible
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),  # telemetry (issue 18)
+    ApiKey.PUSH_TELEMETRY: (0, 0),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
 }
 
 
@@ -63,7 +66,8 @@ def test_phase_1_advertises_no_flexible_version_but_api_versions_3() -> None:
         for version in range(api.min_version, api.max_version + 1):
             flexible = request_header_version(api.api_key, version) == 2
             first_flexible = {ApiKey.API_VERSIONS: 3, ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
-                              ApiKey.ALTER_CLIENT_QUOTAS: 1}.get(api.api_key)
+                              ApiKey.ALTER_CLIENT_QUOTAS: 1, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: 0,
+                              ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0}.get(api.api_key)
             assert flexible == (first_flexible is not None and version >= first_flexible), api
 
 

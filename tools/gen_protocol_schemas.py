@@ -43,6 +43,7 @@ GENERATED_APIS = (
     "DescribeLogDirs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
     "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeClientQuotas", "AlterClientQuotas",
+    "GetTelemetrySubscriptions", "PushTelemetry", "ListClientMetricsResources",
 )
 
 FIELD_KEYS = {

@@ -68,6 +68,9 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.OFFSET_DELETE, 0, 0),
     _api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
     _api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
+    _api(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),  # KIP-714 (flexible only)
+    _api(ApiKey.PUSH_TELEMETRY, 0, 0),
+    _api(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, 0),
 )
 
 # Advertised only when SASL is enabled (kcat needs Handshake 0 and 1 in range).

@@ -37,6 +37,7 @@ connection's thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -61,6 +62,7 @@ from broker.server.handlers import (
     metadata,
     produce,
     producer_id,
+    telemetry,
     throttling,
     topics,
 )
@@ -115,6 +117,12 @@ HANDLERS: dict[int, ApiHandler] = {
                                               client_quotas.describe_client_quotas_error_response, 0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: ApiHandler(client_quotas.handle_alter_client_quotas,
                                            client_quotas.alter_client_quotas_error_response, 0, 1),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiHandler(telemetry.handle_get_telemetry_subscriptions,
+                                                   telemetry.get_telemetry_subscriptions_error_response, 0, 0),
+    ApiKey.PUSH_TELEMETRY: ApiHandler(telemetry.handle_push_telemetry, telemetry.push_telemetry_error_response,
+                                      0, 0),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: ApiHandler(telemetry.handle_list_client_metrics_resources,
+                                                     telemetry.list_client_metrics_resources_error_response, 0, 0),
 }
 
 
@@ -166,10 +174,13 @@ class KafkaApis:
             log.info("closing connection %s: malformed %s v%d request: %s", conn.id, _api_name(key), version, exc)
             return CLOSE_CONNECTION
         ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id)
+        if conn.client_software is not None:
+            ctx.extra["connection_software"] = conn.client_software
         if self.state.quotas is not None:
             ctx.extra["request_size"] = len(frame)
             ctx.extra["user"] = _principal_name(conn)
             throttling.begin(ctx)
+        started = time.perf_counter()
         try:
             response = api.handle(self.state, ctx, body)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread
@@ -183,6 +194,8 @@ class KafkaApis:
             except Exception:  # noqa: BLE001
                 log.exception("building the error response of %s v%d failed", _api_name(key), version)
                 return CLOSE_CONNECTION
+        if self.state.stats is not None:
+            self.state.stats.record_request(_api_name(key), time.perf_counter() - started)
         if self.state.quotas is not None:
             try:
                 throttling.finish(self.state, ctx, conn, None if response is NO_RESPONSE

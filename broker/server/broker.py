@@ -51,6 +51,8 @@ from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.socket_server import SocketServer, parse_listeners
+from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
+from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,10 @@ class KafkaBroker:
         self.cluster_metadata: ClusterMetadataStore | None = None
         self.quotas: QuotaManagers | None = None
         self.client_quotas: ClientQuotaStore | None = None
+        self.telemetry: ClientMetricsManager | None = None
+        self.stats: BrokerStats | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.client_metrics: SubscriptionStore | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -155,12 +161,17 @@ class KafkaBroker:
             self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
             self.client_quotas.load()
             self.quotas.start()
+            self.telemetry = ClientMetricsManager(telemetry_max_bytes=config["telemetry.max.bytes"])
+            self.client_metrics = SubscriptionStore(self.cluster_metadata, self.telemetry)
+            self.client_metrics.load()
+            self.stats = BrokerStats()
             state = ServerState(
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
                 producer_ids=producer_ids, watchers=self.watchers,
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
-                quotas=self.quotas, client_quotas=self.client_quotas)
+                quotas=self.quotas, client_quotas=self.client_quotas, telemetry=self.telemetry,
+                client_metrics=self.client_metrics, stats=self.stats)
             self.apis = KafkaApis(state)
             self.socket_server = SocketServer(
                 self.listeners, self.apis.handle,
@@ -170,6 +181,12 @@ class KafkaBroker:
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
                 connections_max_idle_ms=config["connections.max.idle.ms"])
             self.socket_server.startup()
+            if config.get("kafkalog.metrics.port") is not None:
+                collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,
+                                            logs=self.log_manager.all_logs, quotas=self.quotas,
+                                            telemetry=self.telemetry)
+                self.metrics_endpoint = MetricsEndpoint(collector, config["kafkalog.metrics.host"],
+                                                        int(config["kafkalog.metrics.port"]))
         except BaseException:
             self.shutdown()
             raise
@@ -192,6 +209,8 @@ class KafkaBroker:
                 self.socket_server.shutdown()
             if self.group_coordinator is not None:
                 self.group_coordinator.shutdown()
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.close()
             if self.quotas is not None:
                 self.quotas.shutdown()  # releases every throttled channel
             if self._logs_started:  # a failed startup must not write clean-shutdown markers

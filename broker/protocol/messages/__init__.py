@@ -29,11 +29,13 @@ from broker.protocol.messages import (
     end_txn,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
+    list_client_metrics_resources,
     list_groups,
     list_offsets,
     list_transactions,
@@ -43,6 +45,7 @@ from broker.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    push_telemetry,
     sasl_authenticate,
     sasl_handshake,
     sync_group,
@@ -90,6 +93,9 @@ REQUEST_SCHEMAS = {
     66: list_transactions.LIST_TRANSACTIONS_REQUEST,
     68: consumer_group_heartbeat.CONSUMER_GROUP_HEARTBEAT_REQUEST,
     69: consumer_group_describe.CONSUMER_GROUP_DESCRIBE_REQUEST,
+    71: get_telemetry_subscriptions.GET_TELEMETRY_SUBSCRIPTIONS_REQUEST,
+    72: push_telemetry.PUSH_TELEMETRY_REQUEST,
+    74: list_client_metrics_resources.LIST_CLIENT_METRICS_RESOURCES_REQUEST,
 }
 
 RESPONSE_SCHEMAS = {
@@ -133,4 +139,7 @@ RESPONSE_SCHEMAS = {
     66: list_transactions.LIST_TRANSACTIONS_RESPONSE,
     68: consumer_group_heartbeat.CONSUMER_GROUP_HEARTBEAT_RESPONSE,
     69: consumer_group_describe.CONSUMER_GROUP_DESCRIBE_RESPONSE,
+    71: get_telemetry_subscriptions.GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE,
+    72: push_telemetry.PUSH_TELEMETRY_RESPONSE,
+    74: list_client_metrics_resources.LIST_CLIENT_METRICS_RESOURCES_RESPONSE,
 }

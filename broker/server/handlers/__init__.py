@@ -84,6 +84,11 @@ class ServerState:
     # broker.server.quota.client_quotas.QuotaManagers / ClientQuotaStore (None: no quotas)
     quotas: Any = None
     client_quotas: Any = None
+    # broker.server.telemetry.client_metrics.ClientMetricsManager / SubscriptionStore (None: no telemetry)
+    telemetry: Any = None
+    client_metrics: Any = None
+    # broker.server.telemetry.prometheus.BrokerStats (None: not counted)
+    stats: Any = None
 
     @property
     def auto_create_topics(self) -> bool:

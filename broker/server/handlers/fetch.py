@@ -138,6 +138,7 @@ def _read_all(state: ServerState, body, version: int, max_bytes: int) -> tuple[l
     total = 0
     has_error = False
     topics = state.topics
+    stats = state.stats
     out = []
     for t in body.topics:
         name = t.topic
@@ -181,6 +182,8 @@ def _read_all(state: ServerState, body, version: int, max_bytes: int) -> tuple[l
                 total += size
                 remaining -= size
                 min_one_message = False
+                if stats is not None:
+                    stats.record_bytes_out(name, size)
             aborted = None
             if committed:
                 aborted = [AbortedTransaction(producer_id=pid, first_offset=first)

@@ -110,6 +110,8 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
             return _partition_error(index, code)
         return _partition_error(index, code, str(exc), _record_errors(exc))
     state.watchers.notify((name, index))
+    if state.stats is not None:
+        state.stats.record_bytes_in(name, len(records))
     return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=lg.log_start_offset,
                              record_errors=[], error_message=None)

@@ -67,6 +67,8 @@ Synonym = DESCRIBE_CONFIGS_RESPONSE.structs["DescribeConfigsSynonym"]
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
+SOURCE_CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
@@ -251,6 +253,12 @@ def handle_describe_configs(state: ServerState, ctx: RequestContext, body) -> ob
                 configs = _topic_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
             elif r.resource_type == RESOURCE_BROKER:
                 configs = _broker_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
+            elif r.resource_type == RESOURCE_CLIENT_METRICS and state.client_metrics is not None:
+                configs = [ConfigEntry(name=k, value=v, read_only=False, is_default=False,
+                                       config_source=SOURCE_CLIENT_METRICS_CONFIG, is_sensitive=False,
+                                       synonyms=[], config_type=7 if k != "interval.ms" else 3, documentation=None)
+                           for k, v in sorted(state.client_metrics.get(r.resource_name).items())
+                           if keys is None or k in keys]
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
             results.append(DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None,
