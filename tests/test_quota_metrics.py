@@ -216,3 +216,31 @@ def test_config_validation_and_duplicate_metrics():
     s.add(MetricName.of("m", "g"), CumulativeCount())
     with pytest.raises(ValueError):
         s.add(MetricName.of("m", "g"), CumulativeCount())
+
+
+def test_running_total_and_cached_oldest_match_a_plain_walk():
+    """The WindowedSum's running total and the cached oldest window agree with walking the
+    windows, over random records, gaps and measures (hypothesis)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 5000), st.floats(-1e6, 1e6, allow_nan=False),
+                              st.booleans()), max_size=60))
+    def check(steps):
+        cfg = MetricConfig(samples=4, time_window_ms=1000)
+        rate = Rate()
+        now = 1_000_000
+        for gap, value, measure in steps:
+            now += gap
+            if measure:
+                got = rate.measure(cfg, now)
+                stat = rate.stat
+                expected_sum = sum(s.value for s in stat.samples)
+                assert stat.total == pytest.approx(expected_sum, abs=1e-3)
+                assert stat.oldest_start(now) == min(s.last_window_ms for s in stat.samples)
+                assert got == pytest.approx(expected_sum / (rate.window_size(cfg, now) / 1000), abs=1e-3)
+            else:
+                rate.record(cfg, value, now)
+
+    check()

@@ -176,11 +176,13 @@ class KafkaApis:
         ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id)
         if conn.client_software is not None:
             ctx.extra["connection_software"] = conn.client_software
-        if self.state.quotas is not None:
+        quotas = self.state.quotas
+        metered = quotas is not None and quotas.enabled  # any client quota at all (else: no accounting)
+        started = time.perf_counter_ns()
+        if metered:
             ctx.extra["request_size"] = len(frame)
             ctx.extra["user"] = _principal_name(conn)
-            throttling.begin(ctx)
-        started = time.perf_counter()
+            ctx.extra[throttling.START_NS] = started
         try:
             response = api.handle(self.state, ctx, body)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread
@@ -195,8 +197,9 @@ class KafkaApis:
                 log.exception("building the error response of %s v%d failed", _api_name(key), version)
                 return CLOSE_CONNECTION
         if self.state.stats is not None:
-            self.state.stats.record_request(_api_name(key), time.perf_counter() - started)
-        if self.state.quotas is not None:
+            self.state.stats.record_request(_API_NAMES.get(key) or _api_name(key),
+                                            (time.perf_counter_ns() - started) / 1e9)
+        if metered:
             try:
                 throttling.finish(self.state, ctx, conn, None if response is NO_RESPONSE
                                   or response is CLOSE_CONNECTION else response,
@@ -215,6 +218,9 @@ class KafkaApis:
             log.exception("encoding the %s v%d response for %s failed; closing the connection",
                           _api_name(key), version, conn.id)
             return CLOSE_CONNECTION
+
+
+_API_NAMES = {int(k): k.name for k in ApiKey}
 
 
 def _principal_name(conn: Any) -> str:

@@ -15,9 +15,11 @@ Owns the per-request decisions, made on the request's own thread:
   throttles, the fetch bytes are un-recorded and the response is empty (Kafka's
   "throttled response"), with the larger throttle.
 * **Request time:** every other API (except ApiVersions and the SASL handshake, exempt as
-  in Kafka, and acks=0 produce) records its handler thread time, as a percentage of one
-  second (``NANOS_TO_PERCENTAGE_PER_SECOND``), against the REQUEST quota (``KafkaApis``
-  calls ``request_throttle`` after the handler).
+  in Kafka, and acks=0 produce) records the time it spent on its handler thread (wall
+  time from its decoding to its response, as Kafka's requestThreadTimeNanos; a Fetch's
+  long-poll wait included) as a percentage of one second
+  (``NANOS_TO_PERCENTAGE_PER_SECOND``) against the REQUEST quota (``KafkaApis`` calls
+  ``request_throttle`` after the handler).
 * **Mute:** the larger throttle of a request is written into the response's
   ``throttle_time_ms`` and the connection is muted for that long through the manager of
   the quota that throttled (its reaper unmutes it exactly once): the client sees the
@@ -48,10 +50,6 @@ def user_of(ctx: RequestContext) -> str:
 
 def client_of(ctx: RequestContext) -> str:
     return ctx.header.client_id or ""
-
-
-def begin(ctx: RequestContext) -> None:
-    ctx.extra[START_NS] = time.thread_time_ns()
 
 
 def _note(ctx: RequestContext, manager: Any, ms: int) -> None:
@@ -99,7 +97,7 @@ def request_throttle(state: ServerState, ctx: RequestContext) -> int:
     ctx.extra[REQUEST_DONE] = True
     if not quotas.request.quotas_enabled():
         return 0
-    elapsed = time.thread_time_ns() - ctx.extra.get(START_NS, time.thread_time_ns())
+    elapsed = time.perf_counter_ns() - ctx.extra.get(START_NS, time.perf_counter_ns())
     ms = quotas.request.maybe_record_and_get_throttle_time_ms(user_of(ctx), client_of(ctx),
                                                               elapsed * NANOS_TO_PERCENTAGE_PER_SECOND)
     _note(ctx, quotas.request, ms)
@@ -124,5 +122,5 @@ def finish(state: ServerState, ctx: RequestContext, conn: Any, response: Any, ex
         manager.throttle(user_of(ctx), client_of(ctx), callback(), ms)
 
 
-__all__ = ["ANONYMOUS", "begin", "fetch_max_bytes", "finish", "record_fetch", "record_produce",
+__all__ = ["ANONYMOUS", "START_NS", "fetch_max_bytes", "finish", "record_fetch", "record_produce",
            "request_throttle", "user_of"]

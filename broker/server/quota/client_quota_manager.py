@@ -138,6 +138,10 @@ class ClientQuotaManager:
         self.reaper = ThrottledChannelReaper(self.time, f"{thread_name_prefix}ThrottledChannelReaper-"
                                                         f"{quota_type.value}")
         self._sensor_tags: dict[str, dict[str, str]] = {}  # quota sensor name -> its tags
+        # (user, client id) -> its sensors: the hot path's lookup; cleared whenever the limits
+        # change (the tags, so the sensors, of a client may change) or sensors expire
+        self._cache: dict[tuple[str, str], ClientSensors] = {}
+        self._type_name = quota_type.value
 
     # -- limits ------------------------------------------------------------------------------
 
@@ -162,6 +166,7 @@ class ClientQuotaManager:
                 if not had:
                     self._active[level] = self._active.get(level, 0) + 1
             self._quotas = quotas
+            self._cache = {}
             enabled = NO_QUOTAS
             for lvl, count in self._active.items():
                 if count > 0:
@@ -268,10 +273,17 @@ class ClientQuotaManager:
             return 0
         return self.record_and_get_throttle_time_ms(user, client_id, value, time_ms)
 
+    def _sensors(self, user: str, client_id: str) -> ClientSensors:
+        sensors = self._cache.get((user, client_id))
+        if sensors is None or sensors.quota_sensor.registry.get_sensor(sensors.quota_sensor.name) is None:
+            sensors = self.get_or_create_quota_sensors(user, client_id)
+            self._cache[(user, client_id)] = sensors
+        return sensors
+
     def record_and_get_throttle_time_ms(self, user: str, client_id: str, value: float,
                                         time_ms: int | None = None) -> int:
         now = self.time.milliseconds() if time_ms is None else time_ms
-        sensors = self.get_or_create_quota_sensors(user, client_id)
+        sensors = self._cache.get((user, client_id)) or self._sensors(user, client_id)
         try:
             sensors.quota_sensor.record(value, now, True)
         except QuotaViolationError as e:
@@ -285,12 +297,12 @@ class ClientQuotaManager:
         if self.quota_types_enabled == NO_QUOTAS:
             return
         now = self.time.milliseconds() if time_ms is None else time_ms
-        self.get_or_create_quota_sensors(user, client_id).quota_sensor.record(value, now, False)
+        self._sensors(user, client_id).quota_sensor.record(value, now, False)
 
     def unrecord_quota_sensor(self, user: str, client_id: str, value: float, time_ms: int | None = None) -> None:
         """Subtract ``value`` (a throttled fetch sends no records)."""
         now = self.time.milliseconds() if time_ms is None else time_ms
-        self.get_or_create_quota_sensors(user, client_id).quota_sensor.record(-value, now, False)
+        self._sensors(user, client_id).quota_sensor.record(-value, now, False)
 
     def max_value_in_quota_window(self, user: str, client_id: str) -> float:
         """``limit * (samples - 1) * window_seconds``: the most one answer may carry
@@ -322,6 +334,8 @@ class ClientQuotaManager:
         gone = self.metrics.remove_expired_sensors(now_ms)
         for name in gone:
             self._sensor_tags.pop(name, None)
+        if gone:
+            self._cache = {}
         return gone
 
     def start(self) -> None:

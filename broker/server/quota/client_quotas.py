@@ -131,6 +131,12 @@ class QuotaManagers:
             for m in (self.produce, self.fetch, self.request, self.controller_mutation)}
         self.ip_quotas: dict[str | None, float] = {}  # ip (None: default) -> connection_creation_rate
 
+    @property
+    def enabled(self) -> bool:
+        """Whether any client quota is set (the request path's fast path when not)."""
+        return bool(self.produce.quota_types_enabled or self.fetch.quota_types_enabled
+                    or self.request.quota_types_enabled or self.controller_mutation.quota_types_enabled)
+
     def all(self) -> tuple[ClientQuotaManager, ...]:
         return (self.produce, self.fetch, self.request, self.controller_mutation)
 

@@ -204,46 +204,74 @@ class _Sample:
 
 class SampledStat(MeasurableStat):
     """N rolling windows (see the module docstring); subclasses say how a value updates a
-    window (``update``) and how windows combine (``combine``)."""
+    window (``update``) and how windows combine (``combine``). The start of the oldest
+    window is cached (recomputed only after a window started or was reset), so that a
+    measure between window changes does not walk the windows to purge them."""
 
     initial_value = 0.0
 
     def __init__(self) -> None:
         self.samples: list[_Sample] = []
         self.current = 0
+        self._oldest_ms = 0
+        self._dirty = True  # _oldest_ms must be recomputed
 
     def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
         sample = self.current_sample(time_ms)
-        if sample.is_complete(time_ms, config):
+        if time_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
             sample = self._advance(config, time_ms)
         self.update(sample, config, value, time_ms)
         sample.event_count += 1
 
     def _advance(self, config: MetricConfig, time_ms: int) -> _Sample:
         self.current = (self.current + 1) % config.samples
+        self._dirty = True
         if self.current >= len(self.samples):
             sample = _Sample(self.initial_value, time_ms)
             self.samples.append(sample)
             return sample
         sample = self.samples[self.current]
-        sample.reset(time_ms)
+        self._reset(sample, time_ms)
         return sample
+
+    def _reset(self, sample: _Sample, now_ms: int) -> None:
+        sample.reset(now_ms)
 
     def current_sample(self, time_ms: int) -> _Sample:
         if not self.samples:
             self.samples.append(_Sample(self.initial_value, time_ms))
+            self._dirty = True
         return self.samples[self.current]
 
+    def oldest_start(self, now_ms: int) -> int:
+        """When the oldest window started."""
+        if self._dirty or not self.samples:
+            samples = self.samples
+            if not samples:
+                samples.append(_Sample(self.initial_value, now_ms))
+            oldest = samples[0].last_window_ms
+            for s in samples:
+                if s.last_window_ms < oldest:
+                    oldest = s.last_window_ms
+            self._oldest_ms = oldest
+            self._dirty = False
+        return self._oldest_ms
+
     def oldest(self, now_ms: int) -> _Sample:
-        if not self.samples:
-            self.samples.append(_Sample(self.initial_value, now_ms))
-        return min(self.samples, key=lambda s: s.last_window_ms)
+        start = self.oldest_start(now_ms)
+        for s in self.samples:
+            if s.last_window_ms == start:
+                return s
+        raise AssertionError("no oldest sample")
 
     def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
         expire_age = config.samples * config.time_window_ms
+        if now_ms - self.oldest_start(now_ms) < expire_age:
+            return  # nothing is that old
         for sample in self.samples:
             if now_ms - sample.last_window_ms >= expire_age:
-                sample.reset(now_ms)
+                self._reset(sample, now_ms)
+                self._dirty = True
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         self.purge_obsolete_samples(config, now_ms)
@@ -257,16 +285,31 @@ class SampledStat(MeasurableStat):
 
 
 class WindowedSum(SampledStat):
+    """The sum of the live windows, kept as a running total (a reset window's value is
+    taken out of it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0.0
+
     def update(self, sample: _Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         sample.value += value
+        self.total += value
+
+    def _reset(self, sample: _Sample, now_ms: int) -> None:
+        self.total -= sample.value - sample.initial
+        sample.reset(now_ms)
+        if not any(s.value for s in self.samples):
+            self.total = 0.0  # no rounding residue once every window is empty
 
     def combine(self, samples: list[_Sample], config: MetricConfig, now_ms: int) -> float:
-        return math.fsum(s.value for s in samples)
+        return self.total
 
 
 class WindowedCount(WindowedSum):
     def update(self, sample: _Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         sample.value += 1.0
+        self.total += 1.0
 
 
 class Avg(SampledStat):
@@ -311,14 +354,20 @@ class Rate(MeasurableStat):
         self.stat.record(config, value, time_ms)
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
-        value = self.stat.measure(config, now_ms)
-        return value / (self.window_size(config, now_ms) / self.unit_ms)
+        stat = self.stat
+        stat.purge_obsolete_samples(config, now_ms)
+        value = stat.combine(stat.samples, config, now_ms)
+        return value / (self._window(config, now_ms) / self.unit_ms)
 
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         """Milliseconds the rate divides by: from the oldest window's start to now, padded
         to samples-1 whole windows, at least 1."""
         self.stat.purge_obsolete_samples(config, now_ms)
-        elapsed = now_ms - self.stat.oldest(now_ms).last_window_ms
+        return self._window(config, now_ms)
+
+    def _window(self, config: MetricConfig, now_ms: int) -> int:
+        """``window_size`` of samples already purged."""
+        elapsed = now_ms - self.stat.oldest_start(now_ms)
         full_windows = elapsed // config.time_window_ms
         min_full_windows = config.samples - 1
         if full_windows < min_full_windows:
@@ -434,10 +483,24 @@ class Sensor:
         now = self.registry.time.milliseconds() if time_ms is None else time_ms
         with self.lock:
             self.last_record_time_ms = now
-            for metric in self.metrics:
-                metric.stat.record(metric.config, value, now)
-            if check_quotas:
-                self.check_quotas(now)
+            metrics = self.metrics
+            if len(metrics) == 1:  # the usual quota sensor: one Rate (inlined check below)
+                metric = metrics[0]
+                config = metric.config
+                metric.stat.record(config, value, now)
+                quota = config.quota
+                if check_quotas and quota is not None:
+                    measured = metric.stat.measure(config, now)
+                    if type(metric.stat) is TokenBucket:
+                        if measured < 0:
+                            raise QuotaViolationError(metric, measured, quota.bound)
+                    elif not (measured <= quota.bound if quota.upper else measured >= quota.bound):
+                        raise QuotaViolationError(metric, measured, quota.bound)
+            else:
+                for metric in metrics:
+                    metric.stat.record(metric.config, value, now)
+                if check_quotas:
+                    self.check_quotas(now)
         for parent in self.parents:
             parent.record(value, now, check_quotas)
 
