@@ -1,5 +1,5 @@
 """Kafka's metric primitives (broker/server/quota/metrics.py) on a hand-driven clock:
-the Q1 throttle of ../shared/RELIABILITY.md (ClientQuotaManagerTest.testQuotaViolation),
+the Q1 throttle of RELIABILITY.md (ClientQuotaManagerTest.testQuotaViolation),
 Rate's window padding, window roll-over and purge, the TokenBucket's refill-then-spend
 (KIP-599's worked example), quota checks, changing a quota without resetting usage, the
 fetch "unrecord", sensor expiry."""

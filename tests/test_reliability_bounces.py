@@ -1,4 +1,4 @@
-"""E1/E2 of ../shared/RELIABILITY.md on the whole system: an idempotent acks=all producer
+"""E1/E2 of RELIABILITY.md on the whole system: an idempotent acks=all producer
 (confluent-kafka) and a committing consumer group (confluent-kafka, classic protocol)
 run against the real broker in a subprocess while it is bounced, cleanly (SIGTERM) and
 hard (SIGKILL), on the same port; every send, ack and poll goes into a Jepsen-style

@@ -1,5 +1,5 @@
 """Client quotas on the request path (broker/server/handlers/throttling.py) of a real
-broker in a subprocess: Q2 of ../shared/RELIABILITY.md (a throttled response carries
+broker in a subprocess: Q2 of RELIABILITY.md (a throttled response carries
 throttle_time_ms > 0), the fetch's throttled empty response, the request-time quota, the
 fast path (no quota: no throttle), and real clients held to their quota."""
 

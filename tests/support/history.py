@@ -1,5 +1,5 @@
 """A Jepsen-style history of a Kafka workload and its checker (H1-H8; H1-H7 are
-../shared/RELIABILITY.md's table, H8 the read-uncommitted check issue 19 names).
+RELIABILITY.md's table, H8 the read-uncommitted check issue 19 names).
 
 ``History`` records operations, thread-safely, in the order they happen (each gets an
 increasing index): every value a workload writes is unique (``History.value``), so a
