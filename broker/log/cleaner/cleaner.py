@@ -12,18 +12,28 @@ Owns the two passes of a cleaning and the rewrite of batches:
    Kafka's ``groupSegmentsBySize``: a group fits in segment.bytes, its indexes in
    segment.index.bytes, its offsets in int32 relative to the group's base): copy the group
    into ONE new segment ``<first base>.log.cleaned`` keeping a record when it has a key,
-   its offset is >= the map's offset for the key (the latest), and it has a value or the
-   source segment is newer than the delete horizon (tombstones are kept
-   delete.retention.ms past the last modification of the cleaned section, Kafka's legacy
-   horizon). Then ``UnifiedLog.replace_segments`` swaps it in (``.cleaned`` -> ``.swap``,
-   old segments -> ``.deleted``, ``.swap`` -> live; see ``LocalLog.replace_segments``).
+   its offset is >= the map's offset for the key (the latest), and it has a value or its
+   batch's delete horizon has not passed. Then ``UnifiedLog.replace_segments`` swaps it in
+   (``.cleaned`` -> ``.swap``, old segments -> ``.deleted``, ``.swap`` -> live; see
+   ``LocalLog.replace_segments``).
+
+Delete horizons (KIP-534, as Kafka's ``MemoryRecords.filterTo``): a tombstone or a
+transaction marker is kept for delete.retention.ms after the cleaning that first met it
+with nothing left to delete it for. That cleaning rewrites its batch with the delete
+horizon (the cleaning's start time + delete.retention.ms) in the base timestamp field and
+attribute bit 6 set (``DELETE_HORIZON_FLAG_MASK``; the records' timestamp deltas are then
+relative to the horizon, so every record keeps its timestamp). A later cleaning that finds
+the horizon passed drops the batch's tombstones, and the marker when its transaction has
+no batch left (``CleanedTransactionMetadata``). A batch already stamped keeps its horizon;
+one without tombstones is never stamped.
 
 Batches keep their structure, as Kafka's ``MemoryRecords.filterTo``: a batch with every
 record kept is copied byte for byte; one with some records kept is rewritten as one batch
 with the same base offset, last offset delta (the producer's last sequence survives), base
 sequence, producer id/epoch, partition leader epoch, timestamp type and codec (recompressed);
 a batch with nothing kept (an empty one too) is dropped, except the last batch of a producer
-still in the producer state, kept as an empty batch (header only) so idempotence survives. Offsets never
+still in the producer state (a marker too), kept as an empty batch (header only) so
+idempotence survives. Offsets never
 change: cleaning only opens gaps. The offset and time indexes of the new segment are built
 by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
 ``.txnindex`` files are copied into the new one.
@@ -35,9 +45,10 @@ offset map and are dropped by pass 2 (kept as an empty batch when a producer's l
 aborted write can never hide an older committed value. Committed transactional batches are
 compacted like any other (a rewritten one stays transactional). A marker (control batch) is
 removed, as Kafka's ``CleanedTransactionMetadata`` decides, once no batch of its transaction
-was met in this pass (each pass walks the log from its start) and its segment is older than
-the delete horizon; until then it is kept whole. The aborted-transaction entries of the old
-``.txnindex`` files are copied into the new one, except those whose marker was removed.
+was met in this pass (each pass walks the log from its start) and its delete horizon has
+passed; the first pass that finds its transaction empty stamps the horizon; until then it
+is kept whole. The aborted-transaction entries of the old ``.txnindex`` files are copied
+into the new one, except those whose marker was removed.
 
 Invariants: the active segment and everything from the first uncleanable offset on are
 never read for removal nor rewritten; a cleaning aborted (``CleanerAbortedError``, or a
@@ -58,6 +69,7 @@ from dataclasses import dataclass, field
 from ...record.batch import (
     CREATE_TIME,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    NO_TIMESTAMP,
     build_batch,
     decode_records,
     encode_record,
@@ -222,16 +234,12 @@ class Cleaner:
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
         config = ulog.config
-        segments = ulog.segments
         active = ulog.active_segment
-        cleaned_section = [s for s in segments if s.base_offset < first_dirty_offset and s is not active]
-        delete_horizon_ms = (cleaned_section[-1].last_modified - config.values["delete.retention.ms"]
-                             if cleaned_section else 0)
-        to_clean = [s for s in segments if s.base_offset < end_offset and s is not active]
+        to_clean = [s for s in ulog.segments if s.base_offset < end_offset and s is not active]
         last_offsets_of_producers = ulog.last_records_of_active_producers()
         for group in group_segments_by_size(to_clean, config.segment_bytes, config.max_index_size,
                                             first_uncleanable_offset):
-            self.clean_segments(ulog, group, delete_horizon_ms, last_offsets_of_producers, stats)
+            self.clean_segments(ulog, group, stats.start_ms, last_offsets_of_producers, stats)
         stats.end_ms = self.time.milliseconds()
         return end_offset, stats
 
@@ -281,9 +289,11 @@ class Cleaner:
 
     # --- pass 2 ---
 
-    def clean_segments(self, ulog, group: list[LogSegment], delete_horizon_ms: int,
+    def clean_segments(self, ulog, group: list[LogSegment], current_time_ms: int,
                        last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> None:
-        """Copy ``group`` into one ``.cleaned`` segment and swap it in for the group."""
+        """Copy ``group`` into one ``.cleaned`` segment and swap it in for the group.
+        ``current_time_ms``: the cleaning's time, against which delete horizons are read
+        and from which new ones are stamped."""
         directory = ulog.dir
         config = ulog.config
         base = group[0].base_offset
@@ -293,9 +303,9 @@ class Cleaner:
         try:
             for old in group:
                 self.check_done(ulog.topic_partition)
-                retain_deletes = old.last_modified > delete_horizon_ms
-                removed_markers = self._clean_into(old, cleaned, retain_deletes, last_offsets_of_producers,
-                                                   stats)
+                removed_markers = self._clean_into(old, cleaned, current_time_ms,
+                                                   config.values["delete.retention.ms"],
+                                                   last_offsets_of_producers, stats)
                 for txn in old.txn_index.all_aborted_txns():
                     if txn.last_offset not in removed_markers:
                         cleaned.txn_index.append(txn)
@@ -316,15 +326,19 @@ class Cleaner:
             raise
         stats.segments_replaced.append(base)
 
-    def _clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
+    def _clean_into(self, source: LogSegment, dest: LogSegment, now_ms: int, delete_retention_ms: int,
                     last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> set[int]:
         """Copy what ``source`` keeps into ``dest``; returns the offsets of removed markers."""
-        omap = self.offset_map
+        omap_get = self.offset_map.get_digest
+        digest = self.offset_map.digest
         txns = self._txns
+        max_decompressed = self.max_decompressed
+        new_horizon = now_ms + delete_retention_ms
         removed_markers: set[int] = set()
         pending: list[bytes] = []
         pending_size = 0
         max_ts, max_ts_offset, last = -1, source.base_offset, source.base_offset
+        bytes_read = bytes_written = messages_read = messages_written = invalid = 0
 
         def flush() -> None:
             nonlocal pending, pending_size
@@ -333,44 +347,58 @@ class Cleaner:
                 pending, pending_size = [], 0
 
         for _, header, batch in source.log.iter_batches(with_bytes=True):
-            stats.bytes_read += header.size_in_bytes
+            size = header.size_in_bytes
+            bytes_read += size
+            horizon = header.delete_horizon_ms
+            producer_last = (header.producer_id >= 0
+                             and last_offsets_of_producers.get(header.producer_id) == header.last_offset)
             out: bytes | None
             if header.is_control:
-                stats.messages_read += header.records_count
-                if txns.on_control_batch(header, self._control_type(batch, header)) and not retain_deletes:
-                    removed_markers.add(header.last_offset)
-                    out = None
+                messages_read += header.records_count
+                records, kind = self._control_records(batch, header)
+                can_discard = txns.on_control_batch(header, kind)
+                if records == []:  # emptied by an earlier cleaning (DELETE_EMPTY / RETAIN_EMPTY)
+                    out = bytes(batch) if producer_last else None
+                elif can_discard and horizon is not None and horizon <= now_ms:
+                    removed_markers.add(header.last_offset)  # its transaction is gone
+                    out = self._empty(header) if producer_last else None
+                elif can_discard and horizon is None and records:  # stamped: kept until then
+                    messages_written += len(records)
+                    out = self._rebuild(header, records, new_horizon)
                 else:
-                    stats.messages_written += header.records_count
+                    messages_written += header.records_count
                     out = bytes(batch)
             else:
                 aborted = txns.on_data_batch(header)
-                records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
-                stats.messages_read += len(records)
+                records = decode_records(records_payload(batch, 0, header, max_decompressed), header)
+                messages_read += len(records)
                 kept = []
-                for rec in ([] if aborted else records):
-                    if rec.key is None:
-                        stats.invalid_messages += 1
-                        continue
-                    if rec.offset >= omap.get(rec.key) and (rec.value is not None or retain_deletes):
-                        kept.append(rec)
-                stats.messages_written += len(kept)
-                if kept and len(kept) == len(records):
+                tombstones = False
+                if not aborted:
+                    retain_deletes = horizon is None or now_ms < horizon
+                    for rec in records:
+                        key = rec.key
+                        if key is None:
+                            invalid += 1
+                            continue
+                        if rec.offset >= omap_get(digest(key)):
+                            if rec.value is not None:
+                                kept.append(rec)
+                            elif retain_deletes:
+                                kept.append(rec)
+                                tombstones = True
+                messages_written += len(kept)
+                stamp = tombstones and horizon is None
+                if kept and len(kept) == len(records) and not stamp:
                     out = bytes(batch)
                 elif kept:
-                    out = self._rebuild(header, kept)
-                elif header.has_producer_id and last_offsets_of_producers.get(header.producer_id) == header.last_offset:
-                    out = build_batch(b"", count=0, base_offset=header.base_offset,
-                                      last_offset_delta=header.last_offset_delta,
-                                      base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
-                                      timestamp_type=header.timestamp_type, producer_id=header.producer_id,
-                                      producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-                                      is_transactional=header.is_transactional,
-                                      partition_leader_epoch=header.partition_leader_epoch)
+                    out = self._rebuild(header, kept, new_horizon if stamp else horizon)
+                elif producer_last:
+                    out = self._empty(header)
                 else:
                     out = None
             if self.throttler is not None:
-                self.throttler.maybe_throttle(header.size_in_bytes + (len(out) if out is not None else 0))
+                self.throttler.maybe_throttle(size + (len(out) if out is not None else 0))
             if out is None:
                 continue
             if header.max_timestamp > max_ts:
@@ -378,23 +406,43 @@ class Cleaner:
             last = header.last_offset
             pending.append(out)
             pending_size += len(out)
-            stats.bytes_written += len(out)
+            bytes_written += len(out)
             if pending_size >= _APPEND_CHUNK:
                 flush()
         flush()
+        stats.bytes_read += bytes_read
+        stats.bytes_written += bytes_written
+        stats.messages_read += messages_read
+        stats.messages_written += messages_written
+        stats.invalid_messages += invalid
         return removed_markers
 
-    def _control_type(self, batch, header) -> ControlRecordType | None:
+    def _control_records(self, batch, header) -> tuple[list | None, ControlRecordType | None]:
+        """The records of a control batch and its marker type; (None, None) when unreadable
+        (an unknown marker is kept)."""
         try:
             records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
-            return parse_control_type(records[0].key) if records else None
+            return records, (parse_control_type(records[0].key) if records else None)
         except DecodeError:
-            return None  # an unknown marker is kept
+            return None, None
 
     @staticmethod
-    def _rebuild(header, kept) -> bytes:
-        """One batch of the ``kept`` records with ``header``'s identity (filterTo)."""
-        base_ts = header.base_timestamp
+    def _empty(header) -> bytes:
+        """Kafka's ``DefaultRecordBatch.writeEmptyHeader``: the batch's identity, no record
+        (a producer's last batch, kept so its sequence and epoch survive)."""
+        return build_batch(b"", count=0, base_offset=header.base_offset,
+                           last_offset_delta=header.last_offset_delta,
+                           base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
+                           timestamp_type=header.timestamp_type, producer_id=header.producer_id,
+                           producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional, is_control=header.is_control,
+                           partition_leader_epoch=header.partition_leader_epoch)
+
+    @staticmethod
+    def _rebuild(header, kept, delete_horizon_ms: int | None = None) -> bytes:
+        """One batch of the ``kept`` records with ``header``'s identity (filterTo); with a
+        delete horizon, it is the base timestamp (bit 6 set) and the deltas are from it."""
+        base_ts = header.base_timestamp if delete_horizon_ms is None else delete_horizon_ms
         body = b"".join(encode_record(r.offset - header.base_offset, r.timestamp - base_ts, r.key, r.value,
                                       r.headers) for r in kept)
         max_ts = (max(r.timestamp for r in kept) if header.timestamp_type == CREATE_TIME
@@ -404,5 +452,6 @@ class Cleaner:
                            max_timestamp=max_ts, compression=header.compression,
                            timestamp_type=header.timestamp_type, producer_id=header.producer_id,
                            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-                           is_transactional=header.is_transactional,
-                           partition_leader_epoch=header.partition_leader_epoch)
+                           is_transactional=header.is_transactional, is_control=header.is_control,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           delete_horizon_ms=NO_TIMESTAMP if delete_horizon_ms is None else delete_horizon_ms)

@@ -63,6 +63,10 @@ class SkimpyOffsetMap:
         self.lookups += 1
         return self._map.get(self.digest(key), -1)
 
+    def get_digest(self, digest: bytes) -> int:
+        """``get`` for a key already digested (``digest(key)``); the hot loop of pass 2."""
+        return self._map.get(digest, -1)
+
     def contains(self, key: bytes) -> bool:
         return self.digest(key) in self._map
 
