@@ -65,6 +65,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from ...record.batch import (
     CREATE_TIME,
@@ -81,7 +82,8 @@ from ...record.limits import INT32_MAX
 from .. import files
 from ..clock import SYSTEM_TIME, Time
 from ..segment import LogSegment
-from .offset_map import SkimpyOffsetMap
+from .offset_map import RAW_KEY_MAX, SkimpyOffsetMap, entry_keys
+from .scan import RecordLayout, read_windows
 from .throttler import Throttler
 
 __all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransactionMetadata",
@@ -259,33 +261,60 @@ class Cleaner:
 
     def build_offset_map(self, ulog, start: int, end: int, stats: CleanerStats) -> int:
         """Fill the map from ``start`` to ``end`` (exclusive); returns where it stopped."""
-        omap = self.offset_map
         tp = ulog.topic_partition
         active = ulog.active_segment
         dirty = [s for s in ulog.segments if s is not active and s.read_next_offset() > start
                  and s.base_offset < end]
         for segment in dirty:
             self.check_done(tp)
-            records = segment.log
-            for _, header, batch in records.iter_batches(with_bytes=True):
-                if header.last_offset < start:
-                    continue
-                if header.base_offset >= end:
-                    return end
-                stats.map_bytes_read += header.size_in_bytes
-                if self.throttler is not None:
-                    self.throttler.maybe_throttle(header.size_in_bytes)
-                if header.is_control or self._is_aborted(header):
-                    continue
-                for rec in decode_records(records_payload(batch, 0, header, self.max_decompressed), header):
-                    stats.map_messages_read += 1
-                    if rec.key is None or rec.offset < start or rec.offset >= end:
+            for buf, batches in read_windows(segment.log):
+                data = []
+                reached_end = False
+                for pos, header in batches:
+                    if header.last_offset < start:
                         continue
-                    if omap.is_full() and not omap.contains(rec.key):
-                        log.debug("%s: offset map full at offset %d", ulog.name, rec.offset)
-                        return omap.latest_offset + 1
-                    omap.put(rec.key, rec.offset)
+                    if header.base_offset >= end:
+                        reached_end = True
+                        break
+                    stats.map_bytes_read += header.size_in_bytes
+                    if self.throttler is not None:
+                        self.throttler.maybe_throttle(header.size_in_bytes)
+                    if not (header.is_control or self._is_aborted(header)):
+                        data.append((pos, header))
+                if data:
+                    stopped = self._index(RecordLayout(buf, data, self.max_decompressed), start, end, stats)
+                    if stopped is not None:
+                        log.debug("%s: offset map full at offset %d", ulog.name, stopped)
+                        return stopped
+                if reached_end:
+                    return end
         return end
+
+    def _index(self, layout: RecordLayout, start: int, end: int, stats: CleanerStats) -> int | None:
+        """Put the keyed records of ``layout`` within [start, end) in the map; the offset
+        where a full map stopped it, else None."""
+        omap = self.offset_map
+        stats.map_messages_read += layout.n
+        offsets = layout.offsets
+        wanted = layout.key_len >= 0
+        if layout.n and (offsets[0] < start or offsets[-1] >= end):
+            wanted &= (offsets >= start) & (offsets < end)
+        entries = layout.keys()
+        if layout.n and int(layout.key_len.max()) > RAW_KEY_MAX:
+            entries = entry_keys(entries)
+        if not wanted.all():
+            idx = layout.np.flatnonzero(wanted).tolist()
+            entries = [entries[i] for i in idx]
+            offsets = offsets[wanted]
+        offsets = offsets.tolist()
+        if len(omap) + len(entries) <= omap.max_entries:
+            omap.put_entries(entries, offsets)
+            return None
+        for entry, offset in zip(entries, offsets):
+            if omap.is_full() and not omap.contains_entry(entry):
+                return omap.latest_offset + 1
+            omap.put_entry(entry, offset)
+        return None
 
     # --- pass 2 ---
 
@@ -329,32 +358,69 @@ class Cleaner:
     def _clean_into(self, source: LogSegment, dest: LogSegment, now_ms: int, delete_retention_ms: int,
                     last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> set[int]:
         """Copy what ``source`` keeps into ``dest``; returns the offsets of removed markers."""
-        omap_get = self.offset_map.get_digest
-        digest = self.offset_map.digest
-        txns = self._txns
-        max_decompressed = self.max_decompressed
-        new_horizon = now_ms + delete_retention_ms
         removed_markers: set[int] = set()
-        pending: list[bytes] = []
-        pending_size = 0
-        max_ts, max_ts_offset, last = -1, source.base_offset, source.base_offset
-        bytes_read = bytes_written = messages_read = messages_written = invalid = 0
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._max_ts, self._max_ts_offset, self._last = -1, source.base_offset, source.base_offset
+        for buf, batches in read_windows(source.log):
+            self._clean_window(buf, batches, dest, now_ms, now_ms + delete_retention_ms,
+                               last_offsets_of_producers, removed_markers, stats)
+        self._flush(dest)
+        return removed_markers
 
-        def flush() -> None:
-            nonlocal pending, pending_size
-            if pending:
-                dest.append(last, max_ts, max_ts_offset, b"".join(pending))
-                pending, pending_size = [], 0
+    def _flush(self, dest: LogSegment) -> None:
+        if self._pending:
+            dest.append(self._last, self._max_ts, self._max_ts_offset, b"".join(self._pending))
+            self._pending, self._pending_size = [], 0
 
-        for _, header, batch in source.log.iter_batches(with_bytes=True):
+    def _clean_window(self, buf, batches, dest: LogSegment, now_ms: int, new_horizon: int,
+                      last_offsets_of_producers: dict[int, int], removed_markers: set[int],
+                      stats: CleanerStats) -> None:
+        """Pass 2 over one window of batches: which records each batch keeps, all at once
+        (``RecordLayout``), then each batch copied, spliced, rebuilt, emptied or dropped."""
+        txns = self._txns
+        data = [(pos, h) for pos, h in batches if not h.is_control]
+        layout = keep = kept_count = tomb_count = kept_idx = kept_ptr = max_delta = None
+        if data:
+            layout = RecordLayout(buf, data, self.max_decompressed)
+            np = layout.np
+            nb = len(data)
+            entries = layout.keys()
+            if layout.n and int(layout.key_len.max()) > RAW_KEY_MAX:
+                entries = entry_keys(entries)
+            # (a None key is never an entry: -1)
+            latest = np.fromiter(map(self.offset_map.entries.get, entries, repeat(-1)), np.int64, layout.n)
+            has_key = layout.key_len >= 0
+            stats.invalid_messages += int(layout.n - has_key.sum())
+            retain_deletes = np.fromiter((h.delete_horizon_ms is None or now_ms < h.delete_horizon_ms
+                                          for _, h in data), bool, nb)
+            is_null = layout.value_len < 0
+            keep = has_key & (layout.offsets >= latest) & (~is_null | retain_deletes[layout.batch])
+            kept_count = np.bincount(layout.batch, weights=keep, minlength=nb).astype(np.int64).tolist()
+            tomb_count = np.bincount(layout.batch, weights=keep & is_null, minlength=nb).astype(np.int64).tolist()
+            kept_idx = np.flatnonzero(keep)
+            ptr = np.zeros(nb + 1, np.int64)
+            np.cumsum(kept_count, out=ptr[1:])
+            kept_ptr = ptr.tolist()
+            # per batch, the largest timestamp delta of its kept records (CreateTime max)
+            nonempty = [j for j in range(nb) if kept_count[j]]
+            max_delta = [0] * nb
+            if nonempty:
+                maxima = np.maximum.reduceat(layout.ts_delta[kept_idx], ptr[nonempty]).tolist()
+                for j, m in zip(nonempty, maxima):
+                    max_delta[j] = m
+        j = -1
+        mv = memoryview(buf)
+        for pos, header in batches:
             size = header.size_in_bytes
-            bytes_read += size
+            stats.bytes_read += size
             horizon = header.delete_horizon_ms
             producer_last = (header.producer_id >= 0
                              and last_offsets_of_producers.get(header.producer_id) == header.last_offset)
             out: bytes | None
             if header.is_control:
-                messages_read += header.records_count
+                batch = mv[pos:pos + size]
+                stats.messages_read += header.records_count
                 records, kind = self._control_records(batch, header)
                 can_discard = txns.on_control_batch(header, kind)
                 if records == []:  # emptied by an earlier cleaning (DELETE_EMPTY / RETAIN_EMPTY)
@@ -363,36 +429,27 @@ class Cleaner:
                     removed_markers.add(header.last_offset)  # its transaction is gone
                     out = self._empty(header) if producer_last else None
                 elif can_discard and horizon is None and records:  # stamped: kept until then
-                    messages_written += len(records)
+                    stats.messages_written += len(records)
                     out = self._rebuild(header, records, new_horizon)
                 else:
-                    messages_written += header.records_count
+                    stats.messages_written += header.records_count
                     out = bytes(batch)
             else:
-                aborted = txns.on_data_batch(header)
-                records = decode_records(records_payload(batch, 0, header, max_decompressed), header)
-                messages_read += len(records)
-                kept = []
-                tombstones = False
-                if not aborted:
-                    retain_deletes = horizon is None or now_ms < horizon
-                    for rec in records:
-                        key = rec.key
-                        if key is None:
-                            invalid += 1
-                            continue
-                        if rec.offset >= omap_get(digest(key)):
-                            if rec.value is not None:
-                                kept.append(rec)
-                            elif retain_deletes:
-                                kept.append(rec)
-                                tombstones = True
-                messages_written += len(kept)
-                stamp = tombstones and horizon is None
-                if kept and len(kept) == len(records) and not stamp:
-                    out = bytes(batch)
+                j += 1
+                count = header.records_count
+                stats.messages_read += count
+                kept = 0 if txns.on_data_batch(header) else kept_count[j]
+                stamp = kept and tomb_count[j] and horizon is None
+                stats.messages_written += kept
+                if kept and kept == count and not stamp:
+                    out = bytes(mv[pos:pos + size])
+                elif kept and stamp:  # the first cleaning to keep a tombstone: the horizon
+                    records = decode_records(records_payload(mv[pos:pos + size], 0, header,
+                                                             self.max_decompressed), header)
+                    mask = keep[layout.first[j]:layout.first[j] + count].tolist()
+                    out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
                 elif kept:
-                    out = self._rebuild(header, kept, new_horizon if stamp else horizon)
+                    out = self._splice(layout, header, kept_idx[kept_ptr[j]:kept_ptr[j + 1]], max_delta[j])
                 elif producer_last:
                     out = self._empty(header)
                 else:
@@ -401,21 +458,30 @@ class Cleaner:
                 self.throttler.maybe_throttle(size + (len(out) if out is not None else 0))
             if out is None:
                 continue
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-            last = header.last_offset
-            pending.append(out)
-            pending_size += len(out)
-            bytes_written += len(out)
-            if pending_size >= _APPEND_CHUNK:
-                flush()
-        flush()
-        stats.bytes_read += bytes_read
-        stats.bytes_written += bytes_written
-        stats.messages_read += messages_read
-        stats.messages_written += messages_written
-        stats.invalid_messages += invalid
-        return removed_markers
+            if header.max_timestamp > self._max_ts:
+                self._max_ts, self._max_ts_offset = header.max_timestamp, header.last_offset
+            self._last = header.last_offset
+            self._pending.append(out)
+            self._pending_size += len(out)
+            stats.bytes_written += len(out)
+            if self._pending_size >= _APPEND_CHUNK:
+                self._flush(dest)
+
+    @staticmethod
+    def _splice(layout: RecordLayout, header, indexes, max_delta: int) -> bytes:
+        """The batch with only the records at ``indexes``, their bytes copied as they are
+        (offset and timestamp deltas stay relative to the unchanged base offset and base
+        timestamp); the header keeps the batch's identity (filterTo)."""
+        max_ts = header.base_timestamp + max_delta if header.timestamp_type == CREATE_TIME else header.max_timestamp
+        horizon = header.delete_horizon_ms
+        return build_batch(layout.splice(indexes), count=len(indexes), base_offset=header.base_offset,
+                           last_offset_delta=header.last_offset_delta, base_timestamp=header.base_timestamp,
+                           max_timestamp=max_ts, compression=header.compression,
+                           timestamp_type=header.timestamp_type, producer_id=header.producer_id,
+                           producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional, is_control=False,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           delete_horizon_ms=NO_TIMESTAMP if horizon is None else horizon)
 
     def _control_records(self, batch, header) -> tuple[list | None, ControlRecordType | None]:
         """The records of a control batch and its marker type; (None, None) when unreadable
