@@ -380,7 +380,7 @@ class Cleaner:
         (``RecordLayout``), then each batch copied, spliced, rebuilt, emptied or dropped."""
         txns = self._txns
         data = [(pos, h) for pos, h in batches if not h.is_control]
-        layout = keep = kept_count = tomb_count = kept_idx = kept_ptr = max_delta = None
+        layout = keep = kept_count = tomb_count = run_starts = run_ends = run_ptr = max_delta = None
         if data:
             layout = RecordLayout(buf, data, self.max_decompressed)
             np = layout.np
@@ -401,7 +401,7 @@ class Cleaner:
             kept_idx = np.flatnonzero(keep)
             ptr = np.zeros(nb + 1, np.int64)
             np.cumsum(kept_count, out=ptr[1:])
-            kept_ptr = ptr.tolist()
+            run_starts, run_ends, run_ptr = layout.runs(kept_idx)
             # per batch, the largest timestamp delta of its kept records (CreateTime max)
             nonempty = [j for j in range(nb) if kept_count[j]]
             max_delta = [0] * nb
@@ -449,7 +449,8 @@ class Cleaner:
                     mask = keep[layout.first[j]:layout.first[j] + count].tolist()
                     out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
                 elif kept:
-                    out = self._splice(layout, header, kept_idx[kept_ptr[j]:kept_ptr[j + 1]], max_delta[j])
+                    a, b = run_ptr[j], run_ptr[j + 1]
+                    out = self._splice(layout.join(run_starts[a:b], run_ends[a:b]), header, kept, max_delta[j])
                 elif producer_last:
                     out = self._empty(header)
                 else:
@@ -468,13 +469,13 @@ class Cleaner:
                 self._flush(dest)
 
     @staticmethod
-    def _splice(layout: RecordLayout, header, indexes, max_delta: int) -> bytes:
-        """The batch with only the records at ``indexes``, their bytes copied as they are
+    def _splice(body: bytes, header, count: int, max_delta: int) -> bytes:
+        """The batch with only the ``count`` records of ``body``, their bytes copied as they are
         (offset and timestamp deltas stay relative to the unchanged base offset and base
         timestamp); the header keeps the batch's identity (filterTo)."""
         max_ts = header.base_timestamp + max_delta if header.timestamp_type == CREATE_TIME else header.max_timestamp
         horizon = header.delete_horizon_ms
-        return build_batch(layout.splice(indexes), count=len(indexes), base_offset=header.base_offset,
+        return build_batch(body, count=count, base_offset=header.base_offset,
                            last_offset_delta=header.last_offset_delta, base_timestamp=header.base_timestamp,
                            max_timestamp=max_ts, compression=header.compression,
                            timestamp_type=header.timestamp_type, producer_id=header.producer_id,

@@ -127,15 +127,28 @@ class RecordLayout:
             return []
         return _binary_array(self.region, self.key_start, self.key_len).to_pylist()
 
-    def splice(self, indexes) -> bytes:
-        """The bytes of the records at ``indexes`` (increasing, of one batch), joined:
-        consecutive records are copied as one run."""
+    def runs(self, kept) -> tuple[list[int], list[int], list[int]]:
+        """The records at ``kept`` (increasing indexes) as runs of consecutive records of
+        one batch: (run starts, run ends in ``region``, per batch the index of its first
+        run, plus the total), so that batch j's kept bytes are its runs joined (``join``)."""
         np = self.np
-        if len(indexes) == 0:
-            return b""
-        idx = np.asarray(indexes)
-        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-        starts = self.raw_start[idx[np.concatenate(([0], breaks))]].tolist()
-        ends = self.raw_end[idx[np.concatenate((breaks - 1, [idx.size - 1]))]].tolist()
+        nb = self.counts.size
+        if len(kept) == 0:
+            return [], [], [0] * (nb + 1)
+        kb = self.batch[kept]
+        new_run = np.empty(kept.size, bool)
+        new_run[0] = True
+        new_run[1:] = (np.diff(kept) != 1) | (kb[1:] != kb[:-1])
+        last_of_run = np.empty(kept.size, bool)
+        last_of_run[:-1] = new_run[1:]
+        last_of_run[-1] = True
+        starts = self.raw_start[kept[new_run]].tolist()
+        ends = self.raw_end[kept[last_of_run]].tolist()
+        ptr = np.zeros(nb + 1, np.int64)
+        np.cumsum(np.bincount(kb[new_run], minlength=nb), out=ptr[1:])
+        return starts, ends, ptr.tolist()
+
+    def join(self, starts: list[int], ends: list[int]) -> bytes:
+        """The bytes of the runs (starts[i], ends[i]) of ``region``, joined."""
         region = self.region_bytes
         return b"".join([region[s:e] for s, e in zip(starts, ends)])
