@@ -29,12 +29,19 @@ one without tombstones is never stamped.
 
 Batches keep their structure, as Kafka's ``MemoryRecords.filterTo``: a batch with every
 record kept is copied byte for byte; one with some records kept is rewritten as one batch
-with the same base offset, last offset delta (the producer's last sequence survives), base
-sequence, producer id/epoch, partition leader epoch, timestamp type and codec (recompressed);
-a batch with nothing kept (an empty one too) is dropped, except the last batch of a producer
-still in the producer state (a marker too), kept as an empty batch (header only) so
-idempotence survives. Offsets never
-change: cleaning only opens gaps. The offset and time indexes of the new segment are built
+with the same base offset, base timestamp, last offset delta (the producer's last sequence
+survives), base sequence, producer id/epoch, partition leader epoch, timestamp type and
+codec (recompressed), its records' bytes spliced as they were (their deltas are relative
+to the unchanged base offset and base timestamp) and its max timestamp the kept records'
+(CreateTime); a batch with nothing kept (an empty one too) is dropped, except the last
+batch of a producer still in the producer state (a marker too), kept as an empty batch
+(header only) so idempotence survives. Offsets never change: cleaning only opens gaps.
+
+Both passes walk a segment a window of batches at a time (``scan.py``): the records of a
+window are located at once with numpy, their keys looked up in the map in bulk, and the
+per-batch decisions taken from counts, so that no record is decoded into an object except
+in a batch being stamped with a delete horizon (re-encoded: its timestamp deltas change)
+and in control batches. The offset and time indexes of the new segment are built
 by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
 ``.txnindex`` files are copied into the new one.
 
