@@ -10,8 +10,8 @@ deltas are relative to the batch's base offset and base timestamp, which do not 
 so no record is decoded nor encoded one by one.
 
 The walk of the length varints across batches is the columnar reader's
-(``broker.record.columnar.decode._walk``); keys become ``bytes`` through one Arrow copy.
-numpy and pyarrow are imported by the first cleaning, not with the broker.
+(``broker.record.columnar._vec.walk_record_lengths``). numpy is imported by the first
+cleaning, not with the broker; pyarrow never is.
 
 Invariants: the batches given are v2 data batches of the log (validated when appended);
 a record whose fields do not fit in it raises ``CorruptRecordError`` (the cleaning fails
@@ -67,8 +67,7 @@ class RecordLayout:
     def __init__(self, buf, batches: list[tuple[int, BatchHeader]], max_decompressed: int) -> None:
         import numpy as np
 
-        from ...record.columnar._vec import read_varints
-        from ...record.columnar.decode import _walk
+        from ...record.columnar._vec import MIN_RECORD_BODY, read_varints, walk_record_lengths
         self.np = np
         nb = len(batches)
         sizes = np.fromiter((h.size_in_bytes for _, h in batches), np.int64, nb)
@@ -76,6 +75,7 @@ class RecordLayout:
         if not any(h.compression for _, h in batches):
             first_pos = int(positions[0]) + RECORDS_OFFSET
             self.region_bytes = memoryview(buf)[first_pos:int(positions[-1] + sizes[-1])]
+            self._source, self._source_offset = buf, first_pos  # keys are sliced from buf
             bstart = positions + (RECORDS_OFFSET - first_pos)
             bend = bstart + (sizes - RECORDS_OFFSET)
         else:
@@ -85,7 +85,9 @@ class RecordLayout:
             lengths = np.fromiter(map(len, pieces), np.int64, nb)
             bend = np.cumsum(lengths)
             bstart = bend - lengths
-            self.region_bytes = memoryview(b"".join(pieces))
+            joined = b"".join(pieces)
+            self.region_bytes = memoryview(joined)
+            self._source, self._source_offset = joined, 0
         region = np.frombuffer(self.region_bytes, np.uint8)
         self.region = region
         counts = np.fromiter((h.records_count for _, h in batches), np.int64, nb)
@@ -97,11 +99,12 @@ class RecordLayout:
         self.batch = batch = np.repeat(np.arange(nb), counts)
         if n == 0:
             empty = np.empty(0, np.int64)
+            self.key_start = empty
             self.offsets = self.ts_delta = self.key_start = self.key_len = empty
             self.value_len = self.raw_start = self.raw_end = empty
             return
-        body_start, body_end = _walk(region, bstart, bend, counts, first, n)
-        if (body_end - body_start < 6).any() or (body_end > bend[batch]).any():
+        body_start, body_end = walk_record_lengths(region, bstart, bend, counts, first, n)
+        if (body_end - body_start < MIN_RECORD_BODY).any() or (body_end > bend[batch]).any():
             raise CorruptRecordError("record length out of bounds of its batch")
         # a record's bytes start where the previous one of its batch ends (its length varint)
         raw_start = np.empty(n, np.int64)
@@ -122,10 +125,12 @@ class RecordLayout:
 
     def keys(self) -> list[bytes | None]:
         """Every record's key (None: null), as ``bytes``."""
-        from ...record.columnar.decode import _binary_array
-        if self.n == 0:
-            return []
-        return _binary_array(self.region, self.key_start, self.key_len).to_pylist()
+        source = self._source if type(self._source) is bytes else bytes(self._source)
+        starts = (self.key_start + self._source_offset).tolist()
+        lengths = self.key_len.tolist()
+        if self.n and int(self.key_len.min()) < 0:
+            return [None if n < 0 else source[s:s + n] for s, n in zip(starts, lengths)]
+        return [source[s:s + n] for s, n in zip(starts, lengths)]
 
     def runs(self, kept) -> tuple[list[int], list[int], list[int]]:
         """The records at ``kept`` (increasing indexes) as runs of consecutive records of
