@@ -240,6 +240,8 @@ class Cleaner:
         self._aborted = self._aborted_ranges(aborted_txns)
         self._txns = CleanedTransactionMetadata(aborted_txns)
         end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
+        self._dirty_start, self._map_end = first_dirty_offset, end_offset
+        self._latest_offsets = self._sorted_map_offsets()
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
         config = ulog.config
@@ -251,6 +253,12 @@ class Cleaner:
             self.clean_segments(ulog, group, stats.start_ms, last_offsets_of_producers, stats)
         stats.end_ms = self.time.milliseconds()
         return end_offset, stats
+
+    def _sorted_map_offsets(self):
+        """The map's offsets, sorted (numpy int64): pass 2's test of "latest of its key"."""
+        import numpy as np
+        entries = self.offset_map.entries
+        return np.sort(np.fromiter(entries.values(), np.int64, len(entries)))
 
     @staticmethod
     def _aborted_ranges(aborted_txns) -> dict[int, list[tuple[int, int]]]:
@@ -392,17 +400,12 @@ class Cleaner:
             layout = RecordLayout(buf, data, self.max_decompressed)
             np = layout.np
             nb = len(data)
-            entries = layout.keys()
-            if layout.n and int(layout.key_len.max()) > RAW_KEY_MAX:
-                entries = entry_keys(entries)
-            # (a None key is never an entry: -1)
-            latest = np.fromiter(map(self.offset_map.entries.get, entries, repeat(-1)), np.int64, layout.n)
             has_key = layout.key_len >= 0
             stats.invalid_messages += int(layout.n - has_key.sum())
             retain_deletes = np.fromiter((h.delete_horizon_ms is None or now_ms < h.delete_horizon_ms
                                           for _, h in data), bool, nb)
             is_null = layout.value_len < 0
-            keep = has_key & (layout.offsets >= latest) & (~is_null | retain_deletes[layout.batch])
+            keep = has_key & self._is_latest(layout) & (~is_null | retain_deletes[layout.batch])
             kept_count = np.bincount(layout.batch, weights=keep, minlength=nb).astype(np.int64).tolist()
             tomb_count = np.bincount(layout.batch, weights=keep & is_null, minlength=nb).astype(np.int64).tolist()
             kept_idx = np.flatnonzero(keep)
@@ -474,6 +477,30 @@ class Cleaner:
             stats.bytes_written += len(out)
             if self._pending_size >= _APPEND_CHUNK:
                 self._flush(dest)
+
+    def _is_latest(self, layout: RecordLayout):
+        """Per record of ``layout``: its offset is >= the map's offset for its key (Kafka's
+        ``shouldRetainRecord``). Pass 1 put every keyed record of [dirty start, map end) in
+        the map, so there a record is the latest of its key exactly when its offset is one
+        of the map's offsets (offsets are unique): a search in the sorted offsets, no key
+        looked up. Past the map's end every record is (the map's offsets are below it);
+        only the records of the clean section, below the dirty start, are looked up by key."""
+        np = layout.np
+        offsets = layout.offsets
+        latest = self._latest_offsets
+        out = offsets >= self._map_end
+        dirty = (offsets >= self._dirty_start) & ~out
+        if latest.size and dirty.any():
+            found = np.minimum(np.searchsorted(latest, offsets), latest.size - 1)
+            out |= dirty & (latest[found] == offsets)
+        below = np.flatnonzero((offsets < self._dirty_start) & (layout.key_len >= 0))
+        if below.size:
+            entries = layout.keys(below)
+            if int(layout.key_len[below].max()) > RAW_KEY_MAX:
+                entries = entry_keys(entries)
+            mapped = np.fromiter(map(self.offset_map.entries.get, entries, repeat(-1)), np.int64, below.size)
+            out[below] = offsets[below] >= mapped
+        return out
 
     @staticmethod
     def _splice(body: bytes, header, count: int, max_delta: int) -> bytes:

@@ -123,12 +123,16 @@ class RecordLayout:
         self.ts_delta = ts_delta
         self.key_start, self.key_len, self.value_len = key_start, key_len, value_len
 
-    def keys(self) -> list[bytes | None]:
-        """Every record's key (None: null), as ``bytes``."""
+    def keys(self, indexes=None) -> list[bytes | None]:
+        """Every record's key (None: null), as ``bytes``; those of the records at
+        ``indexes`` (a numpy array) only, when given."""
         source = self._source if type(self._source) is bytes else bytes(self._source)
-        starts = (self.key_start + self._source_offset).tolist()
-        lengths = self.key_len.tolist()
-        if self.n and int(self.key_len.min()) < 0:
+        key_start, key_len = self.key_start, self.key_len
+        if indexes is not None:
+            key_start, key_len = key_start[indexes], key_len[indexes]
+        starts = (key_start + self._source_offset).tolist()
+        lengths = key_len.tolist()
+        if len(lengths) and int(key_len.min()) < 0:
             return [None if n < 0 else source[s:s + n] for s, n in zip(starts, lengths)]
         return [source[s:s + n] for s, n in zip(starts, lengths)]
 
