@@ -48,7 +48,7 @@ from broker.log.config import LogConfig  # noqa: E402
 from broker.log.unified_log import UnifiedLog  # noqa: E402
 from broker.record.batch import encode_batch, iter_batch_headers  # noqa: E402
 
-REPEAT = 3
+REPEAT = 5
 RECORDS = 400_000
 VALUE_BYTES = 200
 PER_BATCH = 50
