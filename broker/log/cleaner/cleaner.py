@@ -224,6 +224,10 @@ class Cleaner:
         self.throttler = throttler
         self._aborted: dict[int, list[tuple[int, int]]] = {}
         self._txns = CleanedTransactionMetadata([])
+        # set by ``clean`` for pass 2: the dirty section [start, end) the map covers and
+        # its offsets, sorted (numpy)
+        self._dirty_start = self._map_end = 0
+        self._latest_offsets = None
 
     # --- the whole cleaning ---
 
@@ -488,6 +492,8 @@ class Cleaner:
         np = layout.np
         offsets = layout.offsets
         latest = self._latest_offsets
+        if latest is None:
+            latest = self._latest_offsets = self._sorted_map_offsets()
         out = offsets >= self._map_end
         dirty = (offsets >= self._dirty_start) & ~out
         if latest.size and dirty.any():
