@@ -282,6 +282,25 @@ SERVER_CONFIG_DEF = (
             "append returns (Kafka waits up to this for the offsets topic's replicas).", at_least(1))
     .define("transaction.state.log.replication.factor", INT, 1, "Always 1 on a single node.")
     .define("transaction.state.log.min.isr", INT, 1, "Always 1 on a single node.")
+    # The transaction coordinator (broker/server/txn/): Kafka's keys and defaults.
+    .define("transaction.state.log.num.partitions", INT, 50,
+            "The number of partitions for the transaction topic (should not change after deployment).",
+            at_least(1))
+    .define("transaction.state.log.segment.bytes", INT, 104857600,
+            "The transaction topic segment bytes.", at_least(1))
+    .define("transaction.state.log.load.buffer.size", INT, 5242880,
+            "Batch size for reading from the transaction log segments when loading producer ids "
+            "and transactions into the cache.", at_least(1))
+    .define("transaction.max.timeout.ms", INT, 900000,
+            "The maximum allowed timeout for transactions; a larger transaction.timeout.ms in "
+            "InitProducerId gets INVALID_TRANSACTION_TIMEOUT.", at_least(1))
+    .define("transactional.id.expiration.ms", INT, 604800000,
+            "How long a transactional id without any transaction status update is kept.", at_least(1))
+    .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000,
+            "The interval at which to roll back transactions that have timed out.", at_least(1))
+    .define("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
+            "The interval at which to remove transactions that have expired "
+            "(transactional.id.expiration.ms passing).", at_least(1))
     .define("cluster.id", STRING, None, "Cluster id; generated once and kept in meta.properties.")
     # Quotas (broker/server/quota/): the sampling of client quotas and of the controller
     # mutation token bucket (burst = num x size x rate).

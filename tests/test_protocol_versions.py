@@ -30,7 +30,11 @@ EXPECTED = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.OFFSET_COMMIT: (2, 7),
     ApiKey.OFFSET_FETCH: (1, 5),
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # transactions (issue 17); v2+ flexible
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
@@ -48,6 +52,8 @@ EXPECTED = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),  # telemetry (issue 18)
     ApiKey.PUSH_TELEMETRY: (0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 
@@ -67,7 +73,10 @@ def test_phase_1_advertises_no_flexible_version_but_api_versions_3() -> None:
             flexible = request_header_version(api.api_key, version) == 2
             first_flexible = {ApiKey.API_VERSIONS: 3, ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
                               ApiKey.ALTER_CLIENT_QUOTAS: 1, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: 0,
-                              ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0}.get(api.api_key)
+                              ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0,
+                              ApiKey.INIT_PRODUCER_ID: 2, ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+                              ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3,
+                              ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 0}.get(api.api_key)
             assert flexible == (first_flexible is not None and version >= first_flexible), api
 
 

@@ -58,8 +58,12 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.CREATE_TOPICS, 2, 4),
     _api(ApiKey.DELETE_TOPICS, 1, 3),
     _api(ApiKey.DELETE_RECORDS, 0, 1),
-    _api(ApiKey.INIT_PRODUCER_ID, 0, 1),
+    _api(ApiKey.INIT_PRODUCER_ID, 0, 4),  # v5 is KIP-890's TRANSACTION_ABORTABLE
     _api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3),
+    _api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),  # v4+: KIP-890 verification (broker to broker)
+    _api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
+    _api(ApiKey.END_TXN, 0, 3),  # v4+: KIP-890 (TRANSACTION_ABORTABLE, transaction version 2)
+    _api(ApiKey.TXN_OFFSET_COMMIT, 0, 3),
     _api(ApiKey.DESCRIBE_CONFIGS, 1, 3),
     _api(ApiKey.CREATE_PARTITIONS, 0, 1),
     _api(ApiKey.ALTER_CONFIGS, 0, 1),  # v2 is flexible
@@ -70,6 +74,8 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
     _api(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),  # KIP-714 (flexible only)
     _api(ApiKey.PUSH_TELEMETRY, 0, 0),
+    _api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),  # KIP-664 (flexible only)
+    _api(ApiKey.LIST_TRANSACTIONS, 0, 1),
     _api(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, 0),
 )
 

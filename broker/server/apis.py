@@ -65,6 +65,7 @@ from broker.server.handlers import (
     telemetry,
     throttling,
     topics,
+    txn,
 )
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,17 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.DELETE_TOPICS: ApiHandler(topics.handle_delete_topics, topics.delete_topics_error_response, 1, 3),
     ApiKey.DELETE_RECORDS: ApiHandler(list_offsets.handle_delete_records,
                                       list_offsets.delete_records_error_response, 0, 1),
-    ApiKey.INIT_PRODUCER_ID: ApiHandler(producer_id.handle, producer_id.error_response, 0, 1),
+    ApiKey.INIT_PRODUCER_ID: ApiHandler(txn.handle_init_producer_id, producer_id.error_response, 0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(txn.handle_add_partitions_to_txn,
+                                             txn.add_partitions_to_txn_error_response, 0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(txn.handle_add_offsets_to_txn, txn.add_offsets_to_txn_error_response,
+                                          0, 3),
+    ApiKey.END_TXN: ApiHandler(txn.handle_end_txn, txn.end_txn_error_response, 0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: ApiHandler(txn.handle_txn_offset_commit, txn.txn_offset_commit_error_response, 0, 3),
+    ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(txn.handle_describe_transactions,
+                                             txn.describe_transactions_error_response, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: ApiHandler(txn.handle_list_transactions, txn.list_transactions_error_response,
+                                         0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(leader_epoch.handle, leader_epoch.error_response, 2, 3),
     ApiKey.DESCRIBE_CONFIGS: ApiHandler(topics.handle_describe_configs,
                                         topics.describe_configs_error_response, 1, 3),

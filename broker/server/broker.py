@@ -10,7 +10,8 @@ Owns the lifecycle:
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
   ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the
   registry's reconciliation with the partition directories, the group coordinator's load
-  of ``__consumer_offsets`` (``broker.server.group``), then the listeners
+  of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
+  of ``__transaction_state`` (``broker.server.txn``), then the listeners
   (``SocketServer``): the broker accepts connections only once every log is loaded. On
   failure everything started so far is stopped again and the exception propagates.
 * ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
@@ -53,6 +54,7 @@ from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.socket_server import SocketServer, parse_listeners
 from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
 from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
+from broker.server.txn import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,7 @@ class KafkaBroker:
         self.socket_server: SocketServer | None = None
         self.apis: KafkaApis | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.cluster_metadata: ClusterMetadataStore | None = None
         self.quotas: QuotaManagers | None = None
         self.client_quotas: ClientQuotaStore | None = None
@@ -154,6 +157,10 @@ class KafkaBroker:
             self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
                                                       on_append=self.watchers.notify)
             self.group_coordinator.startup()  # loads __consumer_offsets before any connection
+            self.txn_coordinator = TransactionCoordinator(
+                self.topics, config, producer_ids, self.group_coordinator,
+                scheduler=self.log_manager.scheduler, on_append=self.watchers.notify)
+            self.txn_coordinator.startup()  # loads __transaction_state, completes Prepare* transactions
             self.cluster_metadata = ClusterMetadataStore(self.log_manager.log_dirs, self.node_id,
                                                          lambda: self.log_manager.live_log_dirs)
             self.cluster_metadata.load()
@@ -171,7 +178,7 @@ class KafkaBroker:
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
                 quotas=self.quotas, client_quotas=self.client_quotas, telemetry=self.telemetry,
-                client_metrics=self.client_metrics, stats=self.stats)
+                client_metrics=self.client_metrics, stats=self.stats, txn_coordinator=self.txn_coordinator)
             self.apis = KafkaApis(state)
             self.socket_server = SocketServer(
                 self.listeners, self.apis.handle,
@@ -209,6 +216,8 @@ class KafkaBroker:
                 self.socket_server.shutdown()
             if self.group_coordinator is not None:
                 self.group_coordinator.shutdown()
+            if self.txn_coordinator is not None:
+                self.txn_coordinator.shutdown()
             if self.metrics_endpoint is not None:
                 self.metrics_endpoint.close()
             if self.quotas is not None:

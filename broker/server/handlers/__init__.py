@@ -23,6 +23,9 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
     topics.py           CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
                         DescribeConfigs (32)
     producer_id.py      InitProducerId (22) and the persistent producer-id allocator
+    txn.py              AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+                        TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions
+                        (66), and InitProducerId with a transactional id
     leader_epoch.py     OffsetForLeaderEpoch (23)
     configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
@@ -89,6 +92,8 @@ class ServerState:
     client_metrics: Any = None
     # broker.server.telemetry.prometheus.BrokerStats (None: not counted)
     stats: Any = None
+    # broker.server.txn.TransactionCoordinator (None: transaction APIs answer COORDINATOR_NOT_AVAILABLE)
+    txn_coordinator: Any = None
 
     @property
     def auto_create_topics(self) -> bool:

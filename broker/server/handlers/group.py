@@ -7,9 +7,9 @@ no client needs it while v5 is offered).
 Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
 
 * FindCoordinator: this node coordinates every group (key_type 0, and v0 which has no
-  key_type), at the endpoint advertised for the listener the request came in on. There
-  is no transaction coordinator: key_type 1 gets COORDINATOR_NOT_AVAILABLE with an error
-  message (v1+); any other key type INVALID_REQUEST.
+  key_type) and every transactional id (key_type 1, ``broker.server.txn``), at the
+  endpoint advertised for the listener the request came in on; any other key type
+  INVALID_REQUEST.
 * OffsetCommit: a partition of a topic that does not exist (or beyond its partition
   count) gets UNKNOWN_TOPIC_OR_PARTITION; the others go to the coordinator, which
   answers INVALID_GROUP_ID for an empty group id, the generation / member checks of
@@ -91,11 +91,12 @@ def _coordinator(state: ServerState):
 def handle_find_coordinator(state: ServerState, ctx: RequestContext, body) -> object:
     key_type = body.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
     if key_type == KEY_TYPE_TRANSACTION:
-        return _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                  "this broker has no transaction coordinator (transactions are not supported)")
-    if key_type != KEY_TYPE_GROUP:
+        if state.txn_coordinator is None:
+            return _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
+    elif key_type != KEY_TYPE_GROUP:
         return _coordinator_error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}")
-    _coordinator(state)
+    else:
+        _coordinator(state)
     host, port = state.advertised_endpoint(ctx.listener, ctx.local_address)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                                    node_id=state.node_id, host=host, port=port)

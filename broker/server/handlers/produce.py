@@ -24,6 +24,11 @@ Wire behaviour:
 * zstd batches in Produce below v7 get UNSUPPORTED_COMPRESSION_TYPE (76) (KIP-110).
 * Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION (3): topics are
   auto-created by Metadata (which every producer asks first), not by Produce.
+* A transactional batch goes in only when its partition is in its producer's Ongoing
+  transaction (AddPartitionsToTxn), else INVALID_TXN_STATE (48): the simple form of
+  Kafka's verification; the append then happens under the transaction's lock
+  (``TransactionCoordinator.produce_guard``), so no marker slips in between. A fenced
+  epoch gets INVALID_PRODUCER_EPOCH.
 * Internal topics (``__consumer_offsets``, ``__transaction_state``) get
   INVALID_TOPIC_EXCEPTION (17), "Cannot append to internal topic", as in Kafka.
 * The response gives base_offset, log_append_time_ms (-1 for CreateTime topics) and
@@ -40,8 +45,8 @@ import logging
 
 from broker.protocol import ErrorCode
 from broker.protocol.messages.produce import PRODUCE_RESPONSE
-from broker.record.batch import COMPRESSION_CODEC_MASK, iter_batch_headers
-from broker.server.errors import error_code_for, is_expected
+from broker.record.batch import COMPRESSION_CODEC_MASK, TRANSACTIONAL_FLAG_MASK, iter_batch_headers
+from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import (
     CLOSE_CONNECTION,
@@ -85,6 +90,17 @@ def _has_zstd(records) -> bool:
         return False
 
 
+def _transactional_header(records):
+    """The header of the first batch when it is transactional (a request's batches are one
+    producer's), else None; malformed bytes are left to the log's validator."""
+    try:
+        for _, header in iter_batch_headers(records):
+            return header if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0 else None
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
 def _append(state: ServerState, name: str, index: int, records, version: int) -> object:
     lg = state.topics.get_log(name, index) if state.topics.get(name) is not None else None
     if lg is None:
@@ -97,7 +113,15 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
         return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                 f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION} or later")
     try:
-        info = lg.append_as_leader(records, leader_epoch=leader_epoch_of(lg))
+        txn = _transactional_header(records)
+        if txn is None:
+            info = lg.append_as_leader(records, leader_epoch=leader_epoch_of(lg))
+        else:
+            coordinator = state.txn_coordinator
+            if coordinator is None:
+                raise ApiError(ErrorCode.INVALID_TXN_STATE, "no transaction coordinator")
+            with coordinator.produce_guard(txn.producer_id, txn.producer_epoch, name, index):
+                info = lg.append_as_leader(records, leader_epoch=leader_epoch_of(lg))
     except Exception as exc:  # noqa: BLE001 - every error becomes a code
         code = error_code_for(exc)
         if code == ErrorCode.KAFKA_STORAGE_ERROR and state.topics.get(name) is None:

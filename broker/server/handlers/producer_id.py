@@ -1,13 +1,13 @@
-"""InitProducerId (key 22), v0-v1, and the producer-id allocator behind it.
+"""InitProducerId (key 22), v0-v4, and the producer-id allocator behind it.
 
 Wire behaviour (Kafka's ``TransactionCoordinator.handleInitProducerId``): a request
 without a transactional id (idempotent producers) always gets a NEW producer id with
 epoch 0; any producer_id / producer_epoch it carries (v3+, KIP-360) is ignored, exactly
 as Kafka does for non-transactional producers, so a producer that lost its sequence
-state simply starts over under a fresh id. A request WITH a transactional id gets
-NOT_COORDINATOR (16): this broker has no transaction coordinator (clients only send one
-after FindCoordinator, which is not advertised). A storage failure while reserving ids
-answers KAFKA_STORAGE_ERROR (56), retriable.
+state simply starts over under a fresh id. A request WITH a transactional id goes
+to the transaction coordinator (``broker.server.handlers.txn.handle_init_producer_id``: epoch
+bump, fencing, INVALID_TRANSACTION_TIMEOUT; PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH
+before). A storage failure while reserving ids answers KAFKA_STORAGE_ERROR (56), retriable.
 
 ``ProducerIdManager``: ids are handed out from blocks of ``BLOCK_SIZE`` (Kafka's
 ``ProducerIdsBlock``); the end of the current block is persisted BEFORE any id of it is
@@ -103,7 +103,7 @@ class ProducerIdManager:
 
 
 def handle(state: ServerState, ctx: RequestContext, body) -> object:
-    if body.transactional_id is not None:
+    if body.transactional_id is not None:  # served by handlers.txn.handle_init_producer_id
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR,
                                       producer_id=-1, producer_epoch=-1)
     try:

@@ -1,0 +1,291 @@
+"""Transaction APIs over the ``TransactionCoordinator`` (``broker.server.txn``):
+AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-3, EndTxn (26) v0-3,
+TxnOffsetCommit (28) v0-3, DescribeTransactions (65) v0, ListTransactions (66) v0-1;
+InitProducerId (22) is dispatched here (``handle_init_producer_id``): with a transactional
+id to the coordinator, without one to ``producer_id.py``.
+
+Wire behaviour (Kafka's ``KafkaApis``):
+
+* PRODUCER_FENCED (90) exists from InitProducerId v4, AddPartitionsToTxn v2,
+  AddOffsetsToTxn v2, EndTxn v2 and TxnOffsetCommit v3 (KIP-588); older versions get
+  INVALID_PRODUCER_EPOCH (47) instead.
+* AddPartitionsToTxn: a partition of a topic that does not exist gets
+  UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED; otherwise every
+  partition gets the coordinator's code. Internal topics are refused
+  (INVALID_TOPIC_EXCEPTION... as Kafka's "Cannot add internal topic": the offsets topic
+  joins a transaction only through AddOffsetsToTxn).
+* TxnOffsetCommit: the group's ``__consumer_offsets`` partition must have been added with
+  AddOffsetsToTxn (INVALID_TXN_STATE); unknown topics get UNKNOWN_TOPIC_OR_PARTITION per
+  partition; the offsets become visible when the transaction commits.
+* DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND for an unknown id; the partitions are
+  listed while the transaction is Ongoing / Prepare*.
+* ListTransactions: state filters by Kafka's names (unknown names are returned in
+  ``unknown_state_filters``), producer id filters, and (v1) ``duration_filter``: only
+  transactions running longer than that many ms.
+
+Thread-safety: handlers keep no state; the coordinator is thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.protocol import ErrorCode
+from broker.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN_RESPONSE
+from broker.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN_RESPONSE
+from broker.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS_RESPONSE
+from broker.protocol.messages.end_txn import END_TXN_RESPONSE
+from broker.protocol.messages.list_transactions import LIST_TRANSACTIONS_RESPONSE
+from broker.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT_RESPONSE
+from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group.coordinator import INTERNAL_TOPICS
+from broker.server.group.txn_offsets import commit_txn_offsets
+from broker.server.handlers import RequestContext, ServerState, producer_id
+from broker.server.txn.state import TransactionState
+
+log = logging.getLogger(__name__)
+
+AddPartitionsResponse = ADD_PARTITIONS_TO_TXN_RESPONSE.cls
+AddPartitionsTopic = ADD_PARTITIONS_TO_TXN_RESPONSE.structs["AddPartitionsToTxnTopicResult"]
+AddPartitionsPartition = ADD_PARTITIONS_TO_TXN_RESPONSE.structs["AddPartitionsToTxnPartitionResult"]
+AddOffsetsResponse = ADD_OFFSETS_TO_TXN_RESPONSE.cls
+EndTxnResponse = END_TXN_RESPONSE.cls
+TxnOffsetCommitResponse = TXN_OFFSET_COMMIT_RESPONSE.cls
+TxnCommitTopic = TXN_OFFSET_COMMIT_RESPONSE.structs["TxnOffsetCommitResponseTopic"]
+TxnCommitPartition = TXN_OFFSET_COMMIT_RESPONSE.structs["TxnOffsetCommitResponsePartition"]
+DescribeTransactionsResponse = DESCRIBE_TRANSACTIONS_RESPONSE.cls
+DescribedTxn = DESCRIBE_TRANSACTIONS_RESPONSE.structs["TransactionState"]
+DescribedTopic = DESCRIBE_TRANSACTIONS_RESPONSE.structs["TopicData"]
+ListTransactionsResponse = LIST_TRANSACTIONS_RESPONSE.cls
+ListedTxn = LIST_TRANSACTIONS_RESPONSE.structs["TransactionState"]
+
+# The first version of each API that knows PRODUCER_FENCED (KIP-588).
+_PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+
+
+def _code(exc: Exception, what: str) -> int:
+    if not is_expected(exc):
+        log.exception("%s failed", what)
+    return error_code_for(exc)
+
+
+def _for_version(code: int, ctx: RequestContext) -> int:
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _PRODUCER_FENCED_SINCE[ctx.header.api_key]:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _coordinator(state: ServerState):
+    coordinator = state.txn_coordinator
+    if coordinator is None:
+        raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
+    return coordinator
+
+
+# --- InitProducerId (transactional) ---
+
+def handle_init_producer_id(state: ServerState, ctx: RequestContext, body) -> object:
+    """InitProducerId: with a transactional id the coordinator's, else ``producer_id.handle``."""
+    if body.transactional_id is None:
+        return producer_id.handle(state, ctx, body)
+    code, pid, epoch = init_producer_id(state, ctx, body)
+    return producer_id.InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid,
+                                              producer_epoch=epoch)
+
+
+def init_producer_id(state: ServerState, ctx: RequestContext, body) -> tuple[int, int, int]:
+    """(error code, producer id, epoch) for an InitProducerId with a transactional id."""
+    version = ctx.api_version
+    pid = body.producer_id if version >= 3 else -1
+    epoch = body.producer_epoch if version >= 3 else -1
+    try:
+        got_pid, got_epoch = _coordinator(state).init_producer_id(
+            body.transactional_id, body.transaction_timeout_ms, pid, epoch)
+    except Exception as exc:  # noqa: BLE001 - answered with its code
+        return _for_version(_code(exc, "InitProducerId"), ctx), -1, -1
+    return ErrorCode.NONE, got_pid, got_epoch
+
+
+# --- AddPartitionsToTxn ---
+
+def handle_add_partitions_to_txn(state: ServerState, ctx: RequestContext, body) -> object:
+    requested = [(t.name, list(t.partitions)) for t in body.v3_and_below_topics]
+    unknown: set[tuple[str, int]] = set()
+    for name, parts in requested:
+        info = state.topics.get(name)
+        for p in parts:
+            if info is None or not 0 <= p < info.partitions or name in INTERNAL_TOPICS:
+                unknown.add((name, p))
+    if unknown:
+        def code_of(name: str, p: int) -> int:
+            if (name, p) not in unknown:
+                return ErrorCode.OPERATION_NOT_ATTEMPTED
+            return ErrorCode.INVALID_TOPIC_EXCEPTION if name in INTERNAL_TOPICS \
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return _add_partitions_response(requested, code_of)
+    try:
+        _coordinator(state).add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                           body.v3_and_below_producer_epoch,
+                                           {(name, p) for name, parts in requested for p in parts})
+        code = ErrorCode.NONE
+    except Exception as exc:  # noqa: BLE001 - answered with its code
+        code = _for_version(_code(exc, "AddPartitionsToTxn"), ctx)
+    return _add_partitions_response(requested, lambda name, p: code)
+
+
+def _add_partitions_response(requested, code_of) -> object:
+    return AddPartitionsResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
+        AddPartitionsTopic(name=name, results_by_partition=[
+            AddPartitionsPartition(partition_index=p, partition_error_code=code_of(name, p)) for p in parts])
+        for name, parts in requested])
+
+
+def add_partitions_to_txn_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return _add_partitions_response([(t.name, list(t.partitions)) for t in body.v3_and_below_topics],
+                                    lambda name, p: code)
+
+
+# --- AddOffsetsToTxn ---
+
+def handle_add_offsets_to_txn(state: ServerState, ctx: RequestContext, body) -> object:
+    try:
+        _coordinator(state).add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                        body.group_id)
+        code = ErrorCode.NONE
+    except Exception as exc:  # noqa: BLE001 - answered with its code
+        code = _for_version(_code(exc, "AddOffsetsToTxn"), ctx)
+    return AddOffsetsResponse(throttle_time_ms=0, error_code=code)
+
+
+def add_offsets_to_txn_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return AddOffsetsResponse(throttle_time_ms=0, error_code=code)
+
+
+# --- EndTxn ---
+
+def handle_end_txn(state: ServerState, ctx: RequestContext, body) -> object:
+    try:
+        _coordinator(state).end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
+                                            bool(body.committed))
+        code = ErrorCode.NONE
+    except Exception as exc:  # noqa: BLE001 - answered with its code
+        code = _for_version(_code(exc, "EndTxn"), ctx)
+    return EndTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+def end_txn_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return EndTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+# --- TxnOffsetCommit ---
+
+def handle_txn_offset_commit(state: ServerState, ctx: RequestContext, body) -> object:
+    version = ctx.api_version
+    slots: list[tuple[int, int]] = []
+    entries = []
+    topics = []
+    for t_index, t in enumerate(body.topics):
+        info = state.topics.get(t.name)
+        partitions = []
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                partitions.append(TxnCommitPartition(partition_index=p.partition_index,
+                                                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            slots.append((t_index, len(partitions)))
+            partitions.append(TxnCommitPartition(partition_index=p.partition_index, error_code=ErrorCode.NONE))
+            epoch = p.committed_leader_epoch if version >= 2 else -1
+            entries.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+        topics.append(TxnCommitTopic(name=t.name, partitions=partitions))
+    if entries:
+        try:
+            coordinator = _coordinator(state)
+            if state.group_coordinator is None:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
+            with coordinator.txn_offset_commit_guard(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                     body.group_id):
+                codes = commit_txn_offsets(
+                    state.group_coordinator, body.group_id, body.producer_id, body.producer_epoch,
+                    body.generation_id if version >= 3 else -1, body.member_id if version >= 3 else "",
+                    body.group_instance_id if version >= 3 else None, entries)
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            codes = [_code(exc, "TxnOffsetCommit")] * len(entries)
+        for (t_index, p_index), code in zip(slots, codes):
+            topics[t_index].partitions[p_index].error_code = _for_version(code, ctx)
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+def txn_offset_commit_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnCommitTopic(name=t.name, partitions=[TxnCommitPartition(partition_index=p.partition_index,
+                                                                   error_code=code) for p in t.partitions])
+        for t in body.topics])
+
+
+# --- DescribeTransactions / ListTransactions ---
+
+def _described(txn_id: str, code: int, md=None) -> object:
+    if md is None:
+        return DescribedTxn(error_code=code, transactional_id=txn_id, transaction_state="",
+                            transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                            producer_epoch=-1, topics=[])
+    topics: dict[str, list[int]] = {}
+    for topic, p in sorted(md.partitions):
+        topics.setdefault(topic, []).append(p)
+    return DescribedTxn(error_code=ErrorCode.NONE, transactional_id=txn_id,
+                        transaction_state=md.state.display_name, transaction_timeout_ms=md.txn_timeout_ms,
+                        transaction_start_time_ms=md.txn_start_timestamp, producer_id=md.producer_id,
+                        producer_epoch=md.producer_epoch,
+                        topics=[DescribedTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+
+
+def handle_describe_transactions(state: ServerState, ctx: RequestContext, body) -> object:
+    out = []
+    for txn_id in body.transactional_ids:
+        try:
+            md = _coordinator(state).describe(txn_id)
+            out.append(_described(txn_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND) if md is None
+                       else _described(txn_id, ErrorCode.NONE, md))
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            out.append(_described(txn_id, _code(exc, "DescribeTransactions")))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
+
+
+def describe_transactions_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return DescribeTransactionsResponse(throttle_time_ms=0,
+                                        transaction_states=[_described(t, code) for t in body.transactional_ids])
+
+
+def handle_list_transactions(state: ServerState, ctx: RequestContext, body) -> object:
+    wanted = set()
+    unknown = []
+    for name in body.state_filters:
+        s = TransactionState.from_name(name)
+        if s is None:
+            unknown.append(name)
+        else:
+            wanted.add(s)
+    pids = set(body.producer_id_filters)
+    duration = body.duration_filter if ctx.api_version >= 1 else -1
+    try:
+        mds = _coordinator(state).list_transactions()
+    except Exception as exc:  # noqa: BLE001 - answered with its code
+        return list_transactions_error_response(state, ctx, body, _code(exc, "ListTransactions"))
+    now = state.txn_coordinator.time.milliseconds()
+    listed = []
+    for md in sorted(mds, key=lambda m: m.transactional_id):
+        if body.state_filters and md.state not in wanted:
+            continue
+        if pids and md.producer_id not in pids:
+            continue
+        if duration >= 0 and now - md.txn_start_timestamp <= duration:
+            continue
+        listed.append(ListedTxn(transactional_id=md.transactional_id, producer_id=md.producer_id,
+                                transaction_state=md.state.display_name))
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
+                                    transaction_states=listed)
+
+
+def list_transactions_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=code, unknown_state_filters=[],
+                                    transaction_states=[])

@@ -1,0 +1,560 @@
+"""``TransactionCoordinator``: Kafka's transaction coordinator on one node (KIP-98, client
+transaction versions 0 and 1: the epoch is bumped by InitProducerId, not by every commit).
+
+Owns:
+
+* the cache: transactional id -> ``TransactionMetadata`` (``state.py``), and producer id ->
+  the same metadata (for the Produce check);
+* its persistence in the compacted internal topic ``__transaction_state`` (``log.py``): every
+  state change is ONE record appended with ``AppendOrigin.COORDINATOR`` to partition
+  ``abs(java_hashCode(transactional_id)) % partitions`` BEFORE the cache changes (a failed
+  append leaves the cache as it was and answers the request with its code). The topic is
+  created on first write with ``transaction.state.log.num.partitions`` partitions and Kafka's
+  configs (cleanup.policy=compact, min.insync.replicas=1,
+  segment.bytes=transaction.state.log.segment.bytes, unclean.leader.election.enable=false,
+  compression.type=uncompressed); an existing topic keeps its own partition count.
+* loading (``startup()``, before the broker accepts connections; requests meanwhile get
+  COORDINATOR_LOAD_IN_PROGRESS): every partition is replayed in order, the latest record of
+  an id wins, a tombstone removes it. A transaction found in PrepareCommit / PrepareAbort
+  (the broker stopped between that record and the Complete one) has its markers written
+  again (a marker written twice is harmless: the second finds no open transaction) and is
+  completed. An Ongoing one is left to its timeout.
+* ending a transaction (EndTxn, a fenced or timed-out one): Prepare* is logged, then the
+  markers go to every partition of the transaction (``markers.py``; for a
+  ``__consumer_offsets`` partition the group coordinator then applies or drops the
+  transaction's offsets, ``broker.server.group.txn_offsets``), then Complete* is logged,
+  all before the request is answered. So an EndTxn answered NONE is complete, and a crash in
+  between converges to the same outcome at the next startup.
+* timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` an Ongoing
+  transaction older than its ``transaction.timeout.ms`` is aborted with its epoch bumped
+  (the producer that started it is fenced, as in Kafka). Every
+  ``transaction.remove.expired.transaction.cleanup.interval.ms`` ids in Empty / Complete*
+  whose last update is older than ``transactional.id.expiration.ms`` are removed
+  (a tombstone).
+
+Request rules (Kafka's ``TransactionCoordinator``), codes returned by the methods:
+
+* InitProducerId: timeout <= 0 or above ``transaction.max.timeout.ms`` ->
+  INVALID_TRANSACTION_TIMEOUT; "" -> INVALID_REQUEST. A new id gets a new producer id with
+  epoch 0. Otherwise (KIP-360: the request may name its current producer id and epoch, which
+  must be the current or the previous one, else PRODUCER_FENCED) the epoch is bumped (a new
+  producer id when it would reach 32767); an Ongoing transaction of the previous instance is
+  first aborted with a fencing epoch, so that instance's further writes are refused.
+* AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit / EndTxn: an unknown id or another
+  producer id -> INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED, a
+  transaction being completed -> CONCURRENT_TRANSACTIONS. EndTxn: commit after an abort
+  (or the reverse) and EndTxn without a transaction -> INVALID_TXN_STATE; a retried EndTxn
+  of a completed transaction -> NONE.
+* Produce of a transactional batch (``produce_guard``): the partition must be in the
+  producer's Ongoing transaction, else INVALID_TXN_STATE (the simple form of Kafka's
+  verification); the append happens under the transaction's lock so that no marker can
+  slip in between the check and the append.
+
+Thread-safety: ``_lock`` guards the cache's structure for short moments; each
+``TransactionMetadata.lock`` (RLock) is held for a whole state change, including the log
+appends and the markers. Lock order: a transaction's lock, then the group coordinator's
+locks, then a log's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from broker.log.clock import SYSTEM_TIME, Time
+from broker.log.unified_log import LOG_END
+from broker.log.validator import AppendOrigin
+from broker.protocol import ErrorCode
+from broker.record.batch import decode_records, encode_batch, ensure_valid, iter_batch_headers, records_payload
+from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
+from broker.server.group.txn_offsets import complete_txn_offsets
+from broker.server.handlers import leader_epoch_of
+from broker.server.txn import log as txn_log
+from broker.server.txn.markers import crash_point, write_marker
+from broker.server.txn.state import (
+    MAX_PRODUCER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TransactionMetadata,
+    TransactionState,
+)
+
+log = logging.getLogger(__name__)
+
+S = TransactionState
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+
+class TransactionCoordinator:
+    """See the module docstring. ``topics``: the broker's ``TopicManager``;
+    ``producer_ids``: its ``ProducerIdManager``; ``group_coordinator``: for the offsets of
+    transactions; ``on_append((topic, partition))`` wakes fetches waiting on a partition."""
+
+    def __init__(self, topics: Any, config: Mapping[str, Any], producer_ids: Any, group_coordinator: Any, *,
+                 time: Time = SYSTEM_TIME, scheduler: Any = None,
+                 on_append: Any = None) -> None:
+        self.topics = topics
+        self.producer_ids = producer_ids
+        self.group_coordinator = group_coordinator
+        self.time = time
+        self.scheduler = scheduler
+        self.on_append = on_append
+        self.configured_partitions = int(config.get("transaction.state.log.num.partitions", 50))
+        self.segment_bytes = int(config.get("transaction.state.log.segment.bytes", 104857600))
+        self.load_buffer_size = int(config.get("transaction.state.log.load.buffer.size", 5242880))
+        self.max_timeout_ms = int(config.get("transaction.max.timeout.ms", 900000))
+        self.id_expiration_ms = int(config.get("transactional.id.expiration.ms", 604800000))
+        self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                                                10000))
+        self.expire_interval_ms = int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms",
+                                                 3600000))
+        self.num_partitions = self.configured_partitions
+        self._txns: dict[str, TransactionMetadata] = {}
+        self._by_pid: dict[int, TransactionMetadata] = {}
+        self._lock = threading.Lock()
+        self._topic_lock = threading.Lock()
+        self._loading = True
+        self._tasks: list[Any] = []
+
+    # --- lifecycle ---
+
+    def startup(self) -> None:
+        info = self.topics.get(TRANSACTION_STATE_TOPIC)
+        if info is not None:
+            self.num_partitions = info.partitions
+            loaded = sum(self._load_partition(p) for p in range(info.partitions))
+            log.info("loaded %d records of %d transactional ids from %s", loaded, len(self._txns),
+                     TRANSACTION_STATE_TOPIC)
+        self._loading = False
+        for md in list(self._txns.values()):
+            if md.state.is_prepare:
+                with md.lock:
+                    log.info("completing transaction %s (%s at startup)", md.transactional_id,
+                             md.state.display_name)
+                    try:
+                        self._complete(md, md.state == S.PREPARE_COMMIT)
+                    except Exception:  # noqa: BLE001 - retried by the next EndTxn / InitProducerId
+                        log.exception("completing transaction %s failed", md.transactional_id)
+        if self.scheduler is not None:
+            self._tasks.append(self.scheduler.schedule(
+                "transaction-abort", self.abort_timed_out_transactions, self.abort_interval_ms,
+                self.abort_interval_ms))
+            self._tasks.append(self.scheduler.schedule(
+                "transactionalId-expiration", self.remove_expired_transactional_ids, self.expire_interval_ms,
+                self.expire_interval_ms))
+
+    def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+
+    # --- the topic ---
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def topic_configs(self) -> dict[str, str]:
+        """Kafka's ``TransactionLog`` topic configs."""
+        return {"cleanup.policy": "compact", "min.insync.replicas": "1",
+                "segment.bytes": str(self.segment_bytes), "unclean.leader.election.enable": "false",
+                "compression.type": "uncompressed"}
+
+    def _ensure_topic(self) -> None:
+        with self._topic_lock:
+            if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+                return
+            try:
+                self.topics.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, self.topic_configs())
+                log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.num_partitions)
+            except ApiError as exc:
+                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+
+    def _write(self, md: TransactionMetadata, tombstone: bool = False) -> None:
+        """Log ``md`` (a snapshot about to replace the cached one); ApiError on failure."""
+        p = self.partition_for(md.transactional_id)
+        try:
+            self._ensure_topic()
+            lg = self.topics.get_log(TRANSACTION_STATE_TOPIC, p)
+            if lg is None:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{p} is not available")
+            now = self.time.milliseconds()
+            value = None if tombstone else txn_log.encode_value(md)
+            batch = encode_batch([(txn_log.encode_key(md.transactional_id), value, now)])
+            lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a code
+            code = error_code_for(exc)
+            if not is_expected(exc):
+                log.exception("appending to %s-%d failed", TRANSACTION_STATE_TOPIC, p)
+            raise ApiError(_APPEND_ERRORS.get(code, code), str(exc)) from exc
+        if self.on_append is not None:
+            self.on_append((TRANSACTION_STATE_TOPIC, p))
+
+    def _commit_state(self, md: TransactionMetadata, new: TransactionMetadata) -> None:
+        """Write ``new`` and make it the cached state of ``md``."""
+        self._write(new)
+        old_pid = md.producer_id
+        md.copy_from(new)
+        with self._lock:
+            if old_pid != md.producer_id:
+                self._by_pid.pop(old_pid, None)
+            self._by_pid[md.producer_id] = md
+
+    # --- lookups ---
+
+    def _get(self, transactional_id: str) -> TransactionMetadata | None:
+        with self._lock:
+            return self._txns.get(transactional_id)
+
+    def _check(self, transactional_id: str | None, producer_id: int, producer_epoch: int
+               ) -> TransactionMetadata:
+        """The metadata of a request naming a transaction; ApiError otherwise."""
+        if not transactional_id:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "the transactional id is empty")
+        if self._loading:
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        md = self._get(transactional_id)
+        if md is None or md.state == S.DEAD:
+            raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"unknown transactional id {transactional_id}")
+        return md
+
+    @staticmethod
+    def _check_producer(md: TransactionMetadata, producer_id: int, producer_epoch: int) -> None:
+        if md.producer_id != producer_id:
+            raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                           f"producer id {producer_id} is not the one of {md.transactional_id}")
+        if md.producer_epoch != producer_epoch:
+            raise ApiError(ErrorCode.PRODUCER_FENCED,
+                           f"epoch {producer_epoch} of {md.transactional_id} is not the current one "
+                           f"({md.producer_epoch}): fenced by a newer producer")
+
+    # --- InitProducerId ---
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = NO_PRODUCER_ID,
+                         producer_epoch: int = NO_PRODUCER_EPOCH) -> tuple[int, int]:
+        """(producer id, epoch) for a transactional producer; ApiError with the code."""
+        if transactional_id == "":
+            raise ApiError(ErrorCode.INVALID_REQUEST, "the transactional id is empty")
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            raise ApiError(ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+                           f"transaction.timeout.ms {timeout_ms} is not in 1..{self.max_timeout_ms} "
+                           "(transaction.max.timeout.ms)")
+        if self._loading:
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        with self._lock:
+            md = self._txns.get(transactional_id)
+            if md is None or md.state == S.DEAD:
+                md = self._txns[transactional_id] = TransactionMetadata(
+                    transactional_id, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, timeout_ms)
+        with md.lock:
+            if self._get(transactional_id) is not md:  # expired meanwhile: start over
+                return self.init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
+            if md.producer_id == NO_PRODUCER_ID:  # new
+                new = md.snapshot()
+                new.producer_id, new.producer_epoch = self.producer_ids.generate(), 0
+                new.txn_timeout_ms, new.state = timeout_ms, S.EMPTY
+                new.txn_last_update_timestamp = self.time.milliseconds()
+                try:
+                    self._commit_state(md, new)
+                except ApiError:
+                    with self._lock:
+                        if self._txns.get(transactional_id) is md and md.producer_id == NO_PRODUCER_ID:
+                            del self._txns[transactional_id]
+                    raise
+                return md.producer_id, md.producer_epoch
+            if producer_id != NO_PRODUCER_ID:
+                current = producer_id == md.producer_id and producer_epoch == md.producer_epoch
+                retry = ((producer_id == md.producer_id and producer_epoch == md.last_producer_epoch)
+                         or (producer_id == md.previous_producer_id and md.producer_epoch == 0))
+                if retry and not md.state == S.ONGOING:
+                    return md.producer_id, md.producer_epoch
+                if not current:
+                    raise ApiError(ErrorCode.PRODUCER_FENCED,
+                                   f"producer {producer_id} epoch {producer_epoch} is not the current "
+                                   f"one of {transactional_id}")
+            if md.state.is_prepare:
+                self._complete(md, md.state == S.PREPARE_COMMIT)  # an earlier completion failed
+            if md.state == S.ONGOING:
+                self._fence_and_abort(md, "a new producer instance initialised")
+            new = md.snapshot()
+            self._bump(new)
+            new.txn_timeout_ms, new.state = timeout_ms, S.EMPTY
+            new.partitions = set()
+            new.txn_start_timestamp, new.txn_last_update_timestamp = -1, self.time.milliseconds()
+            self._commit_state(md, new)
+            return md.producer_id, md.producer_epoch
+
+    def _bump(self, new: TransactionMetadata) -> None:
+        if new.producer_epoch >= MAX_PRODUCER_EPOCH:
+            new.previous_producer_id, new.producer_id = new.producer_id, self.producer_ids.generate()
+            new.last_producer_epoch, new.producer_epoch = NO_PRODUCER_EPOCH, 0
+        else:
+            new.last_producer_epoch, new.producer_epoch = new.producer_epoch, new.producer_epoch + 1
+
+    def _fence_and_abort(self, md: TransactionMetadata, why: str) -> None:
+        """Abort ``md``'s Ongoing transaction under an epoch above the producer's (Kafka's
+        PrepareEpochFence): the markers carry it, so the fenced producer's writes fail."""
+        log.info("aborting transaction %s (producer %d epoch %d): %s", md.transactional_id, md.producer_id,
+                 md.producer_epoch, why)
+        new = md.snapshot()
+        new.transition_to(S.PREPARE_EPOCH_FENCE)
+        if new.producer_epoch < MAX_PRODUCER_EPOCH:
+            new.last_producer_epoch, new.producer_epoch = new.producer_epoch, new.producer_epoch + 1
+        new.transition_to(S.PREPARE_ABORT)
+        new.txn_last_update_timestamp = self.time.milliseconds()
+        self._commit_state(md, new)
+        crash_point("after-prepare")
+        self._complete(md, False)
+
+    # --- adding partitions ---
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: set[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn / AddOffsetsToTxn; ApiError with the code."""
+        md = self._check(transactional_id, producer_id, producer_epoch)
+        with md.lock:
+            self._check_producer(md, producer_id, producer_epoch)
+            if md.state.is_prepare or md.state == S.PREPARE_EPOCH_FENCE:
+                raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                               f"transaction {transactional_id} is being completed")
+            if md.state == S.DEAD:
+                raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"{transactional_id} has expired")
+            if md.state == S.ONGOING and partitions <= md.partitions:
+                return
+            new = md.snapshot()
+            now = self.time.milliseconds()
+            if new.state != S.ONGOING:
+                new.txn_start_timestamp = now
+                new.partitions = set()
+            new.transition_to(S.ONGOING)
+            new.partitions |= partitions
+            new.txn_last_update_timestamp = now
+            self._commit_state(md, new)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+        if self.group_coordinator is None:
+            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
+        if not group_id:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        self.group_coordinator.ensure_offsets_topic()
+        p = self.group_coordinator.partition_for(group_id)
+        self.add_partitions(transactional_id, producer_id, producer_epoch, {(OFFSETS_TOPIC, p)})
+
+    @contextlib.contextmanager
+    def txn_offset_commit_guard(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                group_id: str) -> Iterator[None]:
+        """Held around a TxnOffsetCommit's append: the group's partition must be in the
+        producer's Ongoing transaction (AddOffsetsToTxn first), else INVALID_TXN_STATE."""
+        md = self._check(transactional_id, producer_id, producer_epoch)
+        with md.lock:
+            self._check_producer(md, producer_id, producer_epoch)
+            p = self.group_coordinator.partition_for(group_id) if self.group_coordinator is not None else -1
+            if md.state.is_prepare:
+                raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
+            if md.state != S.ONGOING or (OFFSETS_TOPIC, p) not in md.partitions:
+                raise ApiError(ErrorCode.INVALID_TXN_STATE,
+                               f"group {group_id} was not added to transaction {transactional_id}")
+            yield
+
+    @contextlib.contextmanager
+    def produce_guard(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> Iterator[None]:
+        """Held around the append of a transactional batch (module docstring)."""
+        with self._lock:
+            md = self._by_pid.get(producer_id)
+        if md is None:
+            raise ApiError(ErrorCode.INVALID_TXN_STATE,
+                           f"producer {producer_id} has no transaction with this coordinator")
+        with md.lock:
+            if md.producer_id != producer_id:
+                raise ApiError(ErrorCode.INVALID_TXN_STATE, f"producer {producer_id} has no transaction")
+            if producer_epoch < md.producer_epoch:
+                raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                               f"epoch {producer_epoch} of producer {producer_id} is fenced "
+                               f"(current {md.producer_epoch})")
+            if md.state != S.ONGOING or (topic, partition) not in md.partitions:
+                raise ApiError(ErrorCode.INVALID_TXN_STATE,
+                               f"{topic}-{partition} is not in an ongoing transaction of producer {producer_id}")
+            yield
+
+    # --- ending ---
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """EndTxn; returns once the transaction is complete; ApiError with the code."""
+        md = self._check(transactional_id, producer_id, producer_epoch)
+        with md.lock:
+            self._check_producer(md, producer_id, producer_epoch)
+            state = md.state
+            if state == S.ONGOING:
+                new = md.snapshot()
+                new.transition_to(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+                new.txn_last_update_timestamp = self.time.milliseconds()
+                self._commit_state(md, new)
+                crash_point("after-prepare")
+                self._complete(md, commit)
+                return
+            if state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+                return  # a retry
+            if state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+                self._complete(md, commit)  # an earlier completion failed: retry it now
+                return
+            what = "commit" if commit else "abort"
+            raise ApiError(ErrorCode.INVALID_TXN_STATE,
+                           f"cannot {what} transaction {transactional_id} in state {state.display_name}")
+
+    def _complete(self, md: TransactionMetadata, commit: bool) -> None:
+        """Markers to every partition, then Complete* (``md`` in Prepare*, lock held)."""
+        now = self.time.milliseconds()
+        written = 0
+        for topic, partition in sorted(md.partitions):
+            offset = write_marker(self.topics, topic, partition, producer_id=md.producer_id,
+                                  producer_epoch=md.producer_epoch, commit=commit, timestamp=now)
+            if offset is None:
+                continue
+            if self.on_append is not None:
+                self.on_append((topic, partition))
+            if topic == OFFSETS_TOPIC and self.group_coordinator is not None:
+                complete_txn_offsets(self.group_coordinator, partition, md.producer_id, commit, offset)
+            written += 1
+            if written == 1:
+                crash_point("after-first-marker")
+        crash_point("before-complete")
+        new = md.snapshot()
+        new.transition_to(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
+        new.txn_last_update_timestamp = self.time.milliseconds()
+        self._commit_state(md, new)
+        md.partitions = set()
+
+    # --- timeouts and expiry ---
+
+    def abort_timed_out_transactions(self, now_ms: int | None = None) -> list[str]:
+        now = self.time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            candidates = [md for md in self._txns.values()
+                          if md.state == S.ONGOING and md.txn_start_timestamp + md.txn_timeout_ms <= now]
+        aborted = []
+        for md in candidates:
+            with md.lock:
+                if md.state != S.ONGOING or md.txn_start_timestamp + md.txn_timeout_ms > now:
+                    continue
+                try:
+                    self._fence_and_abort(md, f"timed out after {md.txn_timeout_ms} ms")
+                    aborted.append(md.transactional_id)
+                except Exception:  # noqa: BLE001 - retried at the next check
+                    log.exception("aborting the timed-out transaction %s failed", md.transactional_id)
+        return aborted
+
+    def remove_expired_transactional_ids(self, now_ms: int | None = None) -> list[str]:
+        now = self.time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            candidates = [md for md in self._txns.values()
+                          if (md.state == S.EMPTY or md.state.is_complete)
+                          and md.txn_last_update_timestamp + self.id_expiration_ms <= now]
+        removed = []
+        for md in candidates:
+            with md.lock:
+                if not (md.state == S.EMPTY or md.state.is_complete):
+                    continue
+                try:
+                    self._write(md, tombstone=True)
+                except ApiError as exc:
+                    log.warning("expiring transactional id %s failed: %s", md.transactional_id, exc)
+                    continue
+                md.transition_to(S.DEAD)
+                with self._lock:
+                    self._txns.pop(md.transactional_id, None)
+                    if self._by_pid.get(md.producer_id) is md:
+                        del self._by_pid[md.producer_id]
+                removed.append(md.transactional_id)
+        if removed:
+            log.info("expired %d transactional ids", len(removed))
+        return removed
+
+    # --- admin ---
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        if self._loading:
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        md = self._get(transactional_id)
+        if md is None or md.state == S.DEAD:
+            return None
+        with md.lock:
+            return md.snapshot()
+
+    def list_transactions(self) -> list[TransactionMetadata]:
+        if self._loading:
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        with self._lock:
+            mds = list(self._txns.values())
+        return [md.snapshot() for md in mds if md.state != S.DEAD and md.producer_id != NO_PRODUCER_ID]
+
+    # --- loading ---
+
+    def _load_partition(self, partition: int) -> int:
+        lg = self.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+        name = f"{TRANSACTION_STATE_TOPIC}-{partition}"
+        if lg is None:
+            log.warning("%s is not available: its transactional ids start empty", name)
+            return 0
+        applied = 0
+        try:
+            offset, end = lg.log_start_offset, lg.log_end_offset
+            while offset < end:
+                data = lg.read(offset, self.load_buffer_size, LOG_END, min_one_message=True).records.read_bytes()
+                next_offset = offset
+                for pos, header in iter_batch_headers(data):
+                    next_offset = header.next_offset
+                    if header.is_control:
+                        continue
+                    try:
+                        ensure_valid(data, pos, header)
+                        records = decode_records(records_payload(data, pos, header, _MAX_DECOMPRESSED), header)
+                    except Exception as exc:  # noqa: BLE001 - a damaged batch is skipped
+                        log.error("%s: skipping unreadable batch at offset %d: %s", name, header.base_offset, exc)
+                        continue
+                    for rec in records:
+                        if rec.offset >= offset and self._replay(name, rec.key, rec.value):
+                            applied += 1
+                if next_offset <= offset:
+                    log.error("%s: no readable batch at offset %d; loading stops there", name, offset)
+                    break
+                offset = next_offset
+        except Exception:  # noqa: BLE001 - an unreadable log must not stop the broker
+            log.exception("loading %s failed; its transactional ids keep what was read so far", name)
+        return applied
+
+    def _replay(self, name: str, key: bytes | None, value: bytes | None) -> bool:
+        try:
+            txn_id = txn_log.decode_key(key or b"")
+            if value is None:
+                md = self._txns.pop(txn_id, None)
+                if md is not None and self._by_pid.get(md.producer_id) is md:
+                    del self._by_pid[md.producer_id]
+                return True
+            loaded = txn_log.decode_value(txn_id, value)
+        except txn_log.TransactionLogFormatError as exc:
+            log.warning("%s: skipping an unreadable record: %s", name, exc)
+            return False
+        md = self._txns.get(txn_id)
+        if md is None:
+            md = self._txns[txn_id] = loaded
+        else:
+            if self._by_pid.get(md.producer_id) is md:
+                del self._by_pid[md.producer_id]
+            md.copy_from(loaded)
+        self._by_pid[md.producer_id] = md
+        return True
+
+
+__all__ = ["TransactionCoordinator"]
