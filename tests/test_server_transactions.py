@@ -1,0 +1,139 @@
+"""The transaction coordinator through raw protocol requests (a real broker subprocess):
+the codes of Kafka's TransactionCoordinator for each misuse, what DescribeTransactions /
+ListTransactions show, markers, the LSO and the aborted list of read_committed fetches,
+and TxnOffsetCommit offsets visible only once the transaction commits."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.protocol import ApiKey, ErrorCode
+from tests.support.txn_protocol import (
+    RawTxn,
+    committed_offset,
+    create_topic,
+    data_values,
+    describe,
+    fetch_partition,
+)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_commit_then_abort_markers_lso_and_aborted_list(raw_client):
+    c = raw_client()
+    topic = unique("txn")
+    create_topic(c, topic)
+    txn = RawTxn(c, unique("tid"))
+    assert txn.init() == 0 and txn.epoch == 0
+    assert describe(c, txn.transactional_id).transaction_state == "Empty"
+    assert txn.add(topic) == 0
+    assert txn.produce(topic, 0, [b"a", b"b"]) == 0
+    d = describe(c, txn.transactional_id)
+    assert (d.transaction_state, [(t.topic, t.partitions) for t in d.topics]) == ("Ongoing", [(topic, [0])])
+    open_fetch = fetch_partition(c, topic)
+    assert open_fetch.last_stable_offset == 0 and data_values(open_fetch.records) == []
+    assert txn.end(commit=True) == 0
+    assert describe(c, txn.transactional_id).transaction_state == "CompleteCommit"
+    assert txn.end(commit=True) == 0  # a retried EndTxn of a completed transaction
+    assert txn.add(topic) == 0
+    assert txn.produce(topic, 0, [b"x"]) == 0
+    assert txn.end(commit=False) == 0
+    p = fetch_partition(c, topic)
+    # a(0) b(1) COMMIT(2) x(3) ABORT(4): everything is stable, x is in the aborted list
+    assert (p.high_watermark, p.last_stable_offset) == (5, 5)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(txn.producer_id, 3)]
+    assert data_values(p.records) == [b"a", b"b", b"x"]  # the consumer drops x with the aborted list
+
+
+def test_error_codes_of_misuse(raw_client):
+    c = raw_client()
+    topic = unique("txn-err")
+    create_topic(c, topic)
+    txn = RawTxn(c, unique("tid"))
+    assert txn.init(timeout_ms=0) == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert txn.init(timeout_ms=900001) == ErrorCode.INVALID_TRANSACTION_TIMEOUT  # transaction.max.timeout.ms
+    unknown = RawTxn(c, unique("never-initialised"))
+    assert unknown.add(topic) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert unknown.end(True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert txn.init() == 0
+    assert txn.end(commit=True) == ErrorCode.INVALID_TXN_STATE  # nothing to commit
+    # a transactional batch to a partition not added to the transaction
+    assert txn.produce(topic, 0, [b"nope"]) == ErrorCode.INVALID_TXN_STATE
+    assert txn.add(unique("no-such-topic")) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert txn.add("__consumer_offsets") in (ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert txn.add(topic) == 0
+    assert txn.produce(topic, 0, [b"ok"]) == 0
+    assert txn.end(commit=True, epoch=txn.epoch + 1) == ErrorCode.PRODUCER_FENCED
+    assert txn.end(commit=True, epoch=txn.epoch + 1, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH
+    other = RawTxn(c, txn.transactional_id)
+    other.producer_id, other.epoch = txn.producer_id + 1000, txn.epoch
+    assert other.end(True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert txn.end(commit=False) == 0
+    assert txn.end(commit=True) == ErrorCode.INVALID_TXN_STATE  # commit after abort
+    assert txn.produce(topic, 0, [b"late"]) == ErrorCode.INVALID_TXN_STATE  # the transaction is over
+
+
+def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(raw_client):
+    c = raw_client()
+    topic = unique("txn-fence")
+    create_topic(c, topic)
+    tid = unique("tid")
+    old = RawTxn(c, tid)
+    assert old.init() == 0 and old.add(topic) == 0 and old.produce(topic, 0, [b"zombie"]) == 0
+    new = RawTxn(c, tid)
+    assert new.init() == 0
+    assert new.producer_id == old.producer_id and new.epoch > old.epoch + 1  # fenced, then bumped
+    p = fetch_partition(c, topic)
+    assert p.last_stable_offset == p.high_watermark == 2  # zombie + its ABORT marker
+    assert [a.first_offset for a in p.aborted_transactions] == [0]
+    assert old.produce(topic, 0, [b"again"]) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert old.end(True) == ErrorCode.PRODUCER_FENCED
+    assert old.add(topic, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH  # before KIP-588
+    # KIP-360: the old instance naming its stale epoch is fenced; the new one may bump itself
+    stale = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                   "producer_id": old.producer_id, "producer_epoch": old.epoch})
+    assert stale.error_code == ErrorCode.PRODUCER_FENCED
+    bump = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                  "producer_id": new.producer_id, "producer_epoch": new.epoch})
+    assert (bump.error_code, bump.producer_epoch) == (0, new.epoch + 1)
+
+
+def test_txn_offset_commit_is_visible_only_after_commit(raw_client):
+    c = raw_client()
+    topic = unique("txn-offsets")
+    create_topic(c, topic)
+    group = unique("g")
+    txn = RawTxn(c, unique("tid"))
+    assert txn.init() == 0
+    assert txn.txn_offset_commit(group, topic, 0, 5) == ErrorCode.INVALID_TXN_STATE  # AddOffsetsToTxn first
+    assert txn.add_offsets(group) == 0
+    assert txn.txn_offset_commit(group, topic, 0, 5) == 0
+    assert committed_offset(c, group, topic) == -1
+    assert txn.end(commit=True) == 0
+    assert committed_offset(c, group, topic) == 5
+    assert txn.add_offsets(group) == 0 and txn.txn_offset_commit(group, topic, 0, 9) == 0
+    assert txn.end(commit=False) == 0
+    assert committed_offset(c, group, topic) == 5
+
+
+def test_describe_and_list_transactions(raw_client):
+    c = raw_client()
+    topic = unique("txn-list")
+    create_topic(c, topic)
+    ongoing, empty = RawTxn(c, unique("tid-a")), RawTxn(c, unique("tid-b"))
+    assert ongoing.init() == 0 and empty.init() == 0
+    assert ongoing.add(topic) == 0
+    missing = describe(c, unique("nobody"))
+    assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    r = c.request(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [],
+                                                "duration_filter": -1})
+    listed = {t.transactional_id: t.transaction_state for t in r.transaction_states}
+    assert listed.get(ongoing.transactional_id) == "Ongoing" and empty.transactional_id not in listed
+    assert r.unknown_state_filters == ["Bogus"]
+    r = c.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": [empty.producer_id]})
+    assert [(t.transactional_id, t.transaction_state) for t in r.transaction_states] == [
+        (empty.transactional_id, "Empty")]
+    assert ongoing.end(commit=False) == 0
