@@ -64,10 +64,16 @@ def test_delivery_timeout_floor():
         ProducerConfig(linger_ms=1000, request_timeout_ms=2000, delivery_timeout_ms=2500)
 
 
-def test_batch_size_zero_becomes_one_and_transactions_refused():
+def test_batch_size_zero_becomes_one_and_transactional_id_rules():
     assert ProducerConfig(batch_size=0).batch_size == 1
+    c = ProducerConfig(transactional_id="tx", transaction_timeout_ms=5000)
+    assert (c["transactional.id"], c["transaction.timeout.ms"], c.idempotence) == ("tx", 5000, True)
     with pytest.raises(ConfigError, match="transactional.id"):
-        ProducerConfig(transactional_id="tx")
+        ProducerConfig(transactional_id="")
+    with pytest.raises(ConfigError, match="enable.idempotence"):
+        ProducerConfig(transactional_id="tx", enable_idempotence=False)
+    with pytest.raises(ConfigError, match="acks"):  # idempotence is implied, so acks=1 conflicts
+        ProducerConfig(transactional_id="tx", acks=1)
 
 
 def test_callables():

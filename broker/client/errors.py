@@ -135,7 +135,34 @@ class OffsetOutOfRangeError(DataLossError):
                          code=ErrorCode.OFFSET_OUT_OF_RANGE)
 
 
+class ProducerFencedError(KafkaError):
+    """Kafka's ProducerFencedException: another producer with the same transactional.id
+    (or the coordinator, after a transaction timeout) took a newer epoch. Fatal: the
+    producer can only be closed."""
+
+    def __init__(self, message: str = "", code: ErrorCode | int | None = ErrorCode.PRODUCER_FENCED) -> None:
+        super().__init__(message, code)
+
+
+class TransactionAbortedError(KafkaError):
+    """Kafka's TransactionAbortedException: the record was still queued when the
+    transaction was aborted (or failed), so it was never sent."""
+
+
+class TransactionAbortableError(KafkaError):
+    """The transaction hit an error it cannot commit past (a record failed, the
+    coordinator refused a partition...): ``abort_transaction()`` and start again. The
+    error that caused it is ``__cause__`` (Kafka raises that error itself, the producer
+    being in its ABORTABLE_ERROR state)."""
+
+
+class InvalidTxnStateError(KafkaError):
+    """INVALID_TXN_STATE from the broker (e.g. a record to a partition outside the transaction)."""
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
     ErrorCode.REQUEST_TIMED_OUT: KafkaError,
+    ErrorCode.PRODUCER_FENCED: ProducerFencedError,
+    ErrorCode.INVALID_TXN_STATE: InvalidTxnStateError,
 }

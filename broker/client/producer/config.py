@@ -11,7 +11,9 @@ Post-processing, as ``ProducerConfig.postProcessAndValidateIdempotenceConfigs`` 
 * ``enable.idempotence`` set explicitly to true with acks != all, retries = 0 or
   ``max.in.flight.requests.per.connection`` > 5 raises ``ConfigError`` naming the key;
   left at its default (true), the same conflicts quietly switch idempotence off.
-* ``transactional.id`` is not supported yet: setting it raises ``ConfigError``.
+* ``transactional.id`` (non-empty) needs idempotence: with ``enable.idempotence`` set to
+  false it raises ``ConfigError``; its conflicts (acks, retries, max.in.flight) then raise
+  as if idempotence were explicit.
 * ``delivery.timeout.ms`` < ``linger.ms`` + ``request.timeout.ms`` raises when set
   explicitly, else it is raised to that sum.
 * ``batch.size`` 0 is coerced to 1 (Kafka does the same: no way to disable batching).
@@ -111,8 +113,10 @@ PRODUCER_CONFIG_DEF = (
     .define("connections.max.idle.ms", LONG, 540000, "Close idle connections.", at_least(-1))
     .define("send.buffer.bytes", INT, 131072, "SO_SNDBUF (-1: OS default).", at_least(-1))
     .define("receive.buffer.bytes", INT, 32768, "SO_RCVBUF (-1: OS default).", at_least(-1))
-    .define("transactional.id", STRING, None, "Transactions (not supported yet).")
-    .define("transaction.timeout.ms", INT, 60000, "Transactions (not supported yet).")
+    .define("transactional.id", STRING, None,
+            "Enables transactions (init_transactions() ... commit_transaction()); implies idempotence.")
+    .define("transaction.timeout.ms", INT, 60000,
+            "How long the coordinator waits before aborting an open transaction.", at_least(1))
     .define("key.serializer", _CALLABLE, None, "callable(topic, key) -> bytes, or None.",
             _callable_or_none)
     .define("value.serializer", _CALLABLE, None, "callable(topic, value) -> bytes, or None.",
@@ -154,8 +158,11 @@ class ProducerConfig:
         if values["batch.size"] == 0:
             values["batch.size"] = 1
         if values["transactional.id"] is not None:
-            raise ConfigError("transactional.id", values["transactional.id"],
-                              "transactions are not supported by this producer yet")
+            if values["transactional.id"] == "":
+                raise ConfigError("transactional.id", "", "must not be empty")
+            if "enable.idempotence" in self.explicit and not values["enable.idempotence"]:
+                raise ConfigError("enable.idempotence", False,
+                                  "cannot set a transactional.id without also enabling idempotence")
         self._idempotence(values)
         self._delivery_timeout(values)
         if values["reconnect.backoff.max.ms"] < values["reconnect.backoff.ms"]:
@@ -203,7 +210,8 @@ class ProducerConfig:
         return None
 
     def _idempotence(self, v: dict[str, Any]) -> None:
-        explicit = "enable.idempotence" in self.explicit and v["enable.idempotence"]
+        explicit = ("enable.idempotence" in self.explicit or v["transactional.id"] is not None) \
+            and v["enable.idempotence"]
         conflicts = []
         if v["max.in.flight.requests.per.connection"] > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
             conflicts.append(("max.in.flight.requests.per.connection",

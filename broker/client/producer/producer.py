@@ -30,6 +30,13 @@ Owns the user-facing calls, as Kafka's ``KafkaProducer``:
 * ``close(timeout=None)``: no more sends; the Sender finishes queued and in-flight
   batches within ``timeout`` seconds, then fails the rest. From a callback it degrades to
   a non-blocking ``close(0)``.
+* Transactions (``transactional.id``, ``transactional.py``): ``init_transactions()``,
+  ``begin_transaction()``, ``send_offsets_to_transaction(offsets, group_metadata)``,
+  ``commit_transaction()``, ``abort_transaction()``, each with an optional ``timeout`` in
+  seconds (default max.block.ms); ``send`` outside a transaction raises
+  ``IllegalStateError``. Errors: ``ProducerFencedError`` (fatal),
+  ``TransactionAbortableError`` (abort and retry), ``TransactionAbortedError`` (a record
+  dropped by an abort).
 * ``partitions_for(topic)``, ``metrics()`` (counters), context-manager use.
 
 Thread-safety: ``send``, ``send_arrow``, ``flush`` and ``partitions_for`` may be called from
@@ -50,6 +57,7 @@ from broker.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     RecordTooLargeError,
+    TransactionAbortedError,
 )
 from broker.client.metadata import Metadata, MetadataUpdater, PartitionInfo
 from broker.client.network import NetworkClient
@@ -66,6 +74,7 @@ from broker.client.producer.murmur2 import partition_for_key
 from broker.client.producer.partitioner import custom_partition
 from broker.client.producer.sender import Sender
 from broker.client.producer.transaction_manager import TransactionManager
+from broker.client.producer.transactional import TransactionalManager
 from broker.record.batch import RECORD_BATCH_OVERHEAD
 from broker.record.codecs import CompressionType
 
@@ -88,7 +97,13 @@ class KafkaProducer:
                                  retry_backoff_ms=cfg.retry_backoff_ms,
                                  metadata_max_idle_ms=cfg["metadata.max.idle.ms"])
         self.pool = BufferPool(cfg.buffer_memory, cfg.batch_size)
-        self.transaction_manager = TransactionManager() if cfg.idempotence else None
+        txn_id = cfg["transactional.id"]
+        if txn_id is not None:
+            self.transaction_manager: TransactionManager | None = TransactionalManager(
+                txn_id, cfg["transaction.timeout.ms"], cfg.retry_backoff_ms)
+        else:
+            self.transaction_manager = TransactionManager() if cfg.idempotence else None
+        self._txn = self.transaction_manager if txn_id is not None else None
         self.codec = int(CompressionType.from_name(cfg.compression_type))
         self.accumulator = RecordAccumulator(
             batch_size=cfg.batch_size, linger_ms=cfg.linger_ms,
@@ -124,8 +139,8 @@ class KafkaProducer:
         self._wall_offset_ms = time.time() * 1000.0 - _monotonic() * 1000.0
         self._append = self.accumulator.append
         self._sends = 0
-        self._slow_path = (self._key_serializer is not None
-                           or self._value_serializer is not None)
+        self._slow_path = (self._key_serializer is not None or self._value_serializer is not None
+                           or self._txn is not None)
         self._closed = False
         self._close_lock = threading.Lock()
         self._arrow = ArrowSendContext(
@@ -243,8 +258,13 @@ class KafkaProducer:
         now = _monotonic() * 1000.0
         if timestamp_ms is None:
             timestamp_ms = int(now + self._wall_offset_ms)
+        txn = self._txn
+        if txn is not None and partition >= 0:
+            txn.maybe_add_partition((topic, partition))  # raises outside a transaction
         fut, wake = self._append(topic, partition, timestamp_ms, key, value, headers,
                                  on_delivery, max_block, now, cluster)
+        if txn is not None and partition < 0:  # the sticky partition the accumulator chose
+            txn.maybe_add_partition((topic, fut[0].partition))
         self._sends += 1
         if wake:
             self.sender.wakeup()
@@ -268,7 +288,76 @@ class KafkaProducer:
         """Queue Arrow columns as records of ``topic``; one future for the whole call
         (``columnar.send_arrow``)."""
         self._check_open()
+        if self._txn is not None:  # its partitions would have to join the transaction first
+            raise IllegalStateError("send_arrow() is not available on a transactional producer yet")
         return send_arrow(self._arrow, topic, values, keys, headers, timestamps, partitions)
+
+    # -- transactions (transactional.py) ------------------------------------------------
+
+    def _transactional(self) -> TransactionalManager:
+        if self._txn is None:
+            raise IllegalStateError("transactional.id is not set: this producer is not transactional")
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        return self._txn
+
+    def _wait(self, result: Any, timeout: float | None) -> None:
+        self.sender.wakeup()
+        result.wait(self._max_block_ms / 1000.0 if timeout is None else timeout)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional.id with its coordinator: fences any earlier producer
+        with the same id and aborts (or completes) its open transaction. Once per producer."""
+        self._wait(self._transactional().init_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], Any], group_metadata: Any,
+                                    timeout: float | None = None) -> None:
+        """Commit ``offsets`` ({(topic, partition): next offset to consume}, values ints or
+        objects with ``offset`` / ``metadata``) for the consumer group with the transaction.
+        ``group_metadata``: the group id, or an object with ``group_id`` and optionally
+        ``generation_id``, ``member_id`` and ``group_instance_id`` (a consumer's group
+        metadata: the coordinator then fences a zombie member)."""
+        if isinstance(group_metadata, str):
+            group_id, generation, member, instance = group_metadata, -1, "", None
+        else:
+            group_id = group_metadata.group_id
+            generation = getattr(group_metadata, "generation_id", -1)
+            member = getattr(group_metadata, "member_id", "") or ""
+            instance = getattr(group_metadata, "group_instance_id", None)
+        if not group_id:
+            raise KafkaError("send_offsets_to_transaction needs a group id")
+        self._wait(self._transactional().send_offsets(dict(offsets), group_id, generation, member, instance),
+                   timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is queued, then commit. A failed record makes the transaction
+        abortable: ``TransactionAbortableError`` (abort, then start again);
+        ``ProducerFencedError`` is fatal."""
+        txn = self._transactional()
+        txn.check_not_fatal()
+        self.flush(timeout)
+        result = txn.begin_completion(commit=True)
+        if result is not None:
+            self._wait(result, timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop the records still queued (their futures fail with TransactionAbortedError),
+        wait for those in flight, then abort."""
+        txn = self._transactional()
+        result = txn.begin_completion(commit=False)
+        # queued records never go out, also those of partitions not (yet) in the transaction
+        self.accumulator.abort_undrained_batches(TransactionAbortedError("the transaction was aborted"))
+        self.sender.wakeup()
+        self.flush(timeout)
+        if result is not None:
+            self._wait(result, timeout)
+        bump = getattr(txn, "_bump_result", None)
+        if bump is not None:
+            txn._bump_result = None
+            self._wait(bump, timeout)
 
     # -- flush and close -----------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Owns, as Kafka's ``Sender``:
 
 * The loop ``run_once``: idempotence housekeeping first (InitProducerId when there is no
-  producer id, resolving unresolved sequences, the local epoch bump), then
+  producer id, resolving unresolved sequences, the local epoch bump), or for a
+  transactional producer its next transactional request (``transactional.py``), then
   ``send_producer_data`` and ``NetworkClient.poll``.
 * ``send_producer_data``: ``accumulator.ready`` -> keep the nodes the client can send to
   (connecting the others; nodes still throttled wait) -> ``accumulator.drain`` up to
@@ -45,6 +46,7 @@ from broker.client.errors import (
 )
 from broker.client.network import NetworkClient, now_ms
 from broker.client.producer.batch import ProducerBatch
+from broker.client.producer.transactional import maybe_send_transactional_request
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
 log = logging.getLogger(__name__)
@@ -134,7 +136,13 @@ class Sender(threading.Thread):
     def run_once(self, now: float | None = None) -> None:
         now = now_ms() if now is None else now
         tm = self.tm
-        if tm is not None:
+        if tm is not None and tm.is_transactional:
+            if tm.fatal_error is not None and self.fatal_error is None:
+                self._set_fatal(tm.fatal_error)
+            tm.maybe_resolve_sequences()
+            if maybe_send_transactional_request(self, now):
+                return
+        elif tm is not None:
             if self.fatal_error is not None:
                 self.acc.abort_undrained_batches(self.fatal_error)
             tm.maybe_resolve_sequences()
@@ -288,7 +296,8 @@ class Sender(threading.Thread):
             by_topic.setdefault(b.topic, []).append(part_cls(index=b.partition, records=b.payload))
             by_tp[(b.topic, b.partition)] = b
             b.in_flight = True
-        body = schema.cls(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+        txn_id = self.tm.transactional_id if self.tm is not None and self.tm.is_transactional else None
+        body = schema.cls(transactional_id=txn_id, acks=self.acks, timeout_ms=self.request_timeout_ms,
                           topic_data=[topic_cls(name=t, partition_data=ps)
                                       for t, ps in by_topic.items()])
         self.metrics["request-total"] += 1

@@ -1,4 +1,5 @@
-"""TransactionManager: the idempotent producer's state (transactions come later).
+"""TransactionManager: the idempotent producer's state (the transactional producer's
+states and requests extend it in ``transactional.py``).
 
 Owns, as Kafka's ``TransactionManager`` / ``TxnPartitionMap`` for a producer without a
 ``transactional.id``:
@@ -182,7 +183,8 @@ class TransactionManager:
             if (e.producer_id, e.epoch) != (self.producer_id, self.producer_epoch) \
                     and not e.in_flight:
                 e.start_sequences_at_beginning(self.producer_id, self.producer_epoch)
-            batch.set_producer_state(self.producer_id, self.producer_epoch, e.next_sequence)
+            batch.set_producer_state(self.producer_id, self.producer_epoch, e.next_sequence,
+                                     self.is_transactional)
             e.next_sequence = increment_sequence(e.next_sequence, batch.record_count)
             e.add(batch)
 
