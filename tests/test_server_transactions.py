@@ -137,3 +137,23 @@ def test_describe_and_list_transactions(raw_client):
     assert [(t.transactional_id, t.transaction_state) for t in r.transaction_states] == [
         (empty.transactional_id, "Empty")]
     assert ongoing.end(commit=False) == 0
+
+
+def test_transaction_state_topic_is_internal_compacted_and_refuses_clients(raw_client):
+    c = raw_client()
+    txn = RawTxn(c, unique("tid"))
+    assert txn.init() == 0  # creates __transaction_state
+    md = c.request(ApiKey.METADATA, 8, {"topics": [{"name": "__transaction_state"}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+    t = md.topics[0]
+    assert (t.error_code, t.is_internal, len(t.partitions)) == (0, True, 50)  # transaction.state.log.num.partitions
+    cfg = c.request(ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": "__transaction_state", "configuration_keys": ["cleanup.policy"]}],
+        "include_synonyms": False})
+    assert [(e.name, e.value) for e in cfg.results[0].configs] == [("cleanup.policy", "compact")]
+    from broker.record.batch import encode_batch
+
+    r = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "__transaction_state", "partition_data": [{"index": 0, "records": encode_batch([(b"k", b"v", 0)])}]}]})
+    assert r.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
