@@ -93,6 +93,8 @@ def test_a_second_producer_fences_the_first(kafka_broker, raw):
             zombie.commit_transaction(30)
         with pytest.raises(ProducerFencedError):  # fatal: every later call says so
             zombie.begin_transaction()
+        with pytest.raises(ProducerFencedError):
+            zombie.send(topic, b"more", partition=0)
     assert consume_all(kafka_broker.bootstrap, topic, 1, "read_committed") == [b"successor"]
 
 

@@ -210,6 +210,8 @@ class KafkaProducer:
         if self._closed:
             raise IllegalStateError("cannot send after the producer is closed")
         if self.sender.fatal_error is not None:
+            if self._txn is not None and isinstance(self.sender.fatal_error, KafkaError):
+                raise self.sender.fatal_error  # e.g. ProducerFencedError, as Kafka's send() does
             raise KafkaError(f"the producer hit a fatal error: {self.sender.fatal_error}")
 
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
