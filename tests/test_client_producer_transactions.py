@@ -128,3 +128,25 @@ def _max_message_bytes(topic: str, value: int):
         "resource_type": 2, "resource_name": topic,
         "configs": [{"name": "max.message.bytes", "config_operation": 0, "value": str(value)}]}],
         "validate_only": False}
+
+
+def test_send_arrow_in_transactions(kafka_broker, raw):
+    import pyarrow as pa
+
+    topic = unique("own-arrow")
+    create_topic(raw, topic, partitions=3)
+    with producer(kafka_broker, unique("tid")) as p:
+        p.init_transactions(30)
+        with pytest.raises(IllegalStateError):
+            p.send_arrow(topic, pa.array([b"outside"]))
+        p.begin_transaction()
+        done = p.send_arrow(topic, pa.array([b"a%d" % i for i in range(30)]),
+                            partitions=pa.array([i % 3 for i in range(30)], pa.int32()))
+        p.commit_transaction(30)
+        assert done.result(10).records == 30
+        p.begin_transaction()
+        p.send_arrow(topic, pa.array([b"gone%d" % i for i in range(6)]),
+                     partitions=pa.array([i % 3 for i in range(6)], pa.int32()))
+        p.flush(30)
+        p.abort_transaction(30)
+    assert consume_all(kafka_broker.bootstrap, topic, 3, "read_committed") == sorted(b"a%d" % i for i in range(30))

@@ -83,6 +83,9 @@ class ArrowSendContext:
     ignore_keys: bool  # partitioner.ignore.keys
     wait_on_metadata: Callable[[str, int | None, float], Any]  # -> cluster, or raises
     wakeup: Callable[[], None]  # wakes the Sender
+    # a transactional producer's TransactionalManager.maybe_add_partition (None otherwise):
+    # each partition joins the transaction before its first batch is queued
+    add_partition: Callable[[tuple[str, int]], None] | None = None
 
 
 class ArrowSendTracker:
@@ -269,6 +272,8 @@ def send_arrow(ctx: ArrowSendContext, topic: str, values: Any, keys: Any = None,
     try:
         for rows in groups:
             partition = int(parts[rows[0]])
+            if ctx.add_partition is not None:  # raises outside a transaction, before any memory is taken
+                ctx.add_partition((topic, partition))
             cum = np.cumsum(sizes[rows])
             lo = 0
             while lo < rows.size:

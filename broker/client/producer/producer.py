@@ -33,10 +33,10 @@ Owns the user-facing calls, as Kafka's ``KafkaProducer``:
 * Transactions (``transactional.id``, ``transactional.py``): ``init_transactions()``,
   ``begin_transaction()``, ``send_offsets_to_transaction(offsets, group_metadata)``,
   ``commit_transaction()``, ``abort_transaction()``, each with an optional ``timeout`` in
-  seconds (default max.block.ms); ``send`` outside a transaction raises
-  ``IllegalStateError``. Errors: ``ProducerFencedError`` (fatal),
-  ``TransactionAbortableError`` (abort and retry), ``TransactionAbortedError`` (a record
-  dropped by an abort).
+  seconds (default max.block.ms); ``send`` and ``send_arrow`` outside a transaction raise
+  ``IllegalStateError`` (their partitions join the transaction as records are queued).
+  Errors: ``ProducerFencedError`` (fatal), ``TransactionAbortableError`` (abort and
+  retry), ``TransactionAbortedError`` (a record dropped by an abort).
 * ``partitions_for(topic)``, ``metrics()`` (counters), context-manager use.
 
 Thread-safety: ``send``, ``send_arrow``, ``flush`` and ``partitions_for`` may be called from
@@ -146,7 +146,8 @@ class KafkaProducer:
         self._arrow = ArrowSendContext(
             config=cfg, accumulator=self.accumulator, pool=self.pool, codec=self.codec,
             partitioner=self._partitioner, ignore_keys=self._ignore_keys,
-            wait_on_metadata=self._wait_on_metadata, wakeup=self.sender.wakeup)
+            wait_on_metadata=self._wait_on_metadata, wakeup=self.sender.wakeup,
+            add_partition=self._txn.maybe_add_partition if self._txn is not None else None)
         self.sender.on_fatal = self._enter_slow_path
         self.sender.start()
 
@@ -290,8 +291,6 @@ class KafkaProducer:
         """Queue Arrow columns as records of ``topic``; one future for the whole call
         (``columnar.send_arrow``)."""
         self._check_open()
-        if self._txn is not None:  # its partitions would have to join the transaction first
-            raise IllegalStateError("send_arrow() is not available on a transactional producer yet")
         return send_arrow(self._arrow, topic, values, keys, headers, timestamps, partitions)
 
     # -- transactions (transactional.py) ------------------------------------------------
