@@ -52,6 +52,7 @@ EXPECTED = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),  # telemetry (issue 18)
     ApiKey.PUSH_TELEMETRY: (0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
@@ -76,7 +77,8 @@ def test_phase_1_advertises_no_flexible_version_but_api_versions_3() -> None:
                               ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0,
                               ApiKey.INIT_PRODUCER_ID: 2, ApiKey.ADD_PARTITIONS_TO_TXN: 3,
                               ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3,
-                              ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 0}.get(api.api_key)
+                              ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.DESCRIBE_TRANSACTIONS: 0,
+                              ApiKey.LIST_TRANSACTIONS: 0}.get(api.api_key)
             assert flexible == (first_flexible is not None and version >= first_flexible), api
 
 

@@ -157,3 +157,23 @@ def test_transaction_state_topic_is_internal_compacted_and_refuses_clients(raw_c
     r = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 1000, "topic_data": [
         {"name": "__transaction_state", "partition_data": [{"index": 0, "records": encode_batch([(b"k", b"v", 0)])}]}]})
     assert r.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_describe_producers_shows_the_open_transaction(raw_client):
+    c = raw_client()
+    topic = unique("txn-producers")
+    create_topic(c, topic)
+    txn = RawTxn(c, unique("tid"))
+    assert txn.init() == 0 and txn.add(topic) == 0 and txn.produce(topic, 0, [b"a", b"b", b"c"]) == 0
+
+    def producers(partition: int = 0):
+        r = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [partition]}]})
+        return r.topics[0].partitions[0]
+
+    p = producers()
+    assert p.error_code == 0
+    assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
+            for s in p.active_producers] == [(txn.producer_id, txn.epoch, 2, 0)]
+    assert txn.end(commit=True) == 0
+    assert [s.current_txn_start_offset for s in producers().active_producers] == [-1]
+    assert producers(7).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

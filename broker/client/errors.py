@@ -156,13 +156,8 @@ class TransactionAbortableError(KafkaError):
     being in its ABORTABLE_ERROR state)."""
 
 
-class InvalidTxnStateError(KafkaError):
-    """INVALID_TXN_STATE from the broker (e.g. a record to a partition outside the transaction)."""
-
-
 _BY_CODE: dict[int, type[KafkaError]] = {
     ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
     ErrorCode.REQUEST_TIMED_OUT: KafkaError,
     ErrorCode.PRODUCER_FENCED: ProducerFencedError,
-    ErrorCode.INVALID_TXN_STATE: InvalidTxnStateError,
 }

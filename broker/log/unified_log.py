@@ -681,6 +681,11 @@ class UnifiedLog:
             return {pid: e.last_data_offset
                     for pid, e in self.producer_state_manager.active_producers().items()}
 
+    def active_producers(self) -> list:
+        """Copies of the producer state entries (DescribeProducers), taken under the lock."""
+        with self._lock:
+            return list(self.producer_state_manager.active_producers().values())
+
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment],
                          crash_hook=None) -> bool:
         """The log cleaner's swap (``LocalLog.replace_segments``), under the lock. False

@@ -74,7 +74,8 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
     _api(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),  # KIP-714 (flexible only)
     _api(ApiKey.PUSH_TELEMETRY, 0, 0),
-    _api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),  # KIP-664 (flexible only)
+    _api(ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664 (flexible only)
+    _api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     _api(ApiKey.LIST_TRANSACTIONS, 0, 1),
     _api(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, 0),
 )

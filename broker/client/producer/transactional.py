@@ -124,13 +124,13 @@ class _Request:
                  coordinator: tuple[int, str] | None) -> None:
         self.api_key = api_key
         self.build = build  # (version) -> body
-        self.on_response = on_response  # (body) -> None; may raise _Retry / KafkaError
+        self.on_response = on_response  # (body) -> None; may raise _RetryTxnRequest / KafkaError
         self.result = result
         self.coordinator = coordinator  # (key type, key) or None for any node
         self.retry_at = 0.0
 
 
-class _Retry(Exception):
+class _RetryTxnRequest(Exception):
     def __init__(self, find_coordinator: bool = False) -> None:
         super().__init__()
         self.find_coordinator = find_coordinator
@@ -373,9 +373,9 @@ class TransactionalManager(TransactionManager):
         if code == ErrorCode.NONE:
             return
         if code in _FIND_AGAIN:
-            raise _Retry(find_coordinator=True)
+            raise _RetryTxnRequest(find_coordinator=True)
         if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS) or code.retriable:
-            raise _Retry()
+            raise _RetryTxnRequest()
         if code in _FENCED:
             raise _Fatal(ProducerFencedError(f"{what}: there is a newer producer with the same transactional.id "
                                              f"{self.transactional_id}", code))
@@ -460,7 +460,7 @@ def maybe_send_transactional_request(sender: Any, now: float) -> bool:
             return
         try:
             request.on_response(resp.body)
-        except _Retry as r:
+        except _RetryTxnRequest as r:
             _retry(tm, request, resp.received_ms, r.find_coordinator)
             return
         except _Chained:
@@ -512,7 +512,7 @@ def _add_partitions_request(tm: TransactionalManager) -> _Request:
         try:
             for code in sorted(codes, key=lambda c: (c not in _FENCED, int(c))):
                 tm._raise_for(code, "AddPartitionsToTxn")
-        except _Retry:
+        except _RetryTxnRequest:
             with tm._lock:  # added again by the next round
                 tm.pending_partitions -= partitions
                 tm.new_partitions |= partitions

@@ -1,6 +1,7 @@
 """Transaction APIs over the ``TransactionCoordinator`` (``broker.server.txn``):
 AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-3, EndTxn (26) v0-3,
-TxnOffsetCommit (28) v0-3, DescribeTransactions (65) v0, ListTransactions (66) v0-1;
+TxnOffsetCommit (28) v0-3, DescribeTransactions (65) v0, ListTransactions (66) v0-1,
+DescribeProducers (61) v0;
 InitProducerId (22) is dispatched here (``handle_init_producer_id``): with a transactional
 id to the coordinator, without one to ``producer_id.py``.
 
@@ -19,6 +20,10 @@ Wire behaviour (Kafka's ``KafkaApis``):
   partition; the offsets become visible when the transaction commits.
 * DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND for an unknown id; the partitions are
   listed while the transaction is Ongoing / Prepare*.
+* DescribeProducers: per partition the producers the log knows (producer state: id,
+  epoch, last sequence and timestamp, coordinator epoch, the first offset of an open
+  transaction or -1), as ``kafka-transactions.sh describe-producers`` / ``find-hanging``
+  read them; UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
 * ListTransactions: state filters by Kafka's names (unknown names are returned in
   ``unknown_state_filters``), producer id filters, and (v1) ``duration_filter``: only
   transactions running longer than that many ms.
@@ -33,6 +38,7 @@ import logging
 from broker.protocol import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN_RESPONSE
 from broker.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN_RESPONSE
+from broker.protocol.messages.describe_producers import DESCRIBE_PRODUCERS_RESPONSE
 from broker.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS_RESPONSE
 from broker.protocol.messages.end_txn import END_TXN_RESPONSE
 from broker.protocol.messages.list_transactions import LIST_TRANSACTIONS_RESPONSE
@@ -57,6 +63,10 @@ DescribeTransactionsResponse = DESCRIBE_TRANSACTIONS_RESPONSE.cls
 DescribedTxn = DESCRIBE_TRANSACTIONS_RESPONSE.structs["TransactionState"]
 DescribedTopic = DESCRIBE_TRANSACTIONS_RESPONSE.structs["TopicData"]
 ListTransactionsResponse = LIST_TRANSACTIONS_RESPONSE.cls
+DescribeProducersResponse = DESCRIBE_PRODUCERS_RESPONSE.cls
+ProducersTopic = DESCRIBE_PRODUCERS_RESPONSE.structs["TopicResponse"]
+ProducersPartition = DESCRIBE_PRODUCERS_RESPONSE.structs["PartitionResponse"]
+ProducerStateStruct = DESCRIBE_PRODUCERS_RESPONSE.structs["ProducerState"]
 ListedTxn = LIST_TRANSACTIONS_RESPONSE.structs["TransactionState"]
 
 # The first version of each API that knows PRODUCER_FENCED (KIP-588).
@@ -289,3 +299,34 @@ def handle_list_transactions(state: ServerState, ctx: RequestContext, body) -> o
 def list_transactions_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
     return ListTransactionsResponse(throttle_time_ms=0, error_code=code, unknown_state_filters=[],
                                     transaction_states=[])
+
+
+# --- DescribeProducers ---
+
+def handle_describe_producers(state: ServerState, ctx: RequestContext, body) -> object:
+    topics = []
+    for t in body.topics:
+        partitions = []
+        for index in t.partition_indexes:
+            lg = state.topics.get_log(t.name, index) if state.topics.get(t.name) is not None else None
+            if lg is None:
+                partitions.append(ProducersPartition(partition_index=index,
+                                                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                     error_message=None, active_producers=[]))
+                continue
+            producers = [ProducerStateStruct(
+                producer_id=e.producer_id, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
+                last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                current_txn_start_offset=e.current_txn_first_offset if e.current_txn_first_offset is not None else -1)
+                for e in sorted(lg.active_producers(), key=lambda e: e.producer_id)]
+            partitions.append(ProducersPartition(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
+                                                 active_producers=producers))
+        topics.append(ProducersTopic(name=t.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+def describe_producers_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return DescribeProducersResponse(throttle_time_ms=0, topics=[
+        ProducersTopic(name=t.name, partitions=[ProducersPartition(partition_index=i, error_code=code,
+                                                                   error_message=None, active_producers=[])
+                                                for i in t.partition_indexes]) for t in body.topics])
