@@ -276,6 +276,8 @@ def run(args: argparse.Namespace) -> int:
     common_headers = record_headers(args.header)
     settings, sources = producer_settings(args)
     build_config(ProducerConfig, settings, sources)  # every key checked before connecting
+    if settings.get("transactional.id") is not None:  # its records are not sent in a transaction
+        raise CliError("transactional.id: transactions are not supported by kafkalog produce")
     topic = args.topic
     try:
         preflight(settings, topic, args.partition)
