@@ -150,3 +150,18 @@ def test_send_arrow_in_transactions(kafka_broker, raw):
         p.flush(30)
         p.abort_transaction(30)
     assert consume_all(kafka_broker.bootstrap, topic, 3, "read_committed") == sorted(b"a%d" % i for i in range(30))
+
+
+def test_close_aborts_an_open_transaction(kafka_broker, raw):
+    topic = unique("own-close")
+    create_topic(raw, topic)
+    tid = unique("tid")
+    p = producer(kafka_broker, tid)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.send(topic, b"sent", partition=0)
+    p.flush(30)
+    p.send(topic, b"queued", partition=0)  # sent or dropped: never committed
+    p.close(30)
+    assert describe(raw, tid).transaction_state == "CompleteAbort"
+    assert consume_all(kafka_broker.bootstrap, topic, 1, "read_committed") == []

@@ -20,8 +20,9 @@ Owns, as Kafka's ``Sender``:
   as REQUEST_TIMED_OUT: retried with the same sequence (I8, I9).
 * Buffer lifetime (I13): a batch's buffer goes back to the pool only once no request
   holding its bytes is in flight, even when the batch itself expired earlier.
-* Shutdown: ``initiate_close`` lets the loop finish what is queued and in flight;
-  ``force_close`` fails everything left.
+* Shutdown: ``initiate_close`` lets the loop finish what is queued and in flight (a
+  transactional producer's open transaction is aborted first); ``force_close`` fails
+  everything left.
 
 Callbacks of user records run on this thread, in completion order (which is send order
 within a partition).
@@ -113,9 +114,13 @@ class Sender(threading.Thread):
         try:
             while self.running:
                 self._run_once_safely()
-            # Finish what was accepted: queued batches and requests in flight.
+            tm = self.tm
+            if tm is not None and tm.is_transactional and not self.forced:
+                tm.abort_on_close()  # an open transaction is aborted, as Kafka's Sender does
+            # Finish what was accepted: queued batches, requests in flight, the abort's EndTxn.
             while not self.forced and (self.acc.has_undrained() or self.acc.has_incomplete()
-                                       or self.client.has_in_flight_requests()):
+                                       or self.client.has_in_flight_requests()
+                                       or (tm is not None and tm.is_transactional and tm.has_pending_requests())):
                 if self.fatal_error is not None:
                     break
                 self._run_once_safely()

@@ -335,6 +335,17 @@ class TransactionalManager(TransactionManager):
                                        (COORDINATOR_TRANSACTION, self.transactional_id)))
             return result
 
+    def abort_on_close(self) -> None:
+        """The producer closes: an open (or failed) transaction is aborted; its queued
+        records fail with TransactionAbortedError (Sender thread)."""
+        with self._lock:
+            if self.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+                log.info("aborting the open transaction of %s: the producer is closing", self.transactional_id)
+                self.begin_completion(commit=False)
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.queue) or self.in_flight is not None
+
     def _complete_transaction(self) -> None:
         self.in_transaction.clear()
         self.pending_partitions.clear()
