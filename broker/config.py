@@ -5,7 +5,9 @@ Owns: ``ConfigDef`` (a table of keys with type, default, validator and documenta
 Kafka's ``ConfigDef``), ``ConfigError`` (one clear message that names the key), Java
 properties files (``load_properties``), and ``KafkaConfig``: the keys of
 ``server.properties`` this broker reads. Topic-level keys live in ``broker/log/config.py``
-(``LogConfig``); the producer's in ``broker/client/producer/config.py``. Every layer may use
+(``LogConfig``); the producer's in ``broker/client/producer/config.py``. Also the JAAS
+grammar of ``sasl.jaas.config`` values (``parse_jaas_config`` -> ``JaasEntry``), shared by
+the broker's SASL and the client's. Every layer may use
 this module; of the project's it imports only ``broker.record.limits`` (``LONG_MAX`` and
 ``INT_MAX``, Kafka's ``Long.MAX_VALUE`` / ``Integer.MAX_VALUE`` defaults, are its
 ``INT64_MAX`` and ``INT32_MAX`` under ConfigDef's names).
@@ -220,6 +222,23 @@ SERVER_CONFIG_DEF = (
             "Requests read ahead on one connection before reading pauses.", at_least(1))
     .define("connections.max.idle.ms", LONG, 600000, "Close idle connections after this.",
             at_least(-1))
+    # SASL (broker/server/security): Kafka's keys and defaults. Per-listener JAAS configs
+    # (listener.name.<listener>.<mechanism>.sasl.jaas.config) are read by prefix.
+    .define("sasl.enabled.mechanisms", LIST, ["GSSAPI"],
+            "The SASL mechanisms enabled on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+            "are implemented).")
+    .define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
+            "Accepted for compatibility (a single node has no inter-broker traffic).")
+    .define("sasl.jaas.config", PASSWORD, None,
+            "JAAS login context for SASL connections, in the format of a JAAS configuration file.")
+    .define("sasl.server.max.receive.size", INT, 524288,
+            "The largest request accepted before and during SASL authentication.", at_least(1))
+    .define("connections.max.reauth.ms", LONG, 0,
+            "When positive, the session lifetime of SASL connections (KIP-368): past it a client "
+            "must re-authenticate or is disconnected.", at_least(0))
+    .define("connection.failed.authentication.delay.ms", INT, 100,
+            "How long the answer to a failed authentication is delayed (slows password guessing).",
+            at_least(0))
     .define("log.retention.check.interval.ms", LONG, 300000,
             "How often retention is enforced.", at_least(1))
     .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,
@@ -301,3 +320,71 @@ def server_config(props: Mapping[str, Any]) -> dict[str, Any]:
     if not values.get("log.dirs"):
         values["log.dirs"] = [values["log.dir"]]
     return values
+
+
+# --- JAAS (sasl.jaas.config) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class JaasEntry:
+    """One login module of a ``sasl.jaas.config`` value (Kafka's ``JaasConfig``):
+    ``<LoginModule class> <flag> key=value ... ;``. ``repr`` hides the option values
+    (they hold passwords)."""
+
+    login_module: str
+    flag: str
+    options: dict[str, str]
+
+    def __repr__(self) -> str:
+        return f"JaasEntry({self.login_module} {self.flag} {sorted(self.options)})"
+
+
+_JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+_JAAS_TOKEN = re.compile(r'\s*(?:(?P<q>"(?:[^"\\]|\\.)*")|(?P<w>[^\s=;"]+)|(?P<p>[=;]))', re.S)
+
+
+def parse_jaas_config(key: str, text: str) -> list[JaasEntry]:
+    """Parse a JAAS configuration value; ConfigError (naming ``key``, never echoing the
+    value, which holds passwords) when it does not follow Kafka's grammar."""
+    def fail(reason: str) -> ConfigError:
+        return ConfigError(key, "[hidden]", reason)
+
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    text = text or ""
+    while True:
+        m = _JAAS_TOKEN.match(text, pos)
+        if m is None:
+            if text[pos:].strip():
+                raise fail("unterminated quoted value in JAAS configuration")
+            break
+        pos = m.end()
+        if m.group("q") is not None:
+            tokens.append(("q", re.sub(r"\\(.)", r"\1", m.group("q")[1:-1])))
+        elif m.group("w") is not None:
+            tokens.append(("w", m.group("w")))
+        else:
+            tokens.append(("p", m.group("p")))
+    entries: list[JaasEntry] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i][0] != "w":
+            raise fail("expected a login module class name in JAAS configuration")
+        module = tokens[i][1]
+        if i + 1 >= len(tokens) or tokens[i + 1][0] != "w" or tokens[i + 1][1].lower() not in _JAAS_FLAGS:
+            raise fail(f"login module control flag not specified for {module}")
+        flag = tokens[i + 1][1].lower()
+        i += 2
+        options: dict[str, str] = {}
+        while i < len(tokens) and tokens[i] != ("p", ";"):
+            if (tokens[i][0] != "w" or i + 2 >= len(tokens) or tokens[i + 1] != ("p", "=")
+                    or tokens[i + 2][0] == "p"):
+                raise fail(f"invalid option for {module}: expected key=value")
+            options[tokens[i][1]] = tokens[i + 2][1]
+            i += 3
+        if i >= len(tokens):
+            raise fail("JAAS config entry not terminated by semi-colon")
+        i += 1
+        entries.append(JaasEntry(module, flag, options))
+    if not entries:
+        raise fail("JAAS config has no login module")
+    return entries

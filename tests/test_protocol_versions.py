@@ -43,24 +43,29 @@ EXPECTED = {
     ApiKey.ALTER_CONFIGS: (0, 1),  # not in PROTOCOL.md: its non-flexible versions
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # KIP-554, flexible from v0
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
+# APIs that exist only in flexible versions (or whose served range ends in one).
+FLEXIBLE_ONLY = {(ApiKey.API_VERSIONS, 3), (ApiKey.SASL_AUTHENTICATE, 2),
+                 (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0), (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0)}
 
 
 def test_advertised_table_is_protocol_md_section_2() -> None:
     assert {a.api_key: (a.min_version, a.max_version) for a in ADVERTISED} == EXPECTED
     assert {a.api_key: (a.min_version, a.max_version) for a in SASL_ADVERTISED} == {
         ApiKey.SASL_HANDSHAKE: (0, 1),
-        ApiKey.SASL_AUTHENTICATE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
     keys = [a.api_key for a in advertised_apis(sasl=True)]
     assert keys == sorted(keys) and len(keys) == len(set(keys))
 
 
-def test_phase_1_advertises_no_flexible_version_but_api_versions_3() -> None:
+def test_phase_1_advertises_flexible_versions_only_where_no_other_exists() -> None:
     for api in advertised_apis(sasl=True):
         for version in range(api.min_version, api.max_version + 1):
             flexible = request_header_version(api.api_key, version) == 2
-            assert flexible == (api.api_key == ApiKey.API_VERSIONS and version == 3), api
+            assert flexible == ((api.api_key, version) in FLEXIBLE_ONLY), api
 
 
 def test_every_advertised_version_has_schemas() -> None:

@@ -42,7 +42,8 @@ GENERATED_APIS = (
     "DescribeConfigs", "AlterConfigs", "SaslAuthenticate", "CreatePartitions",
     "DescribeLogDirs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
-    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
+    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",
 )
 
 FIELD_KEYS = {

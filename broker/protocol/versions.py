@@ -4,7 +4,8 @@ Owns:
 
 * ``ADVERTISED``: the (api_key, name, min_version, max_version) table the broker puts
   in its ApiVersions response, per PROTOCOL.md section 2 (phase 1: no flexible version
-  beyond what that table lists). ``SASL_ADVERTISED`` is added only when a SASL listener
+  beyond what that table lists; the KIP-554 SCRAM credential APIs and SaslAuthenticate v2
+  exist only in flexible versions). ``SASL_ADVERTISED`` is added only when a SASL listener
   is configured. The server may narrow the table to the APIs it implements.
 * ``request_schema(api_key, version)`` / ``response_schema(api_key, version)``: the
   generated ``Message`` tables, for any version Kafka defines (advertised or not).
@@ -66,12 +67,14 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 0),  # v1 is flexible
     _api(ApiKey.DELETE_GROUPS, 0, 1),
     _api(ApiKey.OFFSET_DELETE, 0, 0),
+    _api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),  # KIP-554: flexible from v0
+    _api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
 )
 
 # Advertised only when SASL is enabled (kcat needs Handshake 0 and 1 in range).
 SASL_ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.SASL_HANDSHAKE, 0, 1),
-    _api(ApiKey.SASL_AUTHENTICATE, 0, 1),
+    _api(ApiKey.SASL_AUTHENTICATE, 0, 2),
 )
 
 # Kafka 4 closes the connection on Produce v0-2 although it advertises them (KAFKA-18659).

@@ -20,8 +20,10 @@ SERVED) and the rules that apply before any handler runs:
   A response that fails to encode is logged and closes the connection.
 
 What is advertised is derived from this table: the ``broker.protocol.versions``
-ADVERTISED rows of the APIs implemented here (so the SASL APIs stay hidden until
-their handlers exist); ``advertised_versions()`` returns it.
+ADVERTISED rows of the APIs implemented here, plus SaslHandshake and SaslAuthenticate when
+a SASL listener exists (``advertised_versions(sasl=True)``: served by
+``broker.server.security.sasl.SaslGate``, which wraps ``handle`` on SASL brokers and sets
+``conn.principal``, copied into ``RequestContext.principal``).
 
 Request log: the first use of each (API, version) on a connection is logged at DEBUG on
 the ``kafka.request.logger`` logger (Kafka's name), with the client id and, for
@@ -60,10 +62,12 @@ from broker.server.handlers import (
     metadata,
     produce,
     producer_id,
+    scram_credentials,
     topics,
 )
 
 log = logging.getLogger(__name__)
+ANONYMOUS = "User:ANONYMOUS"
 request_log = logging.getLogger("kafka.request.logger")
 
 
@@ -109,13 +113,21 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.ALTER_CONFIGS: ApiHandler(configs.handle_alter_configs, configs.alter_configs_error_response, 0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(configs.handle_incremental_alter_configs,
                                                  configs.incremental_alter_configs_error_response, 0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiHandler(scram_credentials.handle_describe,
+                                                       scram_credentials.describe_error_response, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiHandler(scram_credentials.handle_alter,
+                                                    scram_credentials.alter_error_response, 0, 0),
 }
+
+# Served by broker.server.security.sasl.SaslGate in front of KafkaApis (never reach HANDLERS).
+SASL_APIS = frozenset((ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 
 
 def advertised_versions(sasl: bool = False) -> tuple[tuple[int, int, int], ...]:
-    """(api_key, min, max) for ApiVersions: the ADVERTISED rows we have handlers for."""
+    """(api_key, min, max) for ApiVersions: the ADVERTISED rows we have handlers for
+    (with ``sasl``, also the SASL APIs the SASL gate serves)."""
     return tuple((int(a.api_key), a.min_version, a.max_version)
-                 for a in advertised_apis(sasl) if a.api_key in HANDLERS)
+                 for a in advertised_apis(sasl) if a.api_key in HANDLERS or (sasl and a.api_key in SASL_APIS))
 
 
 class KafkaApis:
@@ -159,7 +171,8 @@ class KafkaApis:
         except ProtocolDecodeError as exc:
             log.info("closing connection %s: malformed %s v%d request: %s", conn.id, _api_name(key), version, exc)
             return CLOSE_CONNECTION
-        ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id)
+        ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id,
+                             principal=getattr(conn, "principal", ANONYMOUS))
         try:
             response = api.handle(self.state, ctx, body)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread

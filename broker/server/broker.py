@@ -8,10 +8,13 @@ Owns the lifecycle:
   raises ``ConfigError`` naming the server.properties key for anything invalid, before
   touching a file or a socket.
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
-  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the
+  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the SCRAM
+  credential store (``broker.server.security.credentials``), the
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), then the listeners
-  (``SocketServer``): the broker accepts connections only once every log is loaded. On
+  (``SocketServer``), whose handler is ``KafkaApis.handle``, wrapped by the SASL gate
+  (``broker.server.security.sasl.SaslGate``) when a listener's security protocol is
+  SASL_PLAINTEXT or SASL_SSL: the broker accepts connections only once every log is loaded. On
   failure everything started so far is stopped again and the exception propagates.
 * ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
   wait for their threads (no request is mid-append afterwards), then
@@ -42,12 +45,14 @@ from broker.log.config import (
     validate_topic_config,
 )
 from broker.log.manager import LogManager
-from broker.server.apis import KafkaApis
+from broker.server.apis import KafkaApis, advertised_versions
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
 from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
+from broker.server.security.credentials import CredentialStore
+from broker.server.security.sasl import SaslGate
 from broker.server.socket_server import SocketServer, parse_listeners
 
 log = logging.getLogger(__name__)
@@ -110,6 +115,10 @@ class KafkaBroker:
         self.socket_server: SocketServer | None = None
         self.apis: KafkaApis | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.credentials: CredentialStore | None = None
+        # SASL listeners (validated here: a bad mechanism or JAAS config fails the constructor)
+        gate = SaslGate(self.config, [listener.name for listener in self.listeners])
+        self.sasl_gate: SaslGate | None = gate if gate.enabled else None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -137,6 +146,8 @@ class KafkaBroker:
             self.topics.load()
             producer_ids = ProducerIdManager(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
             producer_ids.load()
+            self.credentials = CredentialStore(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
+            self.credentials.load()
             self.log_manager.startup()
             self._logs_started = True
             self.topics.startup()
@@ -147,10 +158,17 @@ class KafkaBroker:
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
                 producer_ids=producer_ids, watchers=self.watchers,
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
-                static_keys=frozenset(self.props), group_coordinator=self.group_coordinator)
+                static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
+                credentials=self.credentials)
+            if self.sasl_gate is not None:
+                state.api_versions = advertised_versions(sasl=True)
             self.apis = KafkaApis(state)
+            # The SASL hook: on a broker with a SASL listener every frame passes the gate.
+            handler = self.apis.handle
+            if self.sasl_gate is not None:
+                handler = self.sasl_gate.wrap(self.apis.handle, self.credentials)
             self.socket_server = SocketServer(
-                self.listeners, self.apis.handle,
+                self.listeners, handler,
                 max_request_bytes=config["socket.request.max.bytes"],
                 queued_max_requests=config["queued.max.requests"],
                 send_buffer_bytes=config["socket.send.buffer.bytes"],

@@ -25,6 +25,7 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
     producer_id.py      InitProducerId (22) and the persistent producer-id allocator
     leader_epoch.py     OffsetForLeaderEpoch (23)
     configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
+    scram_credentials.py DescribeUserScramCredentials (50), AlterUserScramCredentials (51)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
     group_membership.py JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
@@ -81,6 +82,8 @@ class ServerState:
     static_keys: frozenset = frozenset()
     # broker.server.group.GroupCoordinator (None: group APIs answer COORDINATOR_NOT_AVAILABLE)
     group_coordinator: Any = None
+    # broker.server.security.credentials.CredentialStore (None: the SCRAM credential APIs fail)
+    credentials: Any = None
 
     @property
     def auto_create_topics(self) -> bool:
@@ -95,6 +98,8 @@ class RequestContext:
     peer_address: tuple = ("", 0)
     connection_id: str = ""
     extra: dict = field(default_factory=dict)
+    # who sent the request: User:<name> after SASL, User:ANONYMOUS otherwise (for the authorizer)
+    principal: str = "User:ANONYMOUS"
 
     @property
     def api_version(self) -> int:
