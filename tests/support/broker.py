@@ -36,7 +36,7 @@ import pytest
 from broker.protocol import FrameDecoder, RequestHeader, decode_response, encode_request
 
 ROOT = Path(__file__).resolve().parents[2]
-READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ]+):(\d+) ")
+READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ,]+):(\d+)[ ,]")
 REQUEST_LOG_RE = re.compile(r"client_id='([^']*)': api_key=(\d+) \((\w+)\) version=(\d+)")
 
 
@@ -96,6 +96,13 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker not ready after {timeout}s: {self.stderr_text()[-3000:]}")
+
+    def listener_port(self, name: str) -> int:
+        """The bound port of listener ``name`` (e.g. SASL_PLAINTEXT), from the ready line."""
+        m = re.search(rf"listening on \S*?\b{re.escape(name)}://[^ ,]+:(\d+)", self.stdout_text())
+        if m is None:
+            raise KeyError(f"no listener {name} in {self.stdout_text()!r}")
+        return int(m.group(1))
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; returns the exit code."""

@@ -301,8 +301,9 @@ class ServerAuthenticator:
         self.state = AUTHENTICATED
         self.server = None
         self.session_expiry = time.monotonic() + self.gate.reauth_ms / 1000.0 if self.gate.reauth_ms > 0 else 0.0
-        log.debug("connection %s (%s) %s as %s with %s", conn.id, _peer(conn),
-                  "authenticated" if first else "re-authenticated", principal, self.mechanism)
+        (log.debug if first else log.info)("connection %s (%s) %s as %s with %s", conn.id, _peer(conn),
+                                           "authenticated" if first else "re-authenticated", principal,
+                                           self.mechanism)
 
     def _failed(self, conn: Any, reason: str) -> None:
         log.info("Failed authentication with %s (channelId=%s) (%s) on listener %s with SASL mechanism %s",

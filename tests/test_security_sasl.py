@@ -1,0 +1,618 @@
+"""SASL (issue 16): SCRAM against the RFC test vectors, the broker's mechanisms in process,
+and the real broker in a subprocess with a SASL_PLAINTEXT listener next to PLAINTEXT,
+driven by confluent-kafka, kafka-python, aiokafka, kcat and raw protocol clients.
+
+The broker of the module (``sasl_broker``) enables PLAIN (users admin and alice from its
+JAAS line) and SCRAM-SHA-256/512 (users created through AlterUserScramCredentials).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import struct
+import subprocess
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.config import ConfigError, parse_jaas_config
+from broker.protocol import ApiKey, ErrorCode, FrameDecoder
+from broker.protocol.scram import (
+    ClientFinalMessage,
+    ClientFirstMessage,
+    ScramCredential,
+    ScramError,
+    ScramMechanism,
+    ServerFinalMessage,
+    ServerFirstMessage,
+    auth_message,
+    client_proof,
+    mechanism,
+    salted_password,
+    server_key,
+    server_signature,
+)
+from broker.server.security.credentials import CREDENTIALS_FILE, CredentialStore, Upsertion
+from broker.server.security.errors import SaslAuthenticationFailed
+from broker.server.security.plain import PlainServer
+from broker.server.security.scram import ScramServer
+from tests.support.broker import BrokerProcess, RawClient
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+SASL_OVERRIDES = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "connection.failed.authentication.delay.ms": "0",
+}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# --- SCRAM: RFC test vectors ------------------------------------------------------------
+
+def _rfc_exchange(mech: ScramMechanism, client_nonce: str, server_first: str, client_final: str,
+                  server_final: str) -> None:
+    first, bare = ClientFirstMessage.build("user", client_nonce)
+    assert first == f"n,,n=user,r={client_nonce}"
+    sf = ServerFirstMessage.parse(server_first.encode())
+    salted = salted_password(mech, "pencil", sf.salt, sf.iterations)
+    without_proof = ClientFinalMessage.build_without_proof("n,,", sf.nonce)
+    message = auth_message(bare, server_first, without_proof)
+    assert ClientFinalMessage.build(without_proof, client_proof(mech, salted, message)) == client_final
+    signature = server_signature(mech, server_key(mech, salted), message)
+    assert ServerFinalMessage.build(None, signature) == server_final
+    # the server side verifies the same proof from the stored credential only
+    cred = ScramCredential.from_password(mech, "pencil", salt=sf.salt, iterations=sf.iterations)
+    parsed = ClientFinalMessage.parse(client_final.encode())
+    from broker.protocol.scram import recover_client_key, stored_key
+    assert stored_key(mech, recover_client_key(mech, cred.stored_key, message, parsed.proof)) == cred.stored_key
+
+
+def test_scram_sha_256_rfc7677_vector():
+    _rfc_exchange(
+        mechanism("SCRAM-SHA-256"), "rOprNGfwEbeRWgbNEkqO",
+        "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+        "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+        "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+
+
+def test_scram_sha_1_rfc5802_vector_through_the_same_primitives():
+    sha1 = ScramMechanism("SCRAM-SHA-1", "sha1", 0, 4096)  # not a Kafka mechanism: the RFC's example
+    _rfc_exchange(
+        sha1, "fyko+d2lbbFgONRv9qkxdawL",
+        "r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096",
+        "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=",
+        "v=rmF9pqV8S7suAoZWja4dJRkFsKQ=")
+
+
+def test_scram_messages_reject_bad_grammar():
+    for bad in (b"", b"n,,", b"p=tls-unique,,n=user,r=abc", b"n,,n=,r=abc", b"n,,n=us=er,r=abc",
+                b"n,,n=user,r=abc,1x", b"\xff\xfe", b"n,,r=abc,n=user"):
+        with pytest.raises(ScramError):
+            ClientFirstMessage.parse(bad)
+    first = ClientFirstMessage.parse(b"n,a=b=2Cc,n=b=2Cc,r=nonce,tokenauth=true")
+    assert (first.username, first.authzid, first.extensions) == ("b,c", "b,c", {"tokenauth": "true"})
+    for bad in (b"c=biws,r=x", b"c=!!,r=x,p=abc=", b"r=x,c=biws,p=AAAA"):
+        with pytest.raises(ScramError):
+            ClientFinalMessage.parse(bad)
+
+
+# --- the broker's mechanisms, in process ------------------------------------------------
+
+class _ScramClient:
+    """A SCRAM client from the shared primitives (the client's own is tested end to end)."""
+
+    def __init__(self, name: str, user: str, password: str, extensions: dict | None = None) -> None:
+        self.mech = mechanism(name)
+        self.user, self.password = user, password
+        self.nonce = "clientnonce123"
+        self.first, self.bare = ClientFirstMessage.build(user, self.nonce, extensions)
+
+    def final(self, server_first: bytes) -> bytes:
+        sf = ServerFirstMessage.parse(server_first)
+        salted = salted_password(self.mech, self.password, sf.salt, sf.iterations)
+        without = ClientFinalMessage.build_without_proof("n,,", sf.nonce)
+        self.message = auth_message(self.bare, sf.text, without)
+        self.salted = salted
+        return ClientFinalMessage.build(without, client_proof(self.mech, salted, self.message)).encode()
+
+
+def _store(tmp_path, user="bob", password="bob-secret", mech="SCRAM-SHA-512") -> CredentialStore:
+    store = CredentialStore([tmp_path])
+    store.alter([], [Upsertion(user, mech, ScramCredential.from_password(mechanism(mech), password))])
+    return store
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_server_accepts_the_password_and_signs(tmp_path, mech):
+    store = _store(tmp_path, mech=mech)
+    server = ScramServer(mech, store)
+    client = _ScramClient(mech, "bob", "bob-secret")
+    final = server.evaluate(client.first.encode())
+    assert not server.complete
+    answer = ServerFinalMessage.parse(server.evaluate(client.final(final)))
+    assert server.complete and server.authorization_id == "bob"
+    assert answer.server_signature == server_signature(client.mech, server_key(client.mech, client.salted),
+                                                       client.message)
+
+
+@pytest.mark.parametrize("user, password, extensions", [
+    ("bob", "wrong", None), ("nobody", "bob-secret", None), ("bob", "bob-secret", {"tokenauth": "true"})])
+def test_scram_server_refuses_wrong_password_unknown_user_and_tokenauth(tmp_path, user, password, extensions):
+    server = ScramServer("SCRAM-SHA-512", _store(tmp_path))
+    client = _ScramClient("SCRAM-SHA-512", user, password, extensions)
+    with pytest.raises(SaslAuthenticationFailed) as info:
+        server.evaluate(client.final(server.evaluate(client.first.encode())))
+    assert password not in str(info.value)
+    assert not server.complete
+
+
+def test_plain_server():
+    users = {"alice": "alice-secret"}
+    ok = PlainServer(users)
+    assert ok.evaluate(b"\x00alice\x00alice-secret") == b"" and ok.authorization_id == "alice"
+    assert PlainServer(users).evaluate(b"alice\x00alice\x00alice-secret") == b""
+    for token in (b"\x00alice\x00wrong", b"\x00bob\x00alice-secret", b"bob\x00alice\x00alice-secret",
+                  b"alice-secret", b"\x00\x00", b"\x00alice\x00", b"\xff\x00alice\x00alice-secret",
+                  b"\x00alice\x00alice-secret\x00"):
+        with pytest.raises(SaslAuthenticationFailed) as info:
+            PlainServer(users).evaluate(token)
+        assert "alice-secret" not in str(info.value) and "wrong" not in str(info.value)
+
+
+def test_jaas_grammar():
+    [entry] = parse_jaas_config("k", PLAIN_JAAS + "\n")
+    assert entry.login_module.endswith("PlainLoginModule") and entry.flag == "required"
+    assert entry.options["user_alice"] == "alice-secret"
+    assert "alice-secret" not in repr(entry)
+    [entry] = parse_jaas_config("k", 'a.B optional x=unquoted y="with \\"quote\\" and ;";')
+    assert entry.options == {"x": "unquoted", "y": 'with "quote" and ;'}
+    for bad in ("", "a.B required x=1", "a.B x=1;", 'a.B required x="open;', "a.B required x=;"):
+        with pytest.raises(ConfigError) as info:
+            parse_jaas_config("sasl.jaas.config", bad)
+        assert "sasl.jaas.config" in str(info.value) and "x=1" not in str(info.value)
+
+
+def test_credentials_survive_a_reload_and_hold_no_password(tmp_path):
+    store = _store(tmp_path, password="p4ssw0rd-unique")
+    text = (tmp_path / CREDENTIALS_FILE).read_text()
+    assert "p4ssw0rd-unique" not in text and base64.b64encode(b"p4ssw0rd-unique").decode() not in text
+    assert (tmp_path / CREDENTIALS_FILE).stat().st_mode & 0o077 == 0
+    again = CredentialStore([tmp_path])
+    again.load()
+    assert again.get("bob", "SCRAM-SHA-512") == store.get("bob", "SCRAM-SHA-512")
+    assert again.describe() == {"bob": {"SCRAM-SHA-512": 4096}}
+
+
+# --- the real broker ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory):
+    broker = BrokerProcess(tmp_path_factory.mktemp("sasl-broker"), SASL_OVERRIDES, name="sasl")
+    broker.start()
+    yield broker
+    code = broker.stop()
+    assert code == 0, broker.stderr_text()[-3000:]
+
+
+def _bootstrap(broker: BrokerProcess) -> str:
+    return f"{broker.host}:{broker.listener_port('SASL_PLAINTEXT')}"
+
+
+def _ck_conf(broker: BrokerProcess, mech: str, user: str, password: str, **extra) -> dict:
+    return {"bootstrap.servers": _bootstrap(broker), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mech, "sasl.username": user, "sasl.password": password, **extra}
+
+
+def _ck_create_scram_user(broker: BrokerProcess, user: str, password: str, mechs=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                          iterations: int = 4096) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+    admin = AdminClient(_ck_conf(broker, "PLAIN", "admin", "admin-secret"))
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")),
+                                                                      iterations), password.encode())
+               for m in mechs]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        assert future.result(30) is None
+
+
+def _ck_round_trip(broker: BrokerProcess, mech: str, user: str, password: str) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    topic = unique("ck")
+    p = Producer(_ck_conf(broker, mech, user, password))
+    p.produce(topic, b"v-" + mech.encode())
+    assert p.flush(30) == 0
+    c = Consumer(_ck_conf(broker, mech, user, password, **{"group.id": unique("g"), "auto.offset.reset": "earliest"}))
+    try:
+        c.subscribe([topic])
+        msg = None
+        for _ in range(60):
+            msg = c.poll(1.0)
+            if msg is not None and msg.error() is None:
+                break
+        assert msg is not None and msg.error() is None and msg.value() == b"v-" + mech.encode()
+    finally:
+        c.close()
+
+
+def test_confluent_kafka_plain(sasl_broker):
+    _ck_round_trip(sasl_broker, "PLAIN", "alice", "alice-secret")
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_confluent_kafka_scram_with_users_from_alter_user_scram_credentials(sasl_broker, mech):
+    from confluent_kafka.admin import AdminClient
+
+    user = unique("ck-user")
+    _ck_create_scram_user(sasl_broker, user, "s3cret-" + user)
+    _ck_round_trip(sasl_broker, mech, user, "s3cret-" + user)
+    admin = AdminClient(_ck_conf(sasl_broker, mech, user, "s3cret-" + user))
+    described = {u: f.result(30) for u, f in admin.describe_user_scram_credentials([user]).items()}
+    infos = sorted((i.mechanism.name, i.iterations) for i in described[user].scram_credential_infos)
+    assert infos == [("SCRAM_SHA_256", 4096), ("SCRAM_SHA_512", 4096)]
+
+
+def test_confluent_kafka_admin_errors_for_bad_credentials_requests(sasl_broker):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+    admin = AdminClient(_ck_conf(sasl_broker, "PLAIN", "admin", "admin-secret"))
+    few = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "few", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"x")])
+    with pytest.raises(KafkaException, match="UNACCEPTABLE_CREDENTIAL|[Tt]oo few iterations"):
+        few["few"].result(30)
+    gone = admin.alter_user_scram_credentials([UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_512)])
+    with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND|does not exist"):
+        gone["nobody"].result(30)
+    with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND|does not exist"):
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(30)
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256"])
+def test_confluent_kafka_wrong_password_fails_with_an_authentication_error(sasl_broker, mech):
+    from confluent_kafka import KafkaError, Producer
+
+    errors = []
+    p = Producer(_ck_conf(sasl_broker, mech, "alice", "wrong-password", error_cb=errors.append))
+    p.produce(unique("denied"), b"x")
+    for _ in range(30):
+        p.poll(0.5)
+        if errors:
+            break
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+    assert "wrong-password" not in errors[0].str()
+    p.purge()
+    assert "Failed authentication with 127.0.0.1" in sasl_broker.stderr_text()
+    assert "wrong-password" not in sasl_broker.stderr_text()
+
+
+@pytest.mark.kcat
+def test_kcat_plain(sasl_broker):
+    topic = unique("kcat")
+    args = ["kcat", "-b", _bootstrap(sasl_broker), "-X", "security.protocol=SASL_PLAINTEXT",
+            "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
+    subprocess.run(args + ["-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=60)
+    out = subprocess.run(args + ["-C", "-t", topic, "-o", "beginning", "-e", "-q"], capture_output=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == [b"one", b"two"]
+    bad = subprocess.run([*args[:-1], "sasl.password=nope", "-L", "-m", "10"], capture_output=True, timeout=60)
+    assert bad.returncode != 0 and b"Authentication failed" in bad.stderr + bad.stdout
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_python(sasl_broker, mech):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.errors import KafkaError as KPError
+
+    user, password = ("alice", "alice-secret") if mech == "PLAIN" else (unique("kp"), "kp-secret")
+    if mech != "PLAIN":
+        _ck_create_scram_user(sasl_broker, user, password, mechs=(mech,))
+    conf = {"bootstrap_servers": _bootstrap(sasl_broker), "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mech, "sasl_plain_username": user, "sasl_plain_password": password}
+    topic = unique("kp")
+    producer = KafkaProducer(**conf)
+    producer.send(topic, b"kafka-python").get(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=20000, **conf)
+    assert [m.value for m in consumer][:1] == [b"kafka-python"]
+    consumer.close()
+    with pytest.raises(KPError) as info:
+        KafkaProducer(**{**conf, "sasl_plain_password": "wrong"}, max_block_ms=10000)
+    assert "wrong" not in str(info.value).replace("wrong-", "")
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_aiokafka(sasl_broker, mech):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.errors import KafkaError as AKError
+
+    user, password = ("alice", "alice-secret") if mech == "PLAIN" else (unique("ak"), "ak-secret")
+    if mech != "PLAIN":
+        _ck_create_scram_user(sasl_broker, user, password, mechs=(mech,))
+    conf = {"bootstrap_servers": _bootstrap(sasl_broker), "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mech, "sasl_plain_username": user, "sasl_plain_password": password}
+    topic = unique("ak")
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"aiokafka")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **conf)
+        await consumer.start()
+        try:
+            msg = await asyncio.wait_for(consumer.getone(), 30)
+            return [msg.value]
+        finally:
+            await consumer.stop()
+
+    async def wrong() -> None:
+        producer = AIOKafkaProducer(**{**conf, "sasl_plain_password": "wrong"}, request_timeout_ms=10000)
+        try:
+            await producer.start()
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(run()) == [b"aiokafka"]
+    with pytest.raises(AKError):
+        asyncio.run(wrong())
+
+
+# --- the wire, raw ----------------------------------------------------------------------------
+
+def _raw(broker: BrokerProcess, listener: str = "SASL_PLAINTEXT") -> RawClient:
+    return RawClient(broker.host, broker.listener_port(listener), client_id="raw-sasl")
+
+
+def _handshake(c: RawClient, mech: str, version: int = 1):
+    return c.request(ApiKey.SASL_HANDSHAKE, version, {"mechanism": mech})
+
+
+def _authenticate(c: RawClient, token: bytes, version: int = 1):
+    return c.request(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": token})
+
+
+def test_api_versions_advertise_sasl_and_a_kafka_request_before_authentication_disconnects(sasl_broker):
+    with _raw(sasl_broker) as c:
+        r = c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "raw", "client_software_version": "1"})
+        table = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+        assert table[ApiKey.SASL_HANDSHAKE] == (0, 1) and table[ApiKey.SASL_AUTHENTICATE] == (0, 2)
+        c.send(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+        assert c.is_closed_by_peer()
+    with _raw(sasl_broker) as c:  # after the handshake too
+        assert _handshake(c, "PLAIN").error_code == 0
+        c.send(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+        assert c.is_closed_by_peer()
+    assert "Unexpected Kafka request of type METADATA during SASL handshake" in sasl_broker.stderr_text()
+
+
+def test_plain_over_sasl_authenticate_then_requests_work(sasl_broker):
+    with _raw(sasl_broker) as c:
+        r = _handshake(c, "PLAIN")
+        assert (r.error_code, sorted(r.mechanisms)) == (0, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+        r = _authenticate(c, b"\x00alice\x00alice-secret", version=2)
+        assert (r.error_code, r.error_message, r.session_lifetime_ms) == (0, None, 0)
+        r = c.request(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})
+        assert r.brokers and r.brokers[0].port == sasl_broker.listener_port("SASL_PLAINTEXT")
+        r = _authenticate(c, b"\x00alice\x00alice-secret")  # without a new handshake
+        assert r.error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_wrong_password_gets_sasl_authentication_failed_then_a_close(sasl_broker):
+    with _raw(sasl_broker) as c:
+        _handshake(c, "PLAIN")
+        r = _authenticate(c, b"\x00alice\x00not-her-password")
+        assert r.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert "Invalid username or password" in r.error_message and "not-her-password" not in r.error_message
+        assert c.is_closed_by_peer()
+
+
+def test_unsupported_mechanism_lists_the_enabled_ones_then_closes(sasl_broker):
+    with _raw(sasl_broker) as c:
+        r = _handshake(c, "GSSAPI")
+        assert r.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert sorted(r.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert c.is_closed_by_peer()
+
+
+def test_sasl_requests_on_a_plaintext_listener_get_illegal_sasl_state(sasl_broker):
+    with _raw(sasl_broker, "PLAINTEXT") as c:
+        assert _handshake(c, "PLAIN").error_code == ErrorCode.ILLEGAL_SASL_STATE
+        assert _authenticate(c, b"\x00alice\x00alice-secret").error_code == ErrorCode.ILLEGAL_SASL_STATE
+        r = c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "raw", "client_software_version": "1"})
+        assert r.error_code == 0  # the connection is still usable
+
+
+def test_legacy_v0_handshake_with_raw_tokens(sasl_broker):
+    with _raw(sasl_broker) as c:
+        assert _handshake(c, "PLAIN", version=0).error_code == 0
+        token = b"\x00alice\x00alice-secret"
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.recv_frame().tobytes() == b""  # PLAIN's empty final token, size-prefixed
+        r = c.request(ApiKey.API_VERSIONS, 0, {})
+        assert r.error_code == 0
+    with _raw(sasl_broker) as c:
+        assert _handshake(c, "PLAIN", version=0).error_code == 0
+        token = b"\x00alice\x00bad"
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.is_closed_by_peer()
+
+
+def test_scram_over_the_wire_with_a_legacy_handshake(sasl_broker):
+    user = unique("raw-scram")
+    _ck_create_scram_user(sasl_broker, user, "raw-secret", mechs=("SCRAM-SHA-256",))
+    client = _ScramClient("SCRAM-SHA-256", user, "raw-secret")
+    with _raw(sasl_broker) as c:
+        assert _handshake(c, "SCRAM-SHA-256", version=0).error_code == 0
+        c.send_raw(struct.pack(">i", len(client.first)) + client.first.encode())
+        final = client.final(c.recv_frame().tobytes())
+        c.send_raw(struct.pack(">i", len(final)) + final)
+        assert ServerFinalMessage.parse(c.recv_frame().tobytes()).error is None
+
+
+def test_a_sasl_frame_above_sasl_server_max_receive_size_closes(sasl_broker):
+    with _raw(sasl_broker) as c:
+        _handshake(c, "PLAIN")
+        c.send(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00" * 600_000})
+        assert c.is_closed_by_peer()
+    with _raw(sasl_broker) as c:  # a size prefix above socket.request.max.bytes: closed at once
+        c.send_raw(struct.pack(">i", 0x7FFFFFF0))
+        assert c.is_closed_by_peer()
+
+
+def _still_serves(broker: BrokerProcess) -> None:
+    with _raw(broker) as c:
+        _handshake(c, "PLAIN")
+        assert _authenticate(c, b"\x00alice\x00alice-secret").error_code == 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mech=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+       tokens=st.lists(st.binary(max_size=300), min_size=1, max_size=3),
+       legacy=st.booleans(), cut=st.integers(0, 8))
+def test_fuzzed_tokens_never_break_the_broker(sasl_broker, mech, tokens, legacy, cut):
+    s = socket.create_connection((sasl_broker.host, sasl_broker.listener_port("SASL_PLAINTEXT")), timeout=10)
+    c = RawClient.__new__(RawClient)
+    c.sock, c.client_id, c.decoder, c.frames, c.correlation_id, c.pending = s, "fuzz", FrameDecoder(), [], 0, {}
+    try:
+        _handshake(c, mech, version=0 if legacy else 1)
+        for i, token in enumerate(tokens):
+            if legacy:
+                frame = struct.pack(">i", len(token)) + token
+            else:
+                c.correlation_id += 1
+                frame = _authenticate_frame(token, c.correlation_id)
+            if i == len(tokens) - 1 and cut:
+                frame = frame[:-cut] if len(frame) > cut else frame[:1]
+                s.sendall(frame)
+                s.shutdown(socket.SHUT_WR)  # a truncated token, then EOF
+                break
+            s.sendall(frame)
+            try:
+                s.settimeout(5)
+                data = s.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not data:
+                break
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        s.close()
+    assert sasl_broker.alive()
+
+
+def _authenticate_frame(token: bytes, correlation_id: int) -> bytes:
+    from broker.protocol import RequestHeader, encode_request
+    return b"".join(bytes(b) for b in encode_request(
+        RequestHeader(ApiKey.SASL_AUTHENTICATE, 1, correlation_id, "fuzz"), _sasl_auth_body(token)))
+
+
+def _sasl_auth_body(token: bytes):
+    from broker.protocol.versions import request_schema
+    return request_schema(ApiKey.SASL_AUTHENTICATE, 1).cls(auth_bytes=token)
+
+
+def test_after_the_fuzzing_the_broker_still_authenticates(sasl_broker):
+    _still_serves(sasl_broker)
+    assert "Traceback" not in sasl_broker.stderr_text()
+
+
+# --- durability, configuration, re-authentication -------------------------------------
+
+def test_scram_credentials_survive_a_restart(broker_factory):
+    from confluent_kafka.admin import AdminClient
+
+    broker = broker_factory(SASL_OVERRIDES)
+    _ck_create_scram_user(broker, "carol", "carol-secret", mechs=("SCRAM-SHA-512",), iterations=8192)
+    text = (broker.log_dir / CREDENTIALS_FILE).read_text()
+    assert "carol-secret" not in text and json.loads(text)["users"]["carol"]["SCRAM-SHA-512"]["iterations"] == 8192
+    broker.restart()
+    _ck_round_trip(broker, "SCRAM-SHA-512", "carol", "carol-secret")
+    admin = AdminClient(_ck_conf(broker, "PLAIN", "admin", "admin-secret"))
+    assert list(admin.describe_user_scram_credentials().result()) == ["carol"]
+
+
+def test_bad_sasl_configuration_fails_the_start_naming_the_key(broker_factory):
+    broker = broker_factory({**SASL_OVERRIDES, "sasl.enabled.mechanisms": "GSSAPI"}, start=False)
+    with pytest.raises(RuntimeError, match="sasl.enabled.mechanisms"):
+        broker.start(timeout=30)
+    broker = broker_factory({k: v for k, v in SASL_OVERRIDES.items() if "jaas" not in k}, name="nojaas",
+                            start=False)
+    with pytest.raises(RuntimeError, match="plain.sasl.jaas.config"):
+        broker.start(timeout=30)
+
+
+def test_reauthentication_kip_368(broker_factory):
+    import time
+
+    from confluent_kafka import Consumer, Producer
+
+    broker = broker_factory({**SASL_OVERRIDES, "connections.max.reauth.ms": "1500"})
+    with _raw(broker) as c:  # the lifetime is announced; a request after it closes the connection
+        _handshake(c, "PLAIN")
+        r = _authenticate(c, b"\x00alice\x00alice-secret", version=1)
+        assert r.error_code == 0 and r.session_lifetime_ms == 1500
+        time.sleep(1.7)
+        c.send(ApiKey.API_VERSIONS, 0, {})
+        assert c.is_closed_by_peer()
+    with _raw(broker) as c:  # re-authentication mid-connection keeps it open
+        _handshake(c, "PLAIN")
+        _authenticate(c, b"\x00alice\x00alice-secret")
+        assert _handshake(c, "PLAIN").error_code == 0
+        assert _authenticate(c, b"\x00alice\x00alice-secret").session_lifetime_ms == 1500
+        assert c.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+    with _raw(broker) as c:  # but not as someone else
+        _handshake(c, "PLAIN")
+        _authenticate(c, b"\x00alice\x00alice-secret")
+        _handshake(c, "PLAIN")
+        assert _authenticate(c, b"\x00admin\x00admin-secret").error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    # librdkafka re-authenticates on its own: one producer keeps working across several lifetimes
+    topic = unique("reauth")
+    p = Producer(_ck_conf(broker, "PLAIN", "alice", "alice-secret", **{"linger.ms": 0}))
+    for i in range(5):
+        p.produce(topic, str(i).encode())
+        assert p.flush(30) == 0
+        time.sleep(0.8)
+    c = Consumer(_ck_conf(broker, "PLAIN", "alice", "alice-secret",
+                          **{"group.id": unique("g"), "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    got = []
+    for _ in range(60):
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+        if len(got) == 5:
+            break
+    c.close()
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+    # the producer's connection lived through several sessions, re-authenticating each time
+    import collections
+    import re
+    reauths = collections.Counter(re.findall(r"connection (\S+) \S+ re-authenticated as User:alice with PLAIN",
+                                             broker.stderr_text()))
+    assert max(reauths.values()) >= 3
