@@ -616,3 +616,151 @@ def test_reauthentication_kip_368(broker_factory):
     reauths = collections.Counter(re.findall(r"connection (\S+) \S+ re-authenticated as User:alice with PLAIN",
                                              broker.stderr_text()))
     assert max(reauths.values()) >= 3
+
+
+# --- our client, the kafkalog configs tool, Spark options ------------------------------
+
+def _our_conf(broker: BrokerProcess, mech: str, user: str, password: str, *, jaas: bool = False) -> dict:
+    conf = {"bootstrap.servers": _bootstrap(broker), "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech}
+    if jaas:
+        module = "plain.PlainLoginModule" if mech == "PLAIN" else "scram.ScramLoginModule"
+        conf["sasl.jaas.config"] = (f"org.apache.kafka.common.security.{module} required "
+                                    f'username="{user}" password="{password}";')
+    else:
+        conf.update({"sasl.username": user, "sasl.password": password})
+    return conf
+
+
+def _kafkalog(*argv: str) -> subprocess.CompletedProcess:
+    import sys
+    return subprocess.run([sys.executable, "-m", "spark_kafkalog.cli", *argv], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_kafkalog_configs_creates_describes_and_deletes_scram_users(sasl_broker, tmp_path):
+    props = tmp_path / "admin.properties"
+    props.write_text(f"bootstrap.servers={_bootstrap(sasl_broker)}\nsecurity.protocol=SASL_PLAINTEXT\n"
+                     "sasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
+                     ' required username="admin" password="admin-secret";\n')
+    user = unique("cfg")
+    out = _kafkalog("configs", "--command-config", str(props), "--alter", "--entity-type", "users",
+                    "--entity-name", user, "--add-config",
+                    "SCRAM-SHA-256=[iterations=8192,password=cfg-secret],SCRAM-SHA-512=[password=cfg-secret]")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"Completed updating config for user {user}."
+    out = _kafkalog("configs", "--command-config", str(props), "--describe", "--entity-type", "users",
+                    "--entity-name", user)
+    assert out.stdout.strip() == (f"SCRAM credential configs for user-principal '{user}' are "
+                                  "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096")
+    _ck_round_trip(sasl_broker, "SCRAM-SHA-256", user, "cfg-secret")
+    out = _kafkalog("configs", "--command-config", str(props), "--alter", "--entity-type", "users",
+                    "--entity-name", user, "--delete-config", "SCRAM-SHA-256")
+    assert out.returncode == 0, out.stderr
+    out = _kafkalog("configs", "--command-config", str(props), "--describe", "--entity-type", "users",
+                    "--entity-name", user)
+    assert out.stdout.strip().endswith("are SCRAM-SHA-512=iterations=4096")
+    out = _kafkalog("configs", "--command-config", str(props), "--alter", "--entity-type", "users",
+                    "--entity-name", user, "--add-config", "SCRAM-SHA-256=[iterations=10,password=x]")
+    assert out.returncode == 1 and "UNACCEPTABLE_CREDENTIAL" in out.stderr
+    assert "cfg-secret" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_our_client_producer_consumer_admin(sasl_broker, mech):
+    from broker.client.admin import AdminClient
+    from broker.client.admin_scram import ScramCredentialUpsertion
+    from broker.client.consumer import KafkaConsumer
+    from broker.client.producer import KafkaProducer
+
+    if mech == "PLAIN":
+        user, password = "alice", "alice-secret"
+    else:
+        user, password = unique("own"), "own-secret"
+        with AdminClient(_our_conf(sasl_broker, "PLAIN", "admin", "admin-secret", jaas=True)) as admin:
+            admin.alter_user_scram_credentials([ScramCredentialUpsertion(user, mech, password)]).all()
+            assert admin.describe_user_scram_credentials([user]).all() == {user: {mech: 4096}}
+    conf = _our_conf(sasl_broker, mech, user, password, jaas=mech != "PLAIN")
+    topic = unique("own")
+    with KafkaProducer(conf) as producer:
+        assert producer.send(topic, b"ours-" + mech.encode()).get(30).offset == 0
+    consumer = KafkaConsumer({**conf, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([(topic, 0)])
+        records = []
+        for _ in range(30):
+            records += consumer.poll(1000)
+            if records:
+                break
+        assert [r.value for r in records] == [b"ours-" + mech.encode()]
+    finally:
+        consumer.close()
+    with AdminClient(conf) as admin:
+        assert topic in admin.list_topics()
+
+
+def test_our_client_wrong_password_raises_sasl_authentication_error_everywhere(sasl_broker):
+    from broker.client.admin import AdminClient
+    from broker.client.consumer import KafkaConsumer
+    from broker.client.producer import KafkaProducer
+    from broker.client.sasl import SaslAuthenticationError
+
+    conf = _our_conf(sasl_broker, "PLAIN", "alice", "wrong-pw-123")
+    with KafkaProducer({**conf, "max.block.ms": 30000}) as producer, pytest.raises(SaslAuthenticationError) as info:
+        producer.send(unique("denied"), b"x").get(30)
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED and not info.value.retriable
+    assert "Invalid username or password" in str(info.value) and "wrong-pw-123" not in str(info.value)
+    consumer = KafkaConsumer(conf)
+    try:
+        consumer.assign([(unique("denied"), 0)])
+        with pytest.raises(SaslAuthenticationError):
+            for _ in range(30):
+                consumer.poll(1000)
+    finally:
+        consumer.close()
+    with AdminClient({**conf, "sasl.mechanism": "SCRAM-SHA-512"}) as admin, pytest.raises(SaslAuthenticationError):
+        admin.list_topics()
+    unsupported = _our_conf(sasl_broker, "SCRAM-SHA-256", "alice", "alice-secret")
+    with AdminClient(unsupported) as admin, pytest.raises(SaslAuthenticationError, match="nobody|credentials"):
+        admin.list_topics()
+
+
+def test_our_client_reauthenticates(broker_factory):
+    import time
+
+    from broker.client.producer import KafkaProducer
+
+    broker = broker_factory({**SASL_OVERRIDES, "connections.max.reauth.ms": "1200"})
+    topic = unique("own-reauth")
+    with KafkaProducer(_our_conf(broker, "PLAIN", "alice", "alice-secret")) as producer:
+        for i in range(5):
+            assert producer.send(topic, str(i).encode()).get(30).offset == i
+            time.sleep(0.7)
+    log = broker.stderr_text()
+    assert "re-authenticated as User:alice with PLAIN" in log
+    assert "expired without re-authentication" not in log
+
+
+def test_client_settings_and_secrets_stay_hidden():
+    from broker.client.consumer.config import ConsumerConfig
+    from broker.client.sasl import SaslSettings
+    from spark_kafkalog.options import parse_options
+    from spark_kafkalog.writers.common import parse_write_options
+
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="u" '
+            'password="top-secret-1";')
+    cfg = {"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+           "sasl.jaas.config": jaas}
+    s = SaslSettings.from_config(cfg)
+    assert (s.mechanism, s.username, s.password) == ("SCRAM-SHA-512", "u", "top-secret-1")
+    assert "top-secret-1" not in repr(s) and "top-secret-1" not in repr(ConsumerConfig(cfg))
+    with pytest.raises(ConfigError) as info:  # a JAAS module that does not match the mechanism
+        SaslSettings.from_config({**cfg, "sasl.mechanism": "PLAIN"})
+    assert "top-secret-1" not in str(info.value)
+    with pytest.raises(ConfigError, match="sasl.mechanism"):
+        SaslSettings.from_config({**cfg, "sasl.mechanism": "GSSAPI"})
+    assert SaslSettings.from_config({"security.protocol": "PLAINTEXT"}) is None
+    spark = {f"kafka.{k}": v for k, v in cfg.items()}
+    read = parse_options({**spark, "subscribe": "t"})
+    assert read.kafka_params["sasl.jaas.config"] == jaas and "top-secret-1" not in repr(read)
+    write = parse_write_options({**spark, "topic": "t"})
+    assert write.producer_config["sasl.jaas.config"] == jaas and "top-secret-1" not in repr(write)

@@ -112,7 +112,8 @@ SINK_PRODUCER_DEFAULTS: dict[str, str] = {
 class WriteOptions:
     """The validated options of one write."""
     topic: str | None
-    producer_config: Mapping[str, str]  # kafka.* without the prefix, sink defaults applied
+    # kafka.* without the prefix, sink defaults applied; repr=False: it may hold SASL secrets
+    producer_config: Mapping[str, str] = field(repr=False)
     write_batch_headers: bool = False
 
     @property

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from broker.client.sasl import define_security_keys
 from broker.config import (
     BOOLEAN,
     INT,
@@ -60,7 +61,7 @@ def _callable_or_none(key: str, value: Any) -> None:
 
 
 PRODUCER_CONFIG_DEF = (
-    ConfigDef()
+    define_security_keys(ConfigDef())
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header; names the network thread.")
     .define("acks", STRING, "all", "all (-1), 1 or 0.", _acks)
