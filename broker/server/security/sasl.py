@@ -31,9 +31,9 @@ Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a session la
 long; SaslAuthenticate v1+ tells the client (``session_lifetime_ms``); a request arriving
 after the session expired closes the connection (also for v0 clients, which cannot
 re-authenticate). A failed authentication is answered after
-``connection.failed.authentication.delay.ms`` (the connection's own thread sleeps: no
-other connection waits) and logged at INFO with the peer address and the reason, never a
-password or token.
+``connection.failed.authentication.delay.ms`` after the answer (the connection's own
+thread sleeps: no other connection waits; clients read the answer before the close),
+and logged at INFO with the peer address and the reason, never a password or token.
 
 Thread-safety: ``SaslGate`` is immutable after construction and called on connection
 threads; a ``ServerAuthenticator`` belongs to its connection's thread.
@@ -271,8 +271,7 @@ class ServerAuthenticator:
             if complete:
                 self._complete(conn)
         except SaslAuthenticationFailed as exc:
-            self._failed(conn, str(exc))
-            conn.send(encode_response(header, SaslAuthenticateResponse(
+            self._failed(conn, str(exc), encode_response(header, SaslAuthenticateResponse(
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"",
                 session_lifetime_ms=0)))
             return CLOSE_CONNECTION
@@ -286,7 +285,7 @@ class ServerAuthenticator:
             if self.server.complete:
                 self._complete(conn)
         except SaslAuthenticationFailed as exc:
-            self._failed(conn, str(exc))
+            self._failed(conn, str(exc), None)
             return CLOSE_CONNECTION
         return [struct.pack(">i", len(challenge)), challenge]
 
@@ -305,9 +304,14 @@ class ServerAuthenticator:
                                            "authenticated" if first else "re-authenticated", principal,
                                            self.mechanism)
 
-    def _failed(self, conn: Any, reason: str) -> None:
+    def _failed(self, conn: Any, reason: str, response: list | None) -> None:
+        """Log, send ``response`` (the error, when the flow has one), then wait
+        ``connection.failed.authentication.delay.ms`` before the caller closes: the client
+        reads the answer before the close, as Kafka delays the close, not the answer."""
         log.info("Failed authentication with %s (channelId=%s) (%s) on listener %s with SASL mechanism %s",
                  _peer(conn), conn.id, reason, self.listener.name, self.mechanism)
         self.server = None
+        if response is not None:
+            conn.send(response)
         if self.gate.failed_delay_s > 0:
             time.sleep(self.gate.failed_delay_s)  # this connection's thread only

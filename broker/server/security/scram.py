@@ -14,7 +14,8 @@ Two rounds:
 
 An unknown user fails like a wrong password, but only at the second round: the first
 answer uses a fake salt derived from the user name (so the exchange does not reveal which
-users exist). Every failure raises ``SaslAuthenticationFailed`` with Kafka's message.
+users exist); both get Kafka's "Authentication failed during authentication due to invalid
+credentials with SASL mechanism M". Every failure raises ``SaslAuthenticationFailed``.
 
 Thread-safety: one instance per authentication, used by its connection's thread.
 """
@@ -46,6 +47,10 @@ TOKEN_AUTH = "tokenauth"
 _FAKE_SALT_SECRET = hashlib.sha256(nonce().encode()).digest()  # per process
 
 
+class _InvalidCredentials(ScramError):
+    """Unknown user or wrong proof: one message for both (Kafka's)."""
+
+
 class ScramServer:
     def __init__(self, mechanism_name: str, store: CredentialStore) -> None:
         self.mechanism = mechanism_name
@@ -67,6 +72,10 @@ class ScramServer:
                 return self._client_first(token)
             if self._state == "final":
                 return self._client_final(token)
+        except _InvalidCredentials:
+            self._state = "failed"
+            raise SaslAuthenticationFailed("Authentication failed during authentication due to invalid credentials "
+                                           f"with SASL mechanism {self.mechanism}") from None
         except ScramError as exc:
             self._state = "failed"
             raise SaslAuthenticationFailed(f"Authentication failed: {exc}") from None
@@ -100,11 +109,14 @@ class ScramServer:
             raise ScramError("Invalid nonce")
         cred = self._credential
         if cred is None:
-            raise ScramError("Invalid user credentials")
+            raise _InvalidCredentials("unknown user")
         message = auth_message(self._first.bare, self._server_first, final.without_proof)
-        client_key = recover_client_key(self._mech, cred.stored_key, message, final.proof)
+        try:
+            client_key = recover_client_key(self._mech, cred.stored_key, message, final.proof)
+        except ScramError:
+            raise _InvalidCredentials("bad proof length") from None
         if not hmac.compare_digest(stored_key(self._mech, client_key), cred.stored_key):
-            raise ScramError("Invalid client credentials")
+            raise _InvalidCredentials("wrong proof")
         self._state = "done"
         self.authorization_id = self._first.username
         self.complete = True
