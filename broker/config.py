@@ -232,7 +232,7 @@ SERVER_CONFIG_DEF = (
     # (listener.name.<listener>.<mechanism>.sasl.jaas.config) are read by prefix.
     .define("sasl.enabled.mechanisms", LIST, ["GSSAPI"],
             "The SASL mechanisms enabled on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
-            "are implemented).")
+            "and OAUTHBEARER with unsecured JWTs are implemented).")
     .define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
             "Accepted for compatibility (a single node has no inter-broker traffic).")
     .define("sasl.jaas.config", PASSWORD, None,

@@ -772,3 +772,66 @@ def test_client_settings_and_secrets_stay_hidden():
     assert read.kafka_params["sasl.jaas.config"] == jaas and "top-secret-1" not in repr(read)
     write = parse_write_options({**spark, "topic": "t"})
     assert write.producer_config["sasl.jaas.config"] == jaas and "top-secret-1" not in repr(write)
+
+
+# --- OAUTHBEARER (unsecured JWT validator) -----------------------------------------------
+
+def _jws(claims: dict, alg: str = "none", signature: str = "") -> str:
+    def part(obj: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+    return f"{part({'alg': alg})}.{part(claims)}.{signature}"
+
+
+def _oauth_message(token: str, authzid: str = "") -> bytes:
+    return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def test_oauthbearer_unsecured_validator():
+    import time
+
+    from broker.server.security.oauthbearer import OAuthBearerServer
+
+    now = time.time()
+    good = {"sub": "carol", "iat": now - 5, "exp": now + 60, "scope": "kafka write"}
+    server = OAuthBearerServer({"unsecuredValidatorRequiredScope": "kafka"})
+    assert server.evaluate(_oauth_message(_jws(good))) == b"" and server.authorization_id == "carol"
+    assert abs(server.credential_expiry_ms - (now + 60) * 1000) < 1000
+    for claims, alg, sig in [({**good, "exp": now - 10}, "none", ""),      # expired
+                             ({**good, "iat": now + 600}, "none", ""),     # issued in the future
+                             ({k: v for k, v in good.items() if k != "sub"}, "none", ""),
+                             ({**good, "scope": "other"}, "none", ""),      # lacks the required scope
+                             (good, "RS256", "c2ln")]:                      # signed: needs a JWKS validator
+        s = OAuthBearerServer({"unsecuredValidatorRequiredScope": "kafka"})
+        assert json.loads(s.evaluate(_oauth_message(_jws(claims, alg, sig)))) == {"status": "invalid_token"}
+        with pytest.raises(SaslAuthenticationFailed):
+            s.evaluate(b"\x01")
+    for bad in (b"", b"n,,auth=Bearer x", b"n,,\x01auth=Basic abc\x01\x01", b"\xff", _oauth_message("a.b"),
+                _oauth_message(_jws(good), authzid="mallory")):
+        s = OAuthBearerServer({})
+        with pytest.raises(SaslAuthenticationFailed):
+            if s.evaluate(bad).startswith(b"{"):
+                s.evaluate(b"\x01")
+
+
+def test_confluent_kafka_oauthbearer_unsecured_jwt(broker_factory):
+    from confluent_kafka import KafkaError, Producer
+
+    broker = broker_factory({
+        **SASL_OVERRIDES, "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredValidatorRequiredScope="kafka";'})
+    base = {"bootstrap.servers": _bootstrap(broker), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True}
+    p = Producer({**base, "sasl.oauthbearer.config": "principal=carol scope=kafka"})
+    p.produce(unique("oauth"), b"x")
+    assert p.flush(30) == 0
+    errors = []
+    p = Producer({**base, "sasl.oauthbearer.config": "principal=carol scope=other", "error_cb": errors.append})
+    p.produce(unique("oauth"), b"x")
+    for _ in range(30):
+        p.poll(0.5)
+        if errors:
+            break
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION and "required scope" in errors[0].str()
+    p.purge()

@@ -7,6 +7,7 @@ Modules:
                     SaslAuthenticate v0-2, legacy raw tokens, KIP-368 re-authentication)
     plain.py        PLAIN (RFC 4616) server mechanism
     scram.py        SCRAM-SHA-256/512 (RFC 5802/7677) server mechanism
+    oauthbearer.py  OAUTHBEARER (RFC 7628) with Kafka's unsecured JWT validator
     credentials.py  the durable SCRAM credential store (kafkalog-scram-credentials.json)
     jaas.py         listener security protocols, enabled mechanisms and JAAS lookups
     errors.py       SaslAuthenticationFailed

@@ -15,7 +15,8 @@ Owns the broker-side resolution (the JAAS grammar itself is ``broker.config.pars
   (Kafka's lookup order; the KafkaServer section of a JAAS file is not read). PLAIN needs
   one (its ``user_<name>="<password>"`` options are the users, as Kafka's
   ``PlainServerCallbackHandler`` reads them); SCRAM does not (its users are in the
-  credential store; the module's username/password would be for inter-broker traffic).
+  credential store; the module's username/password would be for inter-broker traffic);
+  OAUTHBEARER reads the unsecured validator's options from its line (``oauthbearer_options``).
 
 Thread-safety: pure functions of an immutable config.
 """
@@ -32,7 +33,8 @@ PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT",
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 SASL_PROTOCOLS = (SASL_PLAINTEXT, SASL_SSL)
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+OAUTHBEARER = "OAUTHBEARER"
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 PROTOCOL_MAP_KEY = "listener.security.protocol.map"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -40,6 +42,8 @@ SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 def listener_security_protocols(config: Mapping[str, Any], listeners: list[str]) -> dict[str, str]:
     raw = config.get(PROTOCOL_MAP_KEY)
+    if isinstance(raw, Mapping):
+        raw = [f"{k}:{v}" for k, v in raw.items()]
     items = raw if isinstance(raw, (list, tuple)) else [p for p in str(raw or "").split(",") if p.strip()]
     mapping: dict[str, str] = {}
     for item in items:
@@ -86,6 +90,13 @@ def jaas_entry(config: Mapping[str, Any], listener: str, mechanism: str) -> Jaas
                 raise ConfigError(key, "[hidden]", "must contain exactly one login module")
             return entries[0]
     return None
+
+
+def oauthbearer_options(config: Mapping[str, Any], listener: str) -> dict[str, str]:
+    """The unsecured validator's options (unsecuredValidator*) of the listener's
+    OAuthBearerLoginModule line; none when there is no JAAS line."""
+    entry = jaas_entry(config, listener, OAUTHBEARER)
+    return dict(entry.options) if entry is not None else {}
 
 
 def plain_users(config: Mapping[str, Any], listener: str) -> dict[str, str]:

@@ -27,8 +27,11 @@ authenticated):
         AUTHENTICATED again with a new session, same principal (a different one: close)
         --SaslAuthenticate without a handshake--> ILLEGAL_SASL_STATE
 
+Mechanisms: PLAIN (``plain.py``), SCRAM-SHA-256/512 (``scram.py``), OAUTHBEARER with the
+unsecured JWT validator (``oauthbearer.py``).
+
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a session lasts that
-long; SaslAuthenticate v1+ tells the client (``session_lifetime_ms``); a request arriving
+long (an OAUTHBEARER session no longer than its token); SaslAuthenticate v1+ tells the client (``session_lifetime_ms``); a request arriving
 after the session expired closes the connection (also for v0 clients, which cannot
 re-authenticate). A failed authentication is answered after
 ``connection.failed.authentication.delay.ms`` after the answer (the connection's own
@@ -56,12 +59,15 @@ from broker.server.handlers import CLOSE_CONNECTION
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.errors import SaslAuthenticationFailed
 from broker.server.security.jaas import (
+    OAUTHBEARER,
     PLAIN,
     SASL_PROTOCOLS,
     enabled_mechanisms,
     listener_security_protocols,
+    oauthbearer_options,
     plain_users,
 )
+from broker.server.security.oauthbearer import OAuthBearerServer
 from broker.server.security.plain import PlainServer
 from broker.server.security.scram import ScramServer
 
@@ -90,10 +96,12 @@ def _api_key(frame: memoryview) -> int:
 class ListenerSasl:
     """What one SASL listener accepts: its mechanisms and, for PLAIN, its users."""
 
-    def __init__(self, name: str, mechanisms: list[str], plain: dict[str, str] | None) -> None:
+    def __init__(self, name: str, mechanisms: list[str], plain: dict[str, str] | None,
+                 oauthbearer: dict[str, str] | None = None) -> None:
         self.name = name
         self.mechanisms = mechanisms
         self.plain_users = plain or {}
+        self.oauthbearer_options = oauthbearer or {}
 
 
 class SaslGate:
@@ -110,7 +118,8 @@ class SaslGate:
             if protocol in SASL_PROTOCOLS:
                 mechanisms = enabled_mechanisms(config, name)
                 users = plain_users(config, name) if PLAIN in mechanisms else None
-                self.listeners[name] = ListenerSasl(name, mechanisms, users)
+                oauth = oauthbearer_options(config, name) if OAUTHBEARER in mechanisms else None
+                self.listeners[name] = ListenerSasl(name, mechanisms, users, oauth)
         self.reauth_ms = int(config.get("connections.max.reauth.ms") or 0)
         self.max_receive_size = int(config.get("sasl.server.max.receive.size") or 524288)
         self.failed_delay_s = int(config.get("connection.failed.authentication.delay.ms") or 0) / 1000.0
@@ -253,6 +262,8 @@ class ServerAuthenticator:
         self.mechanism = mechanism
         if mechanism == PLAIN:
             self.server = PlainServer(self.listener.plain_users)
+        elif mechanism == OAUTHBEARER:
+            self.server = OAuthBearerServer(self.listener.oauthbearer_options)
         else:
             self.server = ScramServer(mechanism, self.gate.store)
         if reauth:
@@ -268,14 +279,14 @@ class ServerAuthenticator:
         try:
             challenge = self.server.evaluate(bytes(body.auth_bytes))
             complete = self.server.complete
+            lifetime = self._session_lifetime_ms() if complete else 0
             if complete:
-                self._complete(conn)
+                self._complete(conn, lifetime)
         except SaslAuthenticationFailed as exc:
             self._failed(conn, str(exc), encode_response(header, SaslAuthenticateResponse(
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"",
                 session_lifetime_ms=0)))
             return CLOSE_CONNECTION
-        lifetime = self.gate.reauth_ms if complete else 0
         return encode_response(header, SaslAuthenticateResponse(
             error_code=ErrorCode.NONE, error_message=None, auth_bytes=challenge, session_lifetime_ms=lifetime))
 
@@ -283,13 +294,22 @@ class ServerAuthenticator:
         try:
             challenge = self.server.evaluate(bytes(frame))
             if self.server.complete:
-                self._complete(conn)
+                self._complete(conn, self._session_lifetime_ms())
         except SaslAuthenticationFailed as exc:
             self._failed(conn, str(exc), None)
             return CLOSE_CONNECTION
         return [struct.pack(">i", len(challenge)), challenge]
 
-    def _complete(self, conn: Any) -> None:
+    def _session_lifetime_ms(self) -> int:
+        """connections.max.reauth.ms, shortened to the credential's expiry (an OAUTHBEARER
+        token's exp) as Kafka does; 0 (no limit) when connections.max.reauth.ms is 0."""
+        lifetime = self.gate.reauth_ms
+        expiry = getattr(self.server, "credential_expiry_ms", None)
+        if lifetime > 0 and expiry is not None:
+            lifetime = max(1, min(lifetime, int(expiry - time.time() * 1000)))
+        return lifetime
+
+    def _complete(self, conn: Any, lifetime_ms: int) -> None:
         principal = f"User:{self.server.authorization_id}"
         if self.state == REAUTHENTICATE and principal != self.principal:
             raise SaslAuthenticationFailed("Cannot change principals during re-authentication from "
@@ -299,7 +319,7 @@ class ServerAuthenticator:
         conn.principal = principal
         self.state = AUTHENTICATED
         self.server = None
-        self.session_expiry = time.monotonic() + self.gate.reauth_ms / 1000.0 if self.gate.reauth_ms > 0 else 0.0
+        self.session_expiry = time.monotonic() + lifetime_ms / 1000.0 if lifetime_ms > 0 else 0.0
         (log.debug if first else log.info)("connection %s (%s) %s as %s with %s", conn.id, _peer(conn),
                                            "authenticated" if first else "re-authenticated", principal,
                                            self.mechanism)
