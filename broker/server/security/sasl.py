@@ -31,12 +31,13 @@ Mechanisms: PLAIN (``plain.py``), SCRAM-SHA-256/512 (``scram.py``), OAUTHBEARER 
 unsecured JWT validator (``oauthbearer.py``).
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a session lasts that
-long (an OAUTHBEARER session no longer than its token); SaslAuthenticate v1+ tells the client (``session_lifetime_ms``); a request arriving
-after the session expired closes the connection (also for v0 clients, which cannot
-re-authenticate). A failed authentication is answered after
-``connection.failed.authentication.delay.ms`` after the answer (the connection's own
-thread sleeps: no other connection waits; clients read the answer before the close),
-and logged at INFO with the peer address and the reason, never a password or token.
+long (an OAUTHBEARER session no longer than its token); SaslAuthenticate v1+ tells the
+client (``session_lifetime_ms``); a request arriving after the session expired closes the
+connection (also for v0 clients, which cannot re-authenticate). A failed authentication is
+answered at once and the connection closed ``connection.failed.authentication.delay.ms``
+later (the connection's own thread sleeps: no other connection waits; clients read the
+answer before the close, as Kafka delays the close), and logged at INFO with the peer
+address and the reason, never a password or token.
 
 Thread-safety: ``SaslGate`` is immutable after construction and called on connection
 threads; a ``ServerAuthenticator`` belongs to its connection's thread.
