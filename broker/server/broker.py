@@ -173,7 +173,8 @@ class KafkaBroker:
                 queued_max_requests=config["queued.max.requests"],
                 send_buffer_bytes=config["socket.send.buffer.bytes"],
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
-                connections_max_idle_ms=config["connections.max.idle.ms"])
+                connections_max_idle_ms=config["connections.max.idle.ms"],
+                initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None)
             self.socket_server.startup()
         except BaseException:
             self.shutdown()

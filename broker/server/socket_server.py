@@ -14,7 +14,9 @@ before taking the next. So:
   often yields several frames, served without another system call;
 * memory per connection is bounded by one receive chunk plus one partial frame: a size
   prefix above ``socket.request.max.bytes`` or negative closes the connection as soon as
-  its 4 bytes arrive, before anything is allocated for the frame (F1); a frame is only
+  its 4 bytes arrive, before anything is allocated for the frame (F1) (a listener in
+  ``initial_frame_limits``, i.e. SASL before authentication, starts with a lower limit on
+  ``Connection.decoder`` that the SASL gate raises once the client is authenticated); a frame is only
   ever as large as the bytes actually received, and while a request is being served
   nothing more is read, so TCP back-pressure reaches a client that sends too fast.
   ``queued.max.requests`` is accepted for compatibility; no queue exists to bound;
@@ -118,6 +120,7 @@ class Connection:
                    f"{self.peer_address[0]}:{self.peer_address[1]}-{number}")
         self.seen_apis: set[tuple[int, int]] = set()
         self.client_software: tuple[str, str] | None = None
+        self.decoder: FrameDecoder | None = None  # set by the connection's thread (SASL widens its limit)
         self._closing = False
         self._thread = threading.Thread(target=self._run, name=f"kafka-connection-{number}", daemon=True)
 
@@ -159,7 +162,9 @@ class Connection:
         server = self.server
         handler = server.handler
         sock = self.sock
-        decoder = FrameDecoder(server.max_request_bytes)
+        # Frame limit: socket.request.max.bytes, or the listener's initial_frame_limits entry
+        # (SASL listeners: sasl.server.max.receive.size until the SASL gate widens it).
+        decoder = self.decoder = FrameDecoder(server.initial_frame_limits.get(self.listener, server.max_request_bytes))
         idle_ms = server.connections_max_idle_ms
         large: memoryview | None = None  # receive buffer for large frames, made on first need
         while not self._closing:
@@ -267,7 +272,8 @@ class SocketServer:
     def __init__(self, listeners: list[Listener], handler: Callable[[Connection, memoryview], Any], *,
                  max_request_bytes: int = 104857600, queued_max_requests: int = 500,
                  send_buffer_bytes: int = 102400, receive_buffer_bytes: int = 102400,
-                 connections_max_idle_ms: int = 600000) -> None:
+                 connections_max_idle_ms: int = 600000,
+                 initial_frame_limits: dict[str, int] | None = None) -> None:
         if not listeners:
             raise ValueError("at least one listener is needed")
         self.listeners = listeners
@@ -277,6 +283,7 @@ class SocketServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
+        self.initial_frame_limits = dict(initial_frame_limits or {})  # listener -> bytes, before auth
         self._sockets: dict[str, socket.socket] = {}
         self._bound: dict[str, tuple[str, int]] = {}
         self._acceptors: list[threading.Thread] = []

@@ -9,9 +9,10 @@ The hook: when a listener's security protocol is SASL_PLAINTEXT or SASL_SSL,
 on other listeners go straight to ``KafkaApis`` except SaslHandshake / SaslAuthenticate,
 answered ILLEGAL_SASL_STATE as Kafka's ``KafkaApis`` answers them there.
 
-States of a SASL connection (frames are whole; the socket server bounds their size by
-``socket.request.max.bytes``, the gate by ``sasl.server.max.receive.size`` until
-authenticated):
+States of a SASL connection (frames are whole; until authenticated the socket server's
+decoder refuses a size prefix above ``sasl.server.max.receive.size``, the gate's
+``initial_frame_limits``, before reading the frame; ``_complete`` widens it to
+``socket.request.max.bytes``):
 
     HANDSHAKE_OR_VERSIONS --ApiVersions--> (same; answered by KafkaApis, retries allowed)
         --SaslHandshake v1, mechanism enabled--> AUTHENTICATE
@@ -123,6 +124,7 @@ class SaslGate:
                 self.listeners[name] = ListenerSasl(name, mechanisms, users, oauth)
         self.reauth_ms = int(config.get("connections.max.reauth.ms") or 0)
         self.max_receive_size = int(config.get("sasl.server.max.receive.size") or 524288)
+        self.max_request_bytes = int(config.get("socket.request.max.bytes") or 104857600)
         self.failed_delay_s = int(config.get("connection.failed.authentication.delay.ms") or 0) / 1000.0
 
     def wrap(self, handler: Callable[[Any, memoryview], Any],
@@ -131,6 +133,11 @@ class SaslGate:
         self._handler = handler
         self.store = store
         return self.handle
+
+    def initial_frame_limits(self) -> dict[str, int]:
+        """listener -> largest frame before authentication (the socket server's decoder
+        refuses a bigger size prefix as soon as its 4 bytes arrive)."""
+        return {name: min(self.max_receive_size, self.max_request_bytes) for name in self.listeners}
 
     @property
     def enabled(self) -> bool:
@@ -318,6 +325,9 @@ class ServerAuthenticator:
         first = self.principal is None
         self.principal = principal
         conn.principal = principal
+        decoder = getattr(conn, "decoder", None)
+        if decoder is not None:  # authenticated: frames up to socket.request.max.bytes
+            decoder.max_frame_bytes = self.gate.max_request_bytes
         self.state = AUTHENTICATED
         self.server = None
         self.session_expiry = time.monotonic() + lifetime_ms / 1000.0 if lifetime_ms > 0 else 0.0
