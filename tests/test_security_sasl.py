@@ -826,14 +826,17 @@ def test_oauthbearer_unsecured_validator():
                 s.evaluate(b"\x01")
 
 
+OAUTH_OVERRIDES = {
+    **SASL_OVERRIDES, "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredValidatorRequiredScope="kafka";'}
+
+
 def test_confluent_kafka_oauthbearer_unsecured_jwt(broker_factory):
     from confluent_kafka import KafkaError, Producer
 
-    broker = broker_factory({
-        **SASL_OVERRIDES, "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
-        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-            'unsecuredValidatorRequiredScope="kafka";'})
+    broker = broker_factory(OAUTH_OVERRIDES)
     base = {"bootstrap.servers": _bootstrap(broker), "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True}
     p = Producer({**base, "sasl.oauthbearer.config": "principal=carol scope=kafka"})
@@ -848,3 +851,63 @@ def test_confluent_kafka_oauthbearer_unsecured_jwt(broker_factory):
             break
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION and "required scope" in errors[0].str()
     p.purge()
+
+
+def test_our_client_oauthbearer_unsecured_jwt_and_token_endpoint(broker_factory):
+    import http.server
+    import threading
+    import time
+
+    from broker.client.admin import AdminClient
+    from broker.client.producer import KafkaProducer
+    from broker.client.sasl import SaslAuthenticationError
+
+    broker = broker_factory(OAUTH_OVERRIDES)
+    module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+    base = {"bootstrap.servers": _bootstrap(broker), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER"}
+    unsecured = {**base, "sasl.jaas.config": f'{module} unsecuredLoginStringClaim_sub="dave" '
+                                             'unsecuredLoginListClaim_scope=",kafka,read";'}
+    with KafkaProducer(unsecured) as producer:
+        assert producer.send(unique("oauth-own"), b"x").get(30).offset == 0
+    no_scope = {**base, "sasl.jaas.config": f'{module} unsecuredLoginStringClaim_sub="dave";'}
+    with AdminClient(no_scope) as admin, pytest.raises(SaslAuthenticationError, match="required scope"):
+        admin.list_topics()
+
+    requests = []
+
+    class TokenEndpoint(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            requests.append((self.headers["Authorization"], body))
+            if self.headers["Authorization"] != "Basic " + base64.b64encode(b"spark-app:app-secret").decode():
+                self.send_response(401)
+                self.end_headers()
+                return
+            now = time.time()
+            token = _jws({"sub": "spark-app", "iat": now, "exp": now + 300, "scope": "kafka"})
+            data = json.dumps({"access_token": token, "token_type": "bearer", "expires_in": 300}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TokenEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/token"
+        creds = {**base, "sasl.oauthbearer.token.endpoint.url": url,
+                 "sasl.jaas.config": f'{module} clientId="spark-app" clientSecret="app-secret" scope="kafka";'}
+        with AdminClient(creds) as admin:
+            admin.list_topics()
+        assert requests[0][1] == "grant_type=client_credentials&scope=kafka"
+        wrong = {**creds, "sasl.jaas.config": f'{module} clientId="spark-app" clientSecret="nope-secret";'}
+        with AdminClient(wrong) as admin, pytest.raises(SaslAuthenticationError, match="HTTP 401") as info:
+            admin.list_topics()
+        assert "nope-secret" not in str(info.value)
+    finally:
+        server.shutdown()

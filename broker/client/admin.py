@@ -135,7 +135,7 @@ _DRIVER_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms", "default
                 "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
                 "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes",
                 "metadata.max.age.ms", "security.protocol", "sasl.mechanism", "sasl.jaas.config",
-                "sasl.username", "sasl.password")
+                "sasl.username", "sasl.password", "sasl.oauthbearer.token.endpoint.url")
 
 # Highest versions this client builds; the broker's range decides (non-flexible and flexible
 # bodies are encoded alike by broker.protocol).

@@ -16,6 +16,7 @@ Owns the exception hierarchy a client user sees, named after Kafka's client exce
                                     in flight (retriable)
       RequestTimedOutError          request.timeout.ms passed without a response (retriable)
       UnsupportedVersionError       the broker does not support an API version we need
+      SaslAuthenticationError       SASL authentication failed (not retriable)
       DataLossError                 records a reader was asked for are gone (retention,
                                     DeleteRecords, a truncated log, a deleted topic);
                                     names the partition and the lost offsets
@@ -139,3 +140,14 @@ _BY_CODE: dict[int, type[KafkaError]] = {
     ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
     ErrorCode.REQUEST_TIMED_OUT: KafkaError,
 }
+
+
+class SaslAuthenticationError(KafkaError):
+    """SASL authentication failed (Kafka's ``SaslAuthenticationException``): not retriable.
+    Raised by ``broker.client.sasl`` / ``oauthbearer``; the producer, consumer and admin
+    client surface it. The message is the broker's (never a password)."""
+
+    retriable = False
+
+    def __init__(self, message: str = "", code: int = ErrorCode.SASL_AUTHENTICATION_FAILED) -> None:
+        super().__init__(message, code, retriable=False)

@@ -6,19 +6,22 @@ Owns:
 
 * ``SaslSettings.from_config(cfg)``: ``security.protocol`` (PLAINTEXT, SASL_PLAINTEXT;
   SSL and SASL_SSL once the TLS side wraps the socket before this state),
-  ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), credentials from
+  ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), credentials from
   ``sasl.jaas.config`` (Kafka's JAAS line: PlainLoginModule / ScramLoginModule with
   ``username`` and ``password`` options) or the ``sasl.username`` / ``sasl.password``
-  convenience keys (these win). ``repr`` never shows the password; configuration errors
+  convenience keys (these win); OAUTHBEARER tokens come from ``broker.client.oauthbearer``
+  (a token endpoint, or an unsecured JWT for development). ``repr`` never shows the password; configuration errors
   name the key, never the value.
 * ``SaslClientAuthenticator``: SaslHandshake v1 with the mechanism, then SaslAuthenticate
   (the highest version both sides have, up to 2) carrying the mechanism's tokens: PLAIN
-  sends ``NUL user NUL password`` once; SCRAM sends client-first, then client-final
+  sends ``NUL user NUL password`` once; OAUTHBEARER sends ``n,,^Aauth=Bearer <token>^A^A``
+  (an error challenge is acknowledged with ``^A``, then the broker's error is raised); SCRAM
+  sends client-first, then client-final
   (proof), and checks the server signature of the server-final message (a broker that
   cannot prove it knows the credential fails the authentication too). The result is
   ``session_lifetime_ms`` (KIP-368; 0 when the broker gives none): the network client
   re-authenticates over the same connection at 85-95% of it (random, as Kafka's clients).
-* ``SaslAuthenticationError`` (non-retriable ``KafkaError``, code
+* raises ``SaslAuthenticationError`` (``broker.client.errors``; non-retriable, code
   SASL_AUTHENTICATION_FAILED, or UNSUPPORTED_SASL_MECHANISM / ILLEGAL_SASL_STATE): the
   broker's message, never the password.
 
@@ -31,7 +34,8 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from broker.client.errors import KafkaError
+from broker.client.errors import SaslAuthenticationError
+from broker.client.oauthbearer import TokenProvider
 from broker.config import PASSWORD, STRING, ConfigDef, ConfigError, one_of, parse_jaas_config
 from broker.protocol import ApiKey, ErrorCode, request_schema
 from broker.protocol.scram import MAX_ITERATIONS as SCRAM_MAX_ITERATIONS
@@ -53,11 +57,13 @@ from broker.protocol.scram import (
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, OAUTHBEARER)
 LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    OAUTHBEARER: "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
 SASL_AUTHENTICATE_MAX_VERSION = 2
 
@@ -73,28 +79,24 @@ def define_security_keys(config_def: ConfigDef) -> ConfigDef:
             .define("sasl.jaas.config", PASSWORD, None,
                     "JAAS login module line (PlainLoginModule / ScramLoginModule with username, password).")
             .define("sasl.username", STRING, None, "Convenience: the SASL user (wins over the JAAS line).")
-            .define("sasl.password", PASSWORD, None, "Convenience: the SASL password (wins over the JAAS line)."))
-
-
-class SaslAuthenticationError(KafkaError):
-    """Authentication failed (Kafka's ``SaslAuthenticationException``): not retriable."""
-
-    retriable = False
-
-    def __init__(self, message: str = "", code: int = ErrorCode.SASL_AUTHENTICATION_FAILED) -> None:
-        super().__init__(message, code, retriable=False)
+            .define("sasl.password", PASSWORD, None, "Convenience: the SASL password (wins over the JAAS line).")
+            .define("sasl.oauthbearer.token.endpoint.url", STRING, None,
+                    "OAUTHBEARER: the OAuth token endpoint (client credentials: clientId / clientSecret "
+                    "[/ scope] options of the JAAS line)."))
 
 
 class SaslSettings:
     """security.protocol and the SASL keys of a client config (see the module docstring)."""
 
-    __slots__ = ("security_protocol", "mechanism", "username", "_password")
+    __slots__ = ("security_protocol", "mechanism", "username", "_password", "oauth")
 
-    def __init__(self, security_protocol: str, mechanism: str, username: str, password: str) -> None:
+    def __init__(self, security_protocol: str, mechanism: str, username: str, password: str,
+                 oauth: Any = None) -> None:
         self.security_protocol = security_protocol
         self.mechanism = mechanism
         self.username = username
         self._password = password
+        self.oauth = oauth  # broker.client.oauthbearer.TokenProvider for OAUTHBEARER
 
     @property
     def password(self) -> str:
@@ -118,6 +120,8 @@ class SaslSettings:
         username = cfg.get("sasl.username")
         password = cfg.get("sasl.password")
         jaas = cfg.get("sasl.jaas.config")
+        if mech == OAUTHBEARER:
+            return cls(protocol, mech, "", "", TokenProvider.from_config(cfg))
         if jaas and (username is None or password is None):
             entries = parse_jaas_config("sasl.jaas.config", str(jaas))
             if len(entries) != 1:
@@ -159,6 +163,7 @@ class SaslClientAuthenticator:
         self._bare = ""
         self._server_first = ""
         self._expected_signature = b""
+        self._oauth_error = False
 
     def next_request(self) -> tuple[int, int, Any] | None:
         if self._step == "handshake":
@@ -187,6 +192,12 @@ class SaslClientAuthenticator:
             message = body.error_message or ErrorCode(body.error_code).name
             raise SaslAuthenticationError(message, body.error_code)
         token = bytes(body.auth_bytes)
+        if self.settings.mechanism == OAUTHBEARER and token:  # RFC 7628 error challenge: ack it
+            if self._oauth_error:
+                raise SaslAuthenticationError("OAUTHBEARER: unexpected second server challenge")
+            self._oauth_error = True
+            self._pending_token = b"\x01"
+            return
         if self._step == "first" and self._scram is not None:
             self._step = "final"
             self._pending_token = self._scram_final(token)
@@ -201,6 +212,8 @@ class SaslClientAuthenticator:
 
     def _first_token(self) -> bytes:
         s = self.settings
+        if s.mechanism == OAUTHBEARER:  # RFC 7628 client first message
+            return f"n,,\x01auth=Bearer {s.oauth.token()}\x01\x01".encode()
         if self._scram is None:  # PLAIN: authzid empty, authcid, password
             return b"\x00" + s.username.encode("utf-8") + b"\x00" + s.password.encode("utf-8")
         first, self._bare = ClientFirstMessage.build(s.username, self._nonce)
