@@ -911,3 +911,61 @@ def test_our_client_oauthbearer_unsecured_jwt_and_token_endpoint(broker_factory)
         assert "nope-secret" not in str(info.value)
     finally:
         server.shutdown()
+
+
+def _signed_jwt(private_key, claims: dict, kid: str = "k1") -> str:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    def part(obj: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+    signed = f"{part({'alg': 'RS256', 'kid': kid, 'typ': 'JWT'})}.{part(claims)}"
+    signature = private_key.sign(signed.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signed}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+
+
+def test_oauthbearer_jwks_validator_with_signed_tokens(broker_factory, tmp_path):
+    import time
+
+    pytest.importorskip("cryptography")
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from broker.client.admin import AdminClient
+    from broker.client.sasl import SaslAuthenticationError
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    numbers = key.public_key().public_numbers()
+
+    def b64int(n: int) -> str:
+        return base64.urlsafe_b64encode(n.to_bytes((n.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "alg": "RS256", "use": "sig",
+                                          "n": b64int(numbers.n), "e": b64int(numbers.e)}]}))
+    broker = broker_factory({
+        **SASL_OVERRIDES, "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+        "sasl.oauthbearer.expected.audience": "kafka-cluster",
+        "sasl.oauthbearer.expected.issuer": "https://issuer.example"})
+    now = time.time()
+    good = {"sub": "erin", "iss": "https://issuer.example", "aud": ["kafka-cluster"], "iat": now, "exp": now + 300}
+    token_file = tmp_path / "token"
+    conf = {"bootstrap.servers": _bootstrap(broker), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"}
+    token_file.write_text(_signed_jwt(key, good))
+    with AdminClient(conf) as admin:
+        admin.list_topics()
+    for claims, signer, reason in [(good, other, "signature"), ({**good, "aud": "elsewhere"}, key, "audience"),
+                                   ({**good, "iss": "https://evil"}, key, "issuer"),
+                                   ({**good, "exp": now - 600}, key, "expired")]:
+        token_file.write_text(_signed_jwt(signer, claims))
+        with AdminClient(conf) as admin, pytest.raises(SaslAuthenticationError, match=reason):
+            admin.list_topics()
+    token_file.write_text(_jws(good))  # unsecured tokens are refused by the JWKS validator
+    with AdminClient(conf) as admin, pytest.raises(SaslAuthenticationError, match="signed JWT"):
+        admin.list_topics()

@@ -8,6 +8,7 @@ Modules:
     plain.py        PLAIN (RFC 4616) server mechanism
     scram.py        SCRAM-SHA-256/512 (RFC 5802/7677) server mechanism
     oauthbearer.py  OAUTHBEARER (RFC 7628) with Kafka's unsecured JWT validator
+    jwks.py         OAUTHBEARER's signed-JWT validator against a JWKS (KIP-768)
     credentials.py  the durable SCRAM credential store (kafkalog-scram-credentials.json)
     jaas.py         listener security protocols, enabled mechanisms and JAAS lookups
     errors.py       SaslAuthenticationFailed

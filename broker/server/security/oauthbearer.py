@@ -1,7 +1,7 @@
 """The OAUTHBEARER mechanism's server side (RFC 7628, KIP-255) with Kafka's unsecured JWT
-validator (``OAuthBearerUnsecuredValidatorCallbackHandler``): tokens whose JOSE header says
-``"alg": "none"``, for development and tests. A JWKS (signed-token) validator is not
-implemented: a listener enabling OAUTHBEARER uses this validator.
+validator (``OAuthBearerUnsecuredValidatorCallbackHandler``: tokens whose JOSE header says
+``"alg": "none"``, for development and tests), or, when the listener has a JWKS endpoint,
+the signed-token validator of ``jwks.py`` (KIP-768).
 
 Client message: gs2 header (``n,,`` or ``n,a=<authzid>,``), then ``\\x01``-separated
 ``key=value`` pairs, ``auth=Bearer <token>`` among them (other keys are SASL extensions,
@@ -32,6 +32,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from broker.server.security.errors import SaslAuthenticationFailed
 
@@ -53,7 +54,8 @@ def _b64url_json(part: str, what: str) -> dict:
 class OAuthBearerServer:
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], validator: Any = None) -> None:
+        self._validator = validator  # jwks.JwksValidator, or None: the unsecured validator
         self._principal_claim = options.get("unsecuredValidatorPrincipalClaimName") or "sub"
         self._scope_claim = options.get("unsecuredValidatorScopeClaimName") or "scope"
         self._required_scope = [s for s in (options.get("unsecuredValidatorRequiredScope") or "").split(",") if s]
@@ -101,6 +103,8 @@ class OAuthBearerServer:
         return b""
 
     def _validate(self, jws: str) -> tuple[str, int]:
+        if self._validator is not None:
+            return self._validator.validate(jws)
         parts = jws.split(".")
         if len(parts) != 3 or parts[2]:
             raise ValueError("not an unsecured JWS (three parts, no signature)")

@@ -29,7 +29,7 @@ decoder refuses a size prefix above ``sasl.server.max.receive.size``, the gate's
         --SaslAuthenticate without a handshake--> ILLEGAL_SASL_STATE
 
 Mechanisms: PLAIN (``plain.py``), SCRAM-SHA-256/512 (``scram.py``), OAUTHBEARER with the
-unsecured JWT validator (``oauthbearer.py``).
+unsecured JWT validator (``oauthbearer.py``) or the JWKS validator (``jwks.py``).
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a session lasts that
 long (an OAUTHBEARER session no longer than its token); SaslAuthenticate v1+ tells the
@@ -69,6 +69,7 @@ from broker.server.security.jaas import (
     oauthbearer_options,
     plain_users,
 )
+from broker.server.security.jwks import jwks_validator
 from broker.server.security.oauthbearer import OAuthBearerServer
 from broker.server.security.plain import PlainServer
 from broker.server.security.scram import ScramServer
@@ -99,11 +100,12 @@ class ListenerSasl:
     """What one SASL listener accepts: its mechanisms and, for PLAIN, its users."""
 
     def __init__(self, name: str, mechanisms: list[str], plain: dict[str, str] | None,
-                 oauthbearer: dict[str, str] | None = None) -> None:
+                 oauthbearer: dict[str, str] | None = None, jwks: Any = None) -> None:
         self.name = name
         self.mechanisms = mechanisms
         self.plain_users = plain or {}
         self.oauthbearer_options = oauthbearer or {}
+        self.jwks = jwks  # jwks.JwksValidator (signed tokens), or None (unsecured tokens)
 
 
 class SaslGate:
@@ -121,7 +123,8 @@ class SaslGate:
                 mechanisms = enabled_mechanisms(config, name)
                 users = plain_users(config, name) if PLAIN in mechanisms else None
                 oauth = oauthbearer_options(config, name) if OAUTHBEARER in mechanisms else None
-                self.listeners[name] = ListenerSasl(name, mechanisms, users, oauth)
+                jwks = jwks_validator(config, name) if OAUTHBEARER in mechanisms else None
+                self.listeners[name] = ListenerSasl(name, mechanisms, users, oauth, jwks)
         self.reauth_ms = int(config.get("connections.max.reauth.ms") or 0)
         self.max_receive_size = int(config.get("sasl.server.max.receive.size") or 524288)
         self.max_request_bytes = int(config.get("socket.request.max.bytes") or 104857600)
@@ -271,7 +274,7 @@ class ServerAuthenticator:
         if mechanism == PLAIN:
             self.server = PlainServer(self.listener.plain_users)
         elif mechanism == OAUTHBEARER:
-            self.server = OAuthBearerServer(self.listener.oauthbearer_options)
+            self.server = OAuthBearerServer(self.listener.oauthbearer_options, self.listener.jwks)
         else:
             self.server = ScramServer(mechanism, self.gate.store)
         if reauth:
