@@ -306,10 +306,14 @@ def test_confluent_kafka_wrong_password_fails_with_an_authentication_error(sasl_
 
 
 @pytest.mark.kcat
-def test_kcat_plain(sasl_broker):
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kcat(sasl_broker, mech):
     topic = unique("kcat")
+    user, password = ("alice", "alice-secret") if mech == "PLAIN" else (unique("kcat-user"), "kcat-secret")
+    if mech != "PLAIN":
+        _ck_create_scram_user(sasl_broker, user, password, mechs=(mech,))
     args = ["kcat", "-b", _bootstrap(sasl_broker), "-X", "security.protocol=SASL_PLAINTEXT",
-            "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
+            "-X", f"sasl.mechanisms={mech}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
     subprocess.run(args + ["-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=60)
     out = subprocess.run(args + ["-C", "-t", topic, "-o", "beginning", "-e", "-q"], capture_output=True,
                          check=True, timeout=60)

@@ -9,7 +9,8 @@ Two rounds:
    is refused; the ``tokenauth`` extension (delegation tokens, KIP-48) is refused since
    this broker has none; other extensions are ignored, as Kafka ignores them.
 2. client-final-message -> server-final-message (``v`` = ServerSignature) after checking
-   the channel binding echo (base64 of the gs2 header), the combined nonce and the proof:
+   the channel binding echo (base64 of the gs2 header), the combined nonce (it must END
+   with it, Kafka's check, which old librdkafka relies on) and the proof:
    H(ClientProof XOR ClientSignature) must equal the stored key (constant-time compare).
 
 An unknown user fails like a wrong password, but only at the second round: the first
@@ -105,8 +106,10 @@ class ScramServer:
         assert self._first is not None
         if final.channel_binding != self._first.gs2_header.encode():
             raise ScramError("Invalid channel binding")
-        if final.nonce != self._nonce:
-            raise ScramError("Invalid nonce")
+        # Kafka checks endsWith, not equality: librdkafka <= 2.0 sends the client nonce twice
+        # (client nonce + the whole combined nonce); the proof covers what was sent.
+        if not final.nonce.endswith(self._nonce):
+            raise ScramError("Invalid client nonce in the final client message")
         cred = self._credential
         if cred is None:
             raise _InvalidCredentials("unknown user")
