@@ -51,3 +51,24 @@ def test_spark_read_with_a_wrong_password_fails_cleanly(spark, sasl_spark_broker
         spark.read.format("kafkalog").options(**opts).option("subscribe", "any").load().count()
     text = str(info.value)
     assert "SASL_AUTHENTICATION_FAILED" in text and "not-the-Secret-7" not in text
+
+
+def test_spark_streaming_read_with_scram(spark, sasl_spark_broker, tmp_path):
+    from confluent_kafka import Producer
+
+    from tests.test_security_sasl import _ck_conf
+
+    topic = f"spark-sasl-stream-{uuid.uuid4().hex[:6]}"
+    p = Producer(_ck_conf(sasl_spark_broker, "SCRAM-SHA-512", "spark-user", "spark-Secret-9"))
+    for i in range(20):
+        p.produce(topic, f"s{i}".encode())
+    assert p.flush(30) == 0
+    df = (spark.readStream.format("kafkalog").options(**_options(sasl_spark_broker, "spark-Secret-9"))
+          .option("subscribe", topic).option("startingOffsets", "earliest").load())
+    q = (df.selectExpr("CAST(value AS STRING) AS v").writeStream.format("parquet")
+         .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "chk"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None
+    assert sorted(r.v for r in spark.read.parquet(str(tmp_path / "out")).collect()) == sorted(
+        f"s{i}" for i in range(20))
