@@ -973,3 +973,25 @@ def test_oauthbearer_jwks_validator_with_signed_tokens(broker_factory, tmp_path)
     token_file.write_text(_jws(good))  # unsecured tokens are refused by the JWKS validator
     with AdminClient(conf) as admin, pytest.raises(SaslAuthenticationError, match="signed JWT"):
         admin.list_topics()
+
+
+def test_kafkalog_produce_and_consume_with_sasl_client_config(sasl_broker, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                     'username="alice" password="alice-secret";\n')
+    topic = unique("console")
+    import sys
+    produce = subprocess.run([sys.executable, "-m", "spark_kafkalog.cli", "produce", "--bootstrap-server",
+                              _bootstrap(sasl_broker), "--topic", topic, "--producer.config", str(props)],
+                             input="one\ntwo\n", capture_output=True, text=True, timeout=120)
+    assert produce.returncode == 0, produce.stderr
+    consume = _kafkalog("consume", "--bootstrap-server", _bootstrap(sasl_broker), "--topic", topic,
+                        "--from-beginning", "--max-messages", "2", "--consumer.config", str(props))
+    assert consume.returncode == 0, consume.stderr
+    assert consume.stdout.split() == ["one", "two"]
+    props.write_text(props.read_text().replace("alice-secret", "bad-secret-42"))
+    denied = _kafkalog("consume", "--bootstrap-server", _bootstrap(sasl_broker), "--topic", topic,
+                       "--from-beginning", "--max-messages", "1", "--consumer.config", str(props))
+    assert denied.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in denied.stderr
+    assert "bad-secret-42" not in denied.stderr + denied.stdout
