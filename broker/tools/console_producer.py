@@ -186,7 +186,8 @@ def preflight(settings: dict[str, Any], topic: str, partition: int | None) -> in
     max_block = cfg.max_block_ms
     client_keys = ("client.id", "request.timeout.ms", "reconnect.backoff.ms",
                    "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
-                   "retry.backoff.ms", "retry.backoff.max.ms")
+                   "retry.backoff.ms", "retry.backoff.max.ms", "security.protocol", "sasl.mechanism",
+                   "sasl.jaas.config", "sasl.username", "sasl.password", "sasl.oauthbearer.token.endpoint.url")
     consumer_cfg = ConsumerConfig({"bootstrap.servers": cfg["bootstrap.servers"],
                                    "allow.auto.create.topics": True,
                                    **{k: cfg[k] for k in client_keys}})
