@@ -42,6 +42,7 @@ GENERATED_APIS = (
     "DescribeConfigs", "AlterConfigs", "SaslAuthenticate", "CreatePartitions",
     "DescribeLogDirs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
+    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
 )
 
 FIELD_KEYS = {

@@ -11,6 +11,8 @@ from broker.protocol.messages import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -82,6 +84,8 @@ REQUEST_SCHEMAS = {
     61: describe_producers.DESCRIBE_PRODUCERS_REQUEST,
     65: describe_transactions.DESCRIBE_TRANSACTIONS_REQUEST,
     66: list_transactions.LIST_TRANSACTIONS_REQUEST,
+    68: consumer_group_heartbeat.CONSUMER_GROUP_HEARTBEAT_REQUEST,
+    69: consumer_group_describe.CONSUMER_GROUP_DESCRIBE_REQUEST,
 }
 
 RESPONSE_SCHEMAS = {
@@ -121,4 +125,6 @@ RESPONSE_SCHEMAS = {
     61: describe_producers.DESCRIBE_PRODUCERS_RESPONSE,
     65: describe_transactions.DESCRIBE_TRANSACTIONS_RESPONSE,
     66: list_transactions.LIST_TRANSACTIONS_RESPONSE,
+    68: consumer_group_heartbeat.CONSUMER_GROUP_HEARTBEAT_RESPONSE,
+    69: consumer_group_describe.CONSUMER_GROUP_DESCRIBE_RESPONSE,
 }

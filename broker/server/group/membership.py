@@ -137,6 +137,10 @@ class ClassicMembership:
                 if member_id:
                     return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
                 group = self._groups[group_id] = GroupMetadata(group_id)
+            if group.consumer is not None:
+                if group.consumer.members:
+                    return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                self._convert_to_classic(group)
             if not group.supports_protocols(protocol_type, names) or len(set(names)) != len(names):
                 self._drop_if_shell(group)
                 return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -598,6 +602,16 @@ class ClassicMembership:
             self._prepare_rebalance(group, reason)
         elif group.state == STATE_PREPARING_REBALANCE:
             self._try_complete_join(group)
+
+    def _convert_to_classic(self, group: GroupMetadata) -> None:
+        """An empty KIP-848 consumer group becomes a classic group (its records become
+        tombstones; its offsets stay), as Kafka 4 does for an empty group."""
+        cg = group.consumer
+        if cg.has_records:
+            self._append_consumer(group.group_id, self._group_tombstones(cg))
+        group.consumer = None
+        group.protocol_type = None
+        log.info("group %s: the empty consumer group is converted to a classic group", group.group_id)
 
     def _drop_if_shell(self, group: GroupMetadata) -> None:
         if group.state == STATE_EMPTY and group.is_empty_shell() and group.join_task is None:
