@@ -206,7 +206,7 @@ class ConsumerMembership:
         group.consumer = ConsumerGroup(group_id)
         return group, group.consumer
 
-    def _result(self, member: ConsumerGroupMember, assignment: Assignment | None = None,
+    def _heartbeat_result(self, member: ConsumerGroupMember, assignment: Assignment | None = None,
                 epoch: int | None = None) -> HeartbeatResult:
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id,
                                member.member_epoch if epoch is None else epoch,
@@ -227,7 +227,7 @@ class ConsumerMembership:
             return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group.")
         if epoch == LEAVE_STATIC_EPOCH:
             log.info("group %s: static member %s (%s) leaves temporarily", cg.group_id, member_id, instance_id)
-            member.member_epoch = LEAVE_STATIC_EPOCH
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, LEAVE_STATIC_EPOCH
             self._cancel_revocation(member)
             records.extend(self._member_assignment_records(cg, member))
             return HeartbeatResult(ErrorCode.NONE, None, member_id, LEAVE_STATIC_EPOCH,
@@ -253,7 +253,7 @@ class ConsumerMembership:
                         return HeartbeatResult(ErrorCode.UNRELEASED_INSTANCE_ID,
                                                f"Static member {current.member_id} with instance id {instance_id} "
                                                "is not released yet.")
-                    member = self._replace_static_member(cg, current, member_id, records)
+                    member = self._replace_static_consumer_member(cg, current, member_id, records)
                     replaced = True
             if member is None:
                 if len(cg.members) >= self.consumer_max_size:
@@ -333,9 +333,9 @@ class ConsumerMembership:
                 self._cancel_revocation(member)
         self._touch_consumer(cg, member)
         send = joined or member.assigned != old_assigned or (owned is not None and owned != member.assigned)
-        return self._result(member, dict(member.assigned) if send else None)
+        return self._heartbeat_result(member, dict(member.assigned) if send else None)
 
-    def _replace_static_member(self, cg: ConsumerGroup, old: ConsumerGroupMember, new_id: str,
+    def _replace_static_consumer_member(self, cg: ConsumerGroup, old: ConsumerGroupMember, new_id: str,
                                records: list) -> ConsumerGroupMember:
         """The instance id of a static member that left with -2 comes back under ``new_id``:
         it takes the old member's assignment and epoch over."""
@@ -343,8 +343,8 @@ class ConsumerMembership:
                  old.instance_id)
         self._cancel_timers(old)
         records.extend(self._member_tombstones(cg, old.member_id))
-        cg.remove_member(old.member_id)
         target = cg.target.pop(old.member_id, None)
+        cg.remove_member(old.member_id)
         new = ConsumerGroupMember(
             new_id, old.instance_id, old.rack_id, old.client_id, old.client_host, old.subscribed_topic_names,
             old.subscribed_topic_regex, old.server_assignor, old.rebalance_timeout_ms,
