@@ -612,18 +612,20 @@ class ConsumerMembership:
     @staticmethod
     def validate_consumer_commit(cg: ConsumerGroup, member_id: str, member_epoch: int,
                                  for_fetch: bool = False) -> int:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``."""
-        if not member_id and member_epoch < 0:
-            if for_fetch:
-                return ErrorCode.NONE
-            return ErrorCode.NONE if not cg.members else ErrorCode.UNKNOWN_MEMBER_ID
+        """Kafka's ``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``: a commit
+        with a negative epoch is accepted only while the group has no member (admin tools,
+        simple consumers); a fetch with epoch -1 is never checked; otherwise the member
+        must exist (UNKNOWN_MEMBER_ID) and send its epoch (FENCED_MEMBER_EPOCH when newer,
+        STALE_MEMBER_EPOCH when older)."""
+        if for_fetch and member_epoch == -1:
+            return ErrorCode.NONE
+        if not for_fetch and member_epoch < 0 and not cg.members:
+            return ErrorCode.NONE
         member = cg.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch < 0 and for_fetch:
-            return ErrorCode.NONE
         if member_epoch > member.member_epoch:
-            return ErrorCode.FENCED_MEMBER_EPOCH if not for_fetch else ErrorCode.FENCED_MEMBER_EPOCH
+            return ErrorCode.FENCED_MEMBER_EPOCH
         if member_epoch < member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE

@@ -1,8 +1,10 @@
-"""``GroupCoordinator``: Kafka's classic group coordinator. The groups' committed offsets
-and their generations are kept in ``__consumer_offsets``; the membership protocol
+"""``GroupCoordinator``: Kafka's group coordinator. The groups' committed offsets
+and their generations are kept in ``__consumer_offsets``; the classic membership protocol
 (JoinGroup / SyncGroup / Heartbeat / LeaveGroup, rebalances, sessions) is the mixed-in
 ``ClassicMembership`` (``membership.py``), over the ``GroupMetadata`` state machine
-(``group.py``).
+(``group.py``); the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, member
+epochs, server-side assignment) the mixed-in ``ConsumerMembership``
+(``consumer_membership.py``), over ``GroupMetadata.consumer``.
 
 Owns:
 
@@ -28,8 +30,10 @@ Owns:
 * loading: ``startup()`` replays every partition of the topic from its log start offset
   before the broker accepts connections (so COORDINATOR_LOAD_IN_PROGRESS never happens):
   records apply in log order, a tombstone removes, transactional offset commits apply at
-  their COMMIT marker and are dropped at ABORT, unreadable batches or records and record
-  types this broker does not use (KIP-848, share groups) are logged and skipped.
+  their COMMIT marker and are dropped at ABORT, the KIP-848 consumer group records (key
+  types 3-8) rebuild consumer groups (``consumer_membership._replay_consumer``),
+  unreadable batches or records and record types this broker does not use (share
+  groups) are logged and skipped.
 * expiration (``offsets.retention.minutes``, checked every
   ``offsets.retention.check.interval.ms`` on the log manager's scheduler), as Kafka 2.1+
   (KIP-211): an offset committed with an explicit retention (OffsetCommit v2-v4
@@ -361,19 +365,17 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                       member_epoch: int = -1) -> dict[tuple[str, int], OffsetAndMetadata | None]:
         """The committed offset of each of ``tps`` (None: not committed), or with ``tps``
         None every committed offset of the group. ApiError(INVALID_GROUP_ID) for "";
-        for a consumer group, OffsetFetch v9's member id and epoch are checked
-        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH)."""
+        for a KIP-848 consumer group, OffsetFetch v9's member id and epoch are checked
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH; epoch -1: no check)."""
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-        if member_id:
+        if member_id is not None:  # OffsetFetch v9 (classic groups ignore the member, as Kafka)
             with self._mlock:
                 group = self._groups.get(group_id)
                 if group is not None and group.consumer is not None:
                     code = self.validate_consumer_commit(group.consumer, member_id, member_epoch, for_fetch=True)
                     if code != ErrorCode.NONE:
-                        raise ApiError(code, f"member {member_id} epoch {member_epoch}")
-                elif group is None or member_id not in group.members:
-                    raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
+                        raise ApiError(code, f"member {member_id!r} epoch {member_epoch}")
         with self._lock:
             group = self._groups.get(group_id)
             committed = dict(group.offsets) if group is not None else {}
