@@ -47,6 +47,9 @@ MEMBER_UNRELEASED_PARTITIONS = 2
 MEMBER_UNKNOWN = 3
 MEMBER_STATE_NAMES = {0: "stable", 1: "unrevoked_partitions", 2: "unreleased_partitions", 3: "unknown"}
 
+# never matched by a regex (Kafka's internal topics)
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
 
@@ -93,6 +96,10 @@ class ConsumerGroup:
     # topic name -> (topic id, partition count)
     subscribed_metadata: dict[str, tuple[Any, int]] = field(default_factory=dict)
     assignor: str = ""  # the assignor of the last target assignment
+    # SubscribedTopicRegex -> the topic names it matched when last resolved. As in Kafka
+    # (which resolves regexes asynchronously), a regex first seen in a heartbeat is
+    # resolved at the group's NEXT heartbeat, so its topics come one heartbeat later.
+    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
     has_records: bool = False  # a ConsumerGroupMetadata record exists in the log
 
     def state(self) -> str:
@@ -131,14 +138,25 @@ class ConsumerGroup:
         self.target.pop(member_id, None)
         return member
 
-    def subscribed_topic_names(self, all_topics) -> set[str]:
-        """The names every member subscribes to, by name or by regex, among ``all_topics``."""
+    def member_topic_names(self, member: ConsumerGroupMember) -> set[str]:
+        """The names ``member`` subscribes to: listed, or matched by its resolved regex."""
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            names.update(self.resolved_regexes.get(member.subscribed_topic_regex, ()))
+        return names
+
+    def subscribed_topic_names(self, all_topics=None) -> set[str]:
+        """The names any member subscribes to (regexes as last resolved)."""
         names: set[str] = set()
         for m in self.members.values():
-            names.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex:
-                names.update(matching_topics(m.subscribed_topic_regex, all_topics))
+            names.update(self.member_topic_names(m))
         return names
+
+    def resolve_regexes(self, all_topics) -> None:
+        """Resolve every regex the members use now against ``all_topics`` (and forget the
+        ones no member uses any more)."""
+        used = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        self.resolved_regexes = {rx: frozenset(matching_topics(rx, all_topics)) for rx in used}
 
     def preferred_assignor(self, default: str) -> str:
         """The server assignor most members asked for (ties by name), else ``default``."""
@@ -162,7 +180,7 @@ def matching_topics(pattern: str, all_topics) -> set[str]:
         rx = compile_regex(pattern)
     except re.error:
         return set()
-    return {t for t in all_topics if not t.startswith("__") and rx.fullmatch(t)}
+    return {t for t in all_topics if t not in _INTERNAL_TOPICS and rx.fullmatch(t)}
 
 
 def _normalise(a: dict[Any, set[int]] | Assignment) -> Assignment:

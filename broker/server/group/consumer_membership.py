@@ -32,7 +32,10 @@ Heartbeat (one request, under ``_mlock``):
    response).
 5. subscription / assignor changes, new members and changed partition counts or topic
    ids of the subscribed topics (looked up in the topic manager at each heartbeat) bump
-   the group epoch; the target assignment is then recomputed at once with the
+   the group epoch. Regexes are resolved at the start of each heartbeat (against the
+   topics existing then); a regex first sent in a heartbeat is resolved at the group's
+   next one, so its topics are assigned one heartbeat later, like Kafka's asynchronous
+   resolution (librdkafka's tests expect literal topics first, matched ones after); the target assignment is then recomputed at once with the
    ``group.consumer.assignors`` assignor the members ask for (default: the first).
 6. the member reconciles (``consumer_group.reconcile``); entering revocation starts a
    rebalance-timeout timer that removes the member if it never acknowledges.
@@ -241,6 +244,7 @@ class ConsumerMembership:
                             records: list) -> HeartbeatResult:
         bump = False
         joined = member_epoch == 0
+        cg.resolve_regexes(self.topics.topics())  # those known before this request
         if joined:
             member_id = member_id or new_consumer_member_id()
             member = cg.members.get(member_id)
@@ -381,7 +385,7 @@ class ConsumerMembership:
     # --- target assignment ---
 
     def _subscribed_metadata(self, cg: ConsumerGroup) -> dict[str, tuple[Any, int]]:
-        names = cg.subscribed_topic_names(self.topics.topics())
+        names = cg.subscribed_topic_names()
         out = {}
         for name in sorted(names):
             info = self.topics.get(name)
@@ -390,16 +394,10 @@ class ConsumerMembership:
         return out
 
     def _compute_target(self, cg: ConsumerGroup, records: list) -> None:
-        all_topics = list(cg.subscribed_metadata)
         ids = {name: tid for name, (tid, _) in cg.subscribed_metadata.items()}
         partitions = {tid: count for tid, count in cg.subscribed_metadata.values()}
-        subscriptions = {}
-        for m in cg.members.values():
-            names = set(m.subscribed_topic_names)
-            if m.subscribed_topic_regex:
-                from broker.server.group.consumer_group import matching_topics
-                names |= matching_topics(m.subscribed_topic_regex, all_topics)
-            subscriptions[m.member_id] = {ids[n] for n in names if n in ids}
+        subscriptions = {m.member_id: {ids[n] for n in cg.member_topic_names(m) if n in ids}
+                         for m in cg.members.values()}
         name = cg.preferred_assignor(self.consumer_assignors[0])
         target = assignor_impl.assign(name, subscriptions, partitions, cg.target)
         changed = [m for m in target if target[m] != cg.target.get(m)]

@@ -456,7 +456,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
             subscribed: set[str] = set()
             if group.consumer is not None and group.consumer.members:
-                subscribed = group.consumer.subscribed_topic_names(self.topics.topics())
+                subscribed = group.consumer.subscribed_topic_names()
             elif group.members:
                 topics = group.subscribed_topics()
                 if topics is None:
