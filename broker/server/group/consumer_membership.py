@@ -35,7 +35,8 @@ Heartbeat (one request, under ``_mlock``):
    the group epoch. Regexes are resolved at the start of each heartbeat (against the
    topics existing then); a regex first sent in a heartbeat is resolved at the group's
    next one, so its topics are assigned one heartbeat later, like Kafka's asynchronous
-   resolution (librdkafka's tests expect literal topics first, matched ones after); the target assignment is then recomputed at once with the
+   resolution (librdkafka's tests expect literal topics first, matched ones after).
+   The target assignment is then recomputed at once with the
    ``group.consumer.assignors`` assignor the members ask for (default: the first).
 6. the member reconciles (``consumer_group.reconcile``); entering revocation starts a
    rebalance-timeout timer that removes the member if it never acknowledges.
