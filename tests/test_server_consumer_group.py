@@ -411,3 +411,38 @@ def test_group_survives_a_restart(broker_factory):
     with RawClient(b.host, b.port) as c:
         d = describe(c, group)
         assert d.group_state == "Empty" and d.members == []
+
+
+def test_revocation_timeout_fences_the_member(raw_client):
+    c = raw_client()
+    topic, group = unique("t"), unique("g")
+    create(c, topic)
+    a = Member(c, group, [topic])
+    r = hb(c, group, topics=[topic], rebalance_timeout=800)  # a joins with a short rebalance timeout
+    a.member_id, a.epoch, a.owned = r.member_id, r.member_epoch, parts(r)
+    b = Member(c, group, [topic])
+    b.heartbeat()
+    everything = dict(a.owned)
+
+    def stubborn():  # a keeps heartbeating but never gives anything up
+        r = hb(c, group, a.member_id, a.epoch, owned=everything)
+        stubborn.code = r.error_code
+    stubborn.code = 0
+    assert wait_for(lambda: stubborn.code == ErrorCode.UNKNOWN_MEMBER_ID, step=stubborn)
+    b.heartbeat()
+    assert count(b.owned) == 6
+
+
+def test_deleted_topic_is_taken_away(raw_client):
+    c = raw_client()
+    t1, t2, group = unique("t"), unique("t"), unique("g")
+    create(c, t1, 2)
+    create(c, t2, 3)
+    m = Member(c, group, [t1, t2])
+    m.heartbeat()
+    assert count(m.owned) == 5
+    r = c.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": [t2], "timeout_ms": 1000})
+    assert r.responses[0].error_code == 0
+    m.heartbeat()  # the revocation of t2's partitions...
+    m.heartbeat()  # ... acknowledged
+    assert count(m.owned) == 2 and m.epoch == 2
