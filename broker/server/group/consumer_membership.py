@@ -114,8 +114,10 @@ class ConsumerMembership:
         self.consumer_heartbeat_interval_ms = int(config.get("group.consumer.heartbeat.interval.ms", 5000))
         self.consumer_session_timeout_ms = int(config.get("group.consumer.session.timeout.ms", 45000))
         self.consumer_max_size = int(config.get("group.consumer.max.size", 2147483647))
-        names = str(config.get("group.consumer.assignors", "uniform,range"))
-        self.consumer_assignors = [n.strip() for n in names.split(",") if n.strip()]
+        names = config.get("group.consumer.assignors", ["uniform", "range"])
+        if isinstance(names, str):
+            names = names.split(",")
+        self.consumer_assignors = [n.strip() for n in names if n.strip()]
         for n in self.consumer_assignors:
             if n not in assignor_impl.ASSIGNORS:
                 raise ValueError(f"group.consumer.assignors: unknown assignor {n!r} (known: uniform, range)")
