@@ -446,3 +446,15 @@ def test_deleted_topic_is_taken_away(raw_client):
     m.heartbeat()  # the revocation of t2's partitions...
     m.heartbeat()  # ... acknowledged
     assert count(m.owned) == 2 and m.epoch == 2
+
+
+def test_join_retried_with_the_same_member_id_keeps_the_member(raw_client):
+    c = raw_client()
+    topic, group = unique("t"), unique("g")
+    create(c, topic)
+    own_id = uuid.uuid4().hex
+    first = hb(c, group, own_id, topics=[topic])
+    again = hb(c, group, own_id, topics=[topic])  # the first response was "lost"
+    assert (again.error_code, again.member_id, again.member_epoch) == (0, own_id, first.member_epoch)
+    assert parts(again) == parts(first)
+    assert describe(c, group).group_epoch == 1

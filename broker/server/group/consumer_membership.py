@@ -24,7 +24,8 @@ Heartbeat (one request, under ``_mlock``):
 3. join (epoch 0): an empty member id gets a fresh one (Kafka 4's v0 behaviour; clients on
    v1 choose their own, accepted as is); GROUP_MAX_SIZE_REACHED past
    ``group.consumer.max.size``; an instance id held by an active member
-   UNRELEASED_INSTANCE_ID. A known member id joining again starts over (epoch 0, nothing).
+   UNRELEASED_INSTANCE_ID. A known member id joining again (a lost response) keeps its
+   epoch and assignment, as in Kafka.
 4. otherwise the member must exist (UNKNOWN_MEMBER_ID; FENCED_INSTANCE_ID when the
    instance id belongs to another member id) and send its epoch: newer than the member's
    FENCED_MEMBER_EPOCH; older FENCED_MEMBER_EPOCH too unless it is the previous epoch
@@ -272,12 +273,9 @@ class ConsumerMembership:
                 bump = True
                 log.info("group %s: member %s joins (instance id %s)", cg.group_id, member_id, instance_id)
             elif not replaced:
-                # a known member joining again starts over (it gave its partitions up)
-                self._cancel_revocation(member)
-                member.member_epoch, member.previous_member_epoch = 0, 0
-                member.assigned, member.pending_revocation = {}, {}
-                member.state = 0
-                bump = True
+                # a known member joining again (its first response was lost): as Kafka, it
+                # keeps its epoch and assignment, and gets them in the response
+                log.info("group %s: member %s joins again", cg.group_id, member_id)
         else:
             member = cg.members.get(member_id)
             if instance_id is not None and cg.static_members.get(instance_id) not in (None, member_id):
@@ -289,13 +287,11 @@ class ConsumerMembership:
             if member_epoch != member.member_epoch:
                 if member_epoch > member.member_epoch or member_epoch != member.previous_member_epoch or \
                         owned is None or not _subset(owned, member.assigned):
+                    which = "greater" if member_epoch > member.member_epoch else "smaller"
                     return HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH,
-                                           f"The consumer group member has a greater member epoch "
-                                           f"({member.member_epoch}) than the one known by the client "
-                                           f"({member_epoch})." if member_epoch < member.member_epoch else
-                                           f"The consumer group member has a smaller member epoch "
-                                           f"({member.member_epoch}) than the one known by the client "
-                                           f"({member_epoch}).")
+                                           f"The consumer group member has a {which} member epoch ({member_epoch}) "
+                                           f"than the one known by the group coordinator ({member.member_epoch}). "
+                                           "The member must abandon all its partitions and rejoin.")
         # member metadata
         before = (member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names,
                   member.subscribed_topic_regex, member.server_assignor, member.rebalance_timeout_ms)
