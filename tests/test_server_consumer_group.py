@@ -458,3 +458,23 @@ def test_join_retried_with_the_same_member_id_keeps_the_member(raw_client):
     assert (again.error_code, again.member_id, again.member_epoch) == (0, own_id, first.member_epoch)
     assert parts(again) == parts(first)
     assert describe(c, group).group_epoch == 1
+
+
+def test_offset_delete_knows_the_subscribed_topics(raw_client):
+    c = raw_client()
+    t1, t2, group = unique("t"), unique("t"), unique("g")
+    create(c, t1, 1)
+    create(c, t2, 1)
+    m = Member(c, group, [t1])
+    m.heartbeat()
+    assert commit(c, group, t1, m.member_id, m.epoch) == 0
+    assert commit(c, group, t2, m.member_id, m.epoch) == 0
+
+    def delete(topic):
+        r = c.request(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0}]}]})
+        return r.error_code, r.topics[0].partitions[0].error_code
+
+    assert delete(t1) == (0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+    assert delete(t2) == (0, 0)
+    assert fetch(c, group, t2) == (0, -1) and fetch(c, group, t1) == (0, 5)
