@@ -32,6 +32,11 @@ Owns the rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
   group.max.session.timeout.ms] get INVALID_SESSION_TIMEOUT; a new member beyond
   group.max.size gets GROUP_MAX_SIZE_REACHED; an empty protocol type or list, or protocols
   the members have none in common with, INCONSISTENT_GROUP_PROTOCOL.
+* KIP-848 consumer groups (``consumer_membership.py``): a JoinGroup for one with members
+  gets INCONSISTENT_GROUP_PROTOCOL (Kafka 4 would let the classic member join the
+  consumer group; that online migration is not done here); an empty one is converted to
+  a classic group (its consumer-group records become tombstones, its offsets stay). The
+  other classic requests find no classic member there (UNKNOWN_MEMBER_ID).
 
 Timers run on the coordinator's own ``KafkaScheduler`` thread (``group-coordinator-timer``):
 join completion (rebalance timeout, initial delay), pending syncs, pending members and
