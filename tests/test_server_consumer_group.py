@@ -478,3 +478,23 @@ def test_offset_delete_knows_the_subscribed_topics(raw_client):
     assert delete(t1) == (0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
     assert delete(t2) == (0, 0)
     assert fetch(c, group, t2) == (0, -1) and fetch(c, group, t1) == (0, 5)
+
+
+def test_empty_consumer_group_without_offsets_is_cleaned_up(broker_factory):
+    from tests.support.broker import RawClient
+    b = broker_factory({"offsets.retention.check.interval.ms": "200"})
+    topic, group, kept = unique("t"), unique("g"), unique("g")
+    with RawClient(b.host, b.port) as c:
+        create(c, topic)
+        m, k = Member(c, group, [topic]), Member(c, kept, [topic])
+        m.heartbeat()
+        k.heartbeat()
+        assert commit(c, kept, topic, k.member_id, k.epoch) == 0
+        m.leave()
+        k.leave()
+        assert wait_for(lambda: describe(c, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND)
+        assert describe(c, kept).group_state == "Empty"  # its offsets keep it
+    b.restart()
+    with RawClient(b.host, b.port) as c:
+        assert describe(c, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert describe(c, kept).group_state == "Empty"

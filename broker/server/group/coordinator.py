@@ -534,7 +534,8 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                         (group.consumer is not None and group.consumer.members):
                     continue  # only the offsets of a group without members expire
                 expired = [tp for tp, om in group.offsets.items() if self._expired(group, om, now)]
-                if not expired and (group.offsets or not group.has_metadata_record or group.join_task is not None):
+                has_record = group.has_metadata_record or (group.consumer is not None and group.consumer.has_records)
+                if not expired and (group.offsets or not has_record or group.join_task is not None):
                     continue  # (an Empty group without offsets goes, as Kafka's cleanupGroupMetadata)
                 records: list[tuple[bytes, bytes | None]] = [
                     (encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(expired)]
