@@ -498,3 +498,132 @@ def test_empty_consumer_group_without_offsets_is_cleaned_up(broker_factory):
     with RawClient(b.host, b.port) as c:
         assert describe(c, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
         assert describe(c, kept).group_state == "Empty"
+
+
+# --- the records in __consumer_offsets, read with the test's own spec-driven decoder ---
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _read(t: str, f: dict, data: bytes, pos: int):
+    import struct as st
+    if t in ("int8", "int16", "int32", "int64"):
+        fmt = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q"}[t]
+        return st.unpack_from(fmt, data, pos)[0], pos + st.calcsize(fmt)
+    if t == "uuid":
+        return uuid.UUID(bytes=data[pos:pos + 16]), pos + 16
+    if t == "string":
+        n, pos = _uvarint(data, pos)
+        return (None if n == 0 else data[pos:pos + n - 1].decode()), pos + max(n - 1, 0)
+    if t.startswith("[]"):
+        n, pos = _uvarint(data, pos)
+        items = []
+        for _ in range(n - 1):
+            item, pos = _read(t[2:], f, data, pos)
+            items.append(item)
+        return items, pos
+    return flexible_decode(f["fields"], data, pos)  # a struct
+
+
+def flexible_decode(fields: list, data: bytes, pos: int = 0) -> tuple[dict, int]:
+    """Decode version 0 (flexible) of a kafka-spec struct with the test's own reader:
+    compact strings and arrays (uvarint length + 1), uuids, and a tagged-field section
+    ending every struct (skipped)."""
+    out = {}
+    for f in fields:
+        if "taggedVersions" in f:
+            continue
+        out[f["name"]], pos = _read(f["type"], f, data, pos)
+    count, pos = _uvarint(data, pos)
+    for _ in range(count):
+        _, pos = _uvarint(data, pos)
+        size, pos = _uvarint(data, pos)
+        pos += size
+    return out, pos
+
+
+def decode_consumer_record(key: bytes, value: bytes | None):
+    """(key type, key fields, value fields or None) of a KIP-848 record, read with the
+    JSON specs of tools/kafka-spec/group-coordinator (independent of the broker's codec)."""
+    import json
+    import re
+    import struct as st
+
+    from tests.support.broker import ROOT
+    spec_dir = ROOT / "tools" / "kafka-spec" / "group-coordinator"
+
+    def spec(name):
+        return json.loads(re.sub(r"^\s*//.*$", "", (spec_dir / f"{name}.json").read_text(), flags=re.M))
+
+    (key_type,) = st.unpack_from(">h", key)
+    names = {3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata", 5: "ConsumerGroupMemberMetadata",
+             6: "ConsumerGroupTargetAssignmentMetadata", 7: "ConsumerGroupTargetAssignmentMember",
+             8: "ConsumerGroupCurrentMemberAssignment"}
+    key_spec = spec(names[key_type] + "Key")
+    assert key_spec["validVersions"] == str(key_type) and key_spec["flexibleVersions"] == "none"
+    k, pos = {}, 2
+    for f in key_spec["fields"]:
+        (n,) = st.unpack_from(">h", key, pos)
+        k[f["name"]] = key[pos + 2:pos + 2 + n].decode()
+        pos += 2 + n
+    assert pos == len(key)
+    if value is None:
+        return key_type, k, None
+    assert st.unpack_from(">h", value)[0] == 0
+    value_spec = spec(names[key_type] + "Value")
+    common = {cs["name"]: cs["fields"] for cs in value_spec.get("commonStructs", [])}
+    for f in value_spec["fields"]:  # common structs, used by name
+        if f["type"].lstrip("[]") in common:
+            f["fields"] = common[f["type"].lstrip("[]")]
+    v, end = flexible_decode(value_spec["fields"], value, 2)
+    assert end == len(value)
+    return key_type, k, v
+
+
+def test_records_are_kafkas_and_tombstone_a_leaving_member(broker_factory):
+    from tests.support.broker import RawClient
+    from tests.test_server_group_offsets import offsets_partition, offsets_records
+    b = broker_factory(FAST)
+    topic, group = unique("t"), unique("g")
+    with RawClient(b.host, b.port) as c:
+        create(c, topic)
+        a, z = Member(c, group, [topic], instance="ia"), Member(c, group, [topic])
+        for _ in range(3):
+            a.heartbeat()
+            z.heartbeat()
+        z.leave()
+        a.heartbeat()
+        a.heartbeat()
+        d = describe(c, group)
+    b.stop()
+    decoded = [decode_consumer_record(bytes(r.key), None if r.value is None else bytes(r.value))
+               for _, r in offsets_records(b.log_dir, offsets_partition(group))
+               if r.key is not None and r.key[:2] in (b"\x00\x03", b"\x00\x04", b"\x00\x05", b"\x00\x06",
+                                                      b"\x00\x07", b"\x00\x08")]
+    assert {t for t, _, _ in decoded} == {3, 4, 5, 6, 7, 8}
+    assert all(k["GroupId"] == group for _, k, _ in decoded)
+    latest = {}
+    for t, k, v in decoded:
+        latest[(t, k.get("MemberId"))] = v
+    assert latest[(3, None)]["Epoch"] == d.group_epoch
+    assert latest[(6, None)]["AssignmentEpoch"] == d.assignment_epoch
+    assert latest[(4, None)]["Topics"][0]["TopicName"] == topic
+    assert latest[(4, None)]["Topics"][0]["NumPartitions"] == 6
+    # z's three records end as tombstones (current assignment, target, metadata)
+    assert latest[(8, z.member_id)] is None and latest[(7, z.member_id)] is None
+    assert latest[(5, z.member_id)] is None
+    meta = latest[(5, a.member_id)]
+    assert (meta["InstanceId"], meta["SubscribedTopicNames"], meta["ClientId"]) == ("ia", [topic], "raw-test")
+    current = latest[(8, a.member_id)]
+    assert current["MemberEpoch"] == a.epoch and current["State"] == 0
+    assert sum(len(tp["Partitions"]) for tp in current["AssignedPartitions"]) == 6
+    target = latest[(7, a.member_id)]
+    assert sorted(p for tp in target["TopicPartitions"] for p in tp["Partitions"]) == list(range(6))
