@@ -74,6 +74,12 @@ def between(low: float, high: float) -> Callable[[str, Any], None]:
     return check
 
 
+def _known_assignors(name: str, value: Any) -> None:
+    unknown = [v for v in value or () if v not in ("uniform", "range")]
+    if not value or unknown:
+        raise ConfigError(name, value, "the assignors are uniform and range")
+
+
 def one_of(*choices: str) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         values = value if isinstance(value, list) else [value]
@@ -255,6 +261,16 @@ SERVER_CONFIG_DEF = (
             "The maximum allowed session timeout for registered consumers.", at_least(0))
     .define("group.max.size", INT, 2147483647,
             "The maximum number of consumers that a single consumer group can accommodate.", at_least(1))
+    # KIP-848 consumer groups (broker/server/group/consumer_membership.py): Kafka's keys and defaults.
+    .define("group.consumer.heartbeat.interval.ms", INT, 5000,
+            "The heartbeat interval given to the members of a consumer group.", at_least(1))
+    .define("group.consumer.session.timeout.ms", INT, 45000,
+            "The timeout to detect client failures when using the consumer group protocol.", at_least(1))
+    .define("group.consumer.max.size", INT, 2147483647,
+            "The maximum number of consumers that a single consumer group can accommodate.", at_least(1))
+    .define("group.consumer.assignors", LIST, ["uniform", "range"],
+            "The server side assignors as a list of names (uniform, range); the first one is used "
+            "by default.", _known_assignors)
     .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
     # The group coordinator's offsets topic (broker/server/group): Kafka's keys and defaults.
     .define("offsets.topic.num.partitions", INT, 50,

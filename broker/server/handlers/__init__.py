@@ -27,6 +27,8 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
     configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
+    consumer_group.py   ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69): the KIP-848
+                        consumer group protocol
     group_membership.py JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
                         OffsetDelete (47): the classic group protocol (JoinGroup and
                         SyncGroup block their connection's thread until answered)
