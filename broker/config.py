@@ -60,6 +60,12 @@ class ConfigKey:
     aliases: tuple[str, ...] = ()
 
 
+def _known_rebalance_protocols(key: str, value: Any) -> None:
+    unknown = [p for p in value or () if p not in ("classic", "consumer")]
+    if unknown or "classic" not in (value or ()):
+        raise ConfigError(key, value, "the protocols are classic (always) and consumer")
+
+
 def at_least(minimum: float) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         if value is not None and value < minimum:
@@ -268,6 +274,10 @@ SERVER_CONFIG_DEF = (
             "The timeout to detect client failures when using the consumer group protocol.", at_least(1))
     .define("group.consumer.max.size", INT, 2147483647,
             "The maximum number of consumers that a single consumer group can accommodate.", at_least(1))
+    .define("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer"],
+            "The group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
+            "ConsumerGroupHeartbeat); without consumer its APIs are not advertised.",
+            _known_rebalance_protocols)
     .define("group.consumer.assignors", LIST, ["uniform", "range"],
             "The server side assignors as a list of names (uniform, range); the first one is used "
             "by default.", _known_assignors)

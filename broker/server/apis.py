@@ -142,8 +142,13 @@ class KafkaApis:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
+        self.handlers = dict(HANDLERS)
+        protocols = (state.config or {}).get("group.coordinator.rebalance.protocols") or ["classic", "consumer"]
+        if "consumer" not in protocols:  # KIP-848 switched off: neither advertised nor served
+            for key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):
+                self.handlers.pop(key, None)
         if not state.api_versions:
-            state.api_versions = advertised_versions()
+            state.api_versions = tuple(v for v in advertised_versions() if v[0] in self.handlers)
         self._api_versions_max = HANDLERS[ApiKey.API_VERSIONS].max_version
         self.request_counts: Counter[tuple[int, int]] = Counter()
 
@@ -168,7 +173,7 @@ class KafkaApis:
         if key == ApiKey.API_VERSIONS and version > self._api_versions_max:
             body = api_versions.unsupported_version_body(self.state)
             return encode_response(header, body, version=0)
-        api = HANDLERS.get(key)
+        api = self.handlers.get(key)
         if api is None or not api.min_version <= version <= api.max_version:
             log.info("closing connection %s: unsupported api_key %d (%s) version %d from client_id %r",
                      conn.id, key, _api_name(key), version, header.client_id)
