@@ -105,7 +105,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
                 return [p.strip() for p in s.split(",") if p.strip()]
             return s
         except ValueError:
-            raise ConfigError(key.name, raw, f"Expected value to be a {t}") from None
+            raise ConfigError(key.name, "[hidden]" if t == PASSWORD else raw, f"Expected value to be a {t}") from None
     if t in (INT, LONG) and isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     if t == DOUBLE and isinstance(raw, (int, float)) and not isinstance(raw, bool):
@@ -116,7 +116,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
         return [str(x) for x in raw]
     if t in (STRING, PASSWORD) and isinstance(raw, str):
         return raw
-    raise ConfigError(key.name, raw, f"Expected value to be a {t}")
+    raise ConfigError(key.name, "[hidden]" if t == PASSWORD else raw, f"Expected value to be a {t}")
 
 
 @dataclass

@@ -159,6 +159,9 @@ class Metadata:
         self._last_success_ms = 0.0
         self._closed = False
         self._fatal: dict[str, KafkaError] = {}
+        # An AuthenticationError of the last connection attempt (a failed TLS handshake):
+        # await_update raises it instead of waiting; a successful update clears it.
+        self.authentication_error: KafkaError | None = None
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -218,6 +221,8 @@ class Metadata:
             while self.version <= last_version:
                 if self._closed:
                     raise KafkaError("metadata closed")
+                if self.authentication_error is not None:
+                    raise self.authentication_error
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata not updated within {timeout_ms:g} ms")
@@ -293,6 +298,7 @@ class Metadata:
                 if t not in fatal:
                     self._fatal.pop(t, None)
             self.version += 1
+            self.authentication_error = None
             self._last_success_ms = now_ms
             self._last_refresh_ms = now_ms
             self._need_update = retry
@@ -349,6 +355,14 @@ class MetadataUpdater:
 
     def handle_disconnect(self, node_id: int) -> None:
         self.metadata.request_update()
+
+    def handle_authentication_failure(self, node_id: int, error: KafkaError) -> None:
+        """A connection failed to authenticate (TLS handshake): waiters raise ``error``."""
+        self.in_flight = False
+        md = self.metadata
+        with md._cond:
+            md.authentication_error = error
+            md._cond.notify_all()
 
 
 def _metadata_request(version: int, topics: list[str], auto_create: bool) -> Any:

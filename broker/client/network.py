@@ -4,7 +4,16 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
 
 * One non-blocking TCP connection per node, driven by a ``selectors`` selector on the
   thread that calls ``poll`` (the producer's Sender thread; later a consumer's or admin
-  client's). States: DISCONNECTED -> CONNECTING -> CHECKING_API_VERSIONS -> READY.
+  client's). States: DISCONNECTED -> CONNECTING -> [TLS_HANDSHAKING] -> CHECKING_API_VERSIONS
+  -> READY. With an ``ssl_context`` (``broker.client.ssl_context``: security.protocol SSL or
+  SASL_SSL) the connected socket is wrapped and ``do_handshake`` is driven non-blocking by
+  the selector (WANT_READ / WANT_WRITE); a failed handshake (unknown CA, host name
+  mismatch, a peer that is not TLS) is an ``SslAuthenticationError``, not retried as a
+  network error: it completes the connection's requests, is kept per node
+  (``authentication_error``) and handed to the metadata updater, whose waiters raise it.
+  Through TLS, writes coalesce a request's buffers into chunks of ``TLS_WRITE_CHUNK``
+  bytes (an SSL socket has no sendmsg), and a chunk that met WANT_WRITE is retried as is
+  (OpenSSL's rule).
   Connects time out after ``socket.connection.setup.timeout.ms``; failed nodes are retried
   after an exponential ``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms`` (x2 per
   failure, 20% jitter).
@@ -40,6 +49,7 @@ import logging
 import random
 import selectors
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
@@ -49,6 +59,7 @@ from broker.client.errors import (
     KafkaError,
     NetworkError,
     RequestTimedOutError,
+    SslAuthenticationError,
     UnsupportedVersionError,
 )
 from broker.protocol import (
@@ -64,13 +75,16 @@ from broker.protocol import (
 
 log = logging.getLogger(__name__)
 
-DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
-_STATE_NAMES = ("DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY")
+DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY, TLS_HANDSHAKING = range(5)
+_STATE_NAMES = ("DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY", "TLS_HANDSHAKING")
+_SETUP_STATES = (CONNECTING, TLS_HANDSHAKING, CHECKING_API_VERSIONS)
 
 # Bytes asked of recv() at a time: large enough for a big response in few calls.
 RECV_CHUNK = 256 * 1024
 # Buffers handed to one sendmsg (IOV_MAX is 1024 on Linux).
 SENDMSG_MAX_BUFFERS = 512
+# Through TLS: buffers are joined into writes of about this size (one SSL_write each).
+TLS_WRITE_CHUNK = 256 * 1024
 # Largest response frame accepted (a Fetch answer is bounded by fetch.max.bytes; 100 MiB
 # is the broker's socket.request.max.bytes default).
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
@@ -140,7 +154,7 @@ class ClientResponse:
 class _Connection:
     __slots__ = ("node_id", "host", "port", "sock", "state", "decoder", "in_flight",
                  "send_queue", "last_request", "api_versions", "throttle_until_ms",
-                 "connect_deadline_ms", "mask", "last_activity_ms")
+                 "connect_deadline_ms", "mask", "last_activity_ms", "tls", "tls_out", "tls_out_views")
 
     def __init__(self, node_id: int, host: str, port: int) -> None:
         self.node_id = node_id
@@ -157,6 +171,9 @@ class _Connection:
         self.connect_deadline_ms = 0.0
         self.mask = 0
         self.last_activity_ms = 0.0
+        self.tls = False
+        self.tls_out: memoryview | None = None  # a TLS chunk being written (retried as is)
+        self.tls_out_views = 0  # how many of the head request's views that chunk holds
 
 
 class _NodeState:
@@ -175,8 +192,10 @@ class NetworkClient:
                  reconnect_backoff_max_ms: float = 1000, max_in_flight: int = 5,
                  connection_setup_timeout_ms: float = 10000, send_buffer_bytes: int = 131072,
                  receive_buffer_bytes: int = 65536, connections_max_idle_ms: float = 540000,
-                 metadata_updater: Any = None) -> None:
+                 metadata_updater: Any = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.metadata = metadata
+        self.ssl_context = ssl_context
+        self._auth_errors: dict[int, KafkaError] = {}
         self.client_id = client_id or None
         self.request_timeout_ms = request_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -310,7 +329,7 @@ class NetworkClient:
                 load = len(conn.in_flight)
                 if best_load is None or load < best_load:
                     best, best_load = n, load
-            elif conn is not None and conn.state in (CONNECTING, CHECKING_API_VERSIONS):
+            elif conn is not None and conn.state in _SETUP_STATES:
                 connecting = n
             elif (conn is None or conn.state == DISCONNECTED) and self._can_connect(n.id, now):
                 can_connect = can_connect or n
@@ -367,10 +386,63 @@ class NetworkClient:
             self._connected(conn, now)
 
     def _connected(self, conn: _Connection, now: float) -> None:
+        if self.ssl_context is not None and not conn.tls:
+            self._selector.unregister(conn.sock)
+            conn.mask = 0
+            try:
+                conn.sock = self.ssl_context.wrap_socket(conn.sock, server_hostname=conn.host,
+                                                         do_handshake_on_connect=False)
+            except (ssl.SSLError, OSError) as e:
+                self._tls_failed(conn, now, e)
+                return
+            conn.tls = True
+            conn.state = TLS_HANDSHAKING
+            self._handshake(conn, now)
+            return
         conn.state = CHECKING_API_VERSIONS
         conn.connect_deadline_ms = now + self.connection_setup_timeout_ms
         self._set_mask(conn, selectors.EVENT_READ)
         self._send_api_versions(conn, API_VERSIONS_VERSION, now)
+
+    def _handshake(self, conn: _Connection, now: float) -> None:
+        """One non-blocking step of the TLS handshake."""
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._set_mask(conn, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._set_mask(conn, selectors.EVENT_WRITE)
+            return
+        except (ssl.SSLError, OSError) as e:
+            self._tls_failed(conn, now, e)
+            return
+        conn.last_activity_ms = now
+        log.debug("TLS to node %s: %s %s", conn.node_id, conn.sock.version(), conn.sock.cipher()[0])
+        self._connected(conn, now)
+
+    def _tls_failed(self, conn: _Connection, now: float, exc: BaseException) -> None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            reason = exc.verify_message or exc.reason
+        elif isinstance(exc, ssl.SSLError):
+            reason = exc.reason or str(exc)
+        else:
+            reason = str(exc) or type(exc).__name__
+        if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
+            error: KafkaError = SslAuthenticationError(
+                f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) failed: {reason}")
+            self._auth_errors[conn.node_id] = error
+            log.error("%s", error)
+            if self.metadata_updater is not None and hasattr(self.metadata_updater, "handle_authentication_failure"):
+                self.metadata_updater.handle_authentication_failure(conn.node_id, error)
+        else:  # the broker closed the connection mid-handshake: retried like any network error
+            error = NetworkError(f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) "
+                                 f"interrupted: {reason}")
+        self._close_conn(conn, now, error, failed=True)
+
+    def authentication_error(self, node_id: int) -> KafkaError | None:
+        """The ``SslAuthenticationError`` of the node's last failed handshake, if any."""
+        return self._auth_errors.get(node_id)
 
     def _send_api_versions(self, conn: _Connection, version: int, now: float) -> None:
         schema = request_schema(ApiKey.API_VERSIONS, version)
@@ -397,6 +469,7 @@ class NetworkClient:
             return
         conn.api_versions = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
         conn.state = READY
+        self._auth_errors.pop(conn.node_id, None)
         st = self._nodes.setdefault(conn.node_id, _NodeState())
         st.failures = 0
         st.backoff_until_ms = 0.0
@@ -470,6 +543,9 @@ class NetworkClient:
         return req
 
     def _write(self, conn: _Connection, now: float) -> None:
+        if conn.tls:
+            self._write_tls(conn, now)
+            return
         sock = conn.sock
         q = conn.send_queue
         while q and sock is not None:
@@ -497,6 +573,51 @@ class NetworkClient:
             req.written = True
             req.sent_ms = now
             req.buffers = None  # the socket no longer needs the request's bytes
+            if not req.expect_response:
+                self._complete(req, None, None, now)
+        conn.last_activity_ms = now
+        if conn.sock is not None:
+            self._set_mask(conn, selectors.EVENT_READ | selectors.EVENT_WRITE if q
+                           else selectors.EVENT_READ)
+
+    def _write_tls(self, conn: _Connection, now: float) -> None:
+        """``_write`` through TLS: chunks of about TLS_WRITE_CHUNK bytes; a chunk that met
+        WANT_WRITE stays in ``tls_out`` and is written again as is."""
+        q = conn.send_queue
+        while q and conn.sock is not None:
+            req, views = q[0]
+            if conn.tls_out is None:
+                if len(views) == 1 or views[0].nbytes >= TLS_WRITE_CHUNK:
+                    conn.tls_out, conn.tls_out_views = views[0], 1
+                else:
+                    size = count = 0
+                    for v in views:
+                        if size + v.nbytes > TLS_WRITE_CHUNK and count:
+                            break
+                        size += v.nbytes
+                        count += 1
+                    conn.tls_out = memoryview(b"".join(list(views)[:count]))
+                    conn.tls_out_views = count
+            try:
+                n = conn.sock.send(conn.tls_out)
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                self._close_conn(conn, now, NetworkError(f"send to node {conn.node_id}: {e}"))
+                return
+            self.bytes_sent += n
+            if n < conn.tls_out.nbytes:  # a partial write (not OpenSSL's default): the rest later
+                conn.tls_out = conn.tls_out[n:]
+                continue
+            conn.tls_out = None
+            for _ in range(conn.tls_out_views):
+                views.popleft()
+            if views:
+                continue
+            q.popleft()
+            req.written = True
+            req.sent_ms = now
+            req.buffers = None
             if not req.expect_response:
                 self._complete(req, None, None, now)
         conn.last_activity_ms = now
@@ -544,6 +665,9 @@ class NetworkClient:
                     continue
                 self._connected(conn, now)
                 continue
+            if conn.state == TLS_HANDSHAKING:
+                self._handshake(conn, now)
+                continue
             if mask & selectors.EVENT_READ:
                 self._read(conn, now)
             if mask & selectors.EVENT_WRITE and conn.sock is not None:
@@ -573,7 +697,7 @@ class NetworkClient:
     def _next_timeout(self, now: float) -> float:
         t = 1e9
         for conn in self._conns.values():
-            if conn.state in (CONNECTING, CHECKING_API_VERSIONS):
+            if conn.state in _SETUP_STATES:
                 t = min(t, conn.connect_deadline_ms - now)
             if conn.in_flight:
                 r = conn.in_flight[0]
@@ -585,9 +709,15 @@ class NetworkClient:
         while sock is not None:
             try:
                 data = sock.recv(RECV_CHUNK)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as e:
+                if conn.tls and conn.state == CHECKING_API_VERSIONS and isinstance(e, ssl.SSLError) \
+                        and not isinstance(e, ssl.SSLEOFError):
+                    # TLSv1.3: the broker checks the client certificate after the client's
+                    # handshake has completed; its refusal arrives as the first read's alert
+                    self._tls_failed(conn, now, e)
+                    return
                 self._close_conn(conn, now, NetworkError(f"recv from node {conn.node_id}: {e}"))
                 return
             if not data:
@@ -606,7 +736,7 @@ class NetworkClient:
                     return
                 if conn.sock is None:
                     return
-            if len(data) < RECV_CHUNK:
+            if len(data) < RECV_CHUNK and not conn.tls:  # TLS: one record per recv, read to WANT_READ
                 return
 
     def _handle_frame(self, conn: _Connection, frame: memoryview, now: float) -> bool:
@@ -645,7 +775,7 @@ class NetworkClient:
 
     def _check_timeouts(self, now: float) -> None:
         for conn in list(self._conns.values()):
-            if conn.state in (CONNECTING, CHECKING_API_VERSIONS) and now >= conn.connect_deadline_ms:
+            if conn.state in _SETUP_STATES and now >= conn.connect_deadline_ms:
                 self._close_conn(conn, now, NetworkError(
                     f"connection setup to node {conn.node_id} timed out"), failed=True)
                 continue
@@ -678,6 +808,7 @@ class NetworkClient:
                 pass
             conn.sock = None
         conn.mask = 0
+        conn.tls_out = None
         pending = list(conn.in_flight) + [r for r, _ in conn.send_queue if not r.expect_response]
         conn.in_flight.clear()
         conn.send_queue.clear()

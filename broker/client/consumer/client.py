@@ -36,6 +36,7 @@ from typing import Any
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.metadata import Cluster, Metadata, MetadataUpdater
 from broker.client.network import ClientResponse, NetworkClient, now_ms
+from broker.client.ssl_context import client_context
 from broker.protocol import ApiKey, request_schema
 
 from .config import ConsumerConfig
@@ -93,7 +94,8 @@ class ConsumerNetworkClient:
             send_buffer_bytes=cfg["send.buffer.bytes"],
             receive_buffer_bytes=cfg["receive.buffer.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
-            metadata_updater=MetadataUpdater(self.metadata))
+            metadata_updater=MetadataUpdater(self.metadata),
+            ssl_context=client_context(cfg.values))
         self.retry_backoff_ms: float = cfg["retry.backoff.ms"]
         self.retry_backoff_max_ms: float = cfg["retry.backoff.max.ms"]
         self.default_timeout_ms: float = cfg["default.api.timeout.ms"]
@@ -133,6 +135,8 @@ class ConsumerNetworkClient:
         if self._closed:
             raise KafkaError("the consumer client is closed")
         self.client.poll(max(0.0, min(timeout_ms, MAX_POLL_MS)))
+        if self.metadata.authentication_error is not None:  # a failed TLS handshake: not retried
+            raise self.metadata.authentication_error
 
     def sleep(self, ms: float, deadline: float | None = None) -> None:
         """Wait ``ms`` (not past ``deadline``) while polling the network."""
