@@ -223,13 +223,21 @@ class Connection:
         decoder = FrameDecoder(server.max_request_bytes)
         idle_ms = server.connections_max_idle_ms
         large: memoryview | None = None  # receive buffer for large frames, made on first need
+        tls = self._stage is not None
         while not self._closing:
             wanted = decoder.bytes_wanted
             try:  # blocks at most connections.max.idle.ms (SO_RCVTIMEO, set by _configure)
                 if wanted > RECV_MIN:
                     if large is None:
                         large = memoryview(bytearray(RECV_LARGE))
-                    n = sock.recv_into(large, min(wanted, RECV_LARGE))
+                    want = min(wanted, RECV_LARGE)
+                    n = sock.recv_into(large, want)
+                    if tls and n:  # one TLS record (16 KiB) per receive: fill the chunk first,
+                        while n < want:  # the frame's bytes are promised (one push per chunk)
+                            got = sock.recv_into(large[n:], want - n)
+                            if not got:
+                                break
+                            n += got
                     data = large[:n]
                 else:
                     data = sock.recv(RECV_MIN)
