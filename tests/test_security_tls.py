@@ -398,3 +398,21 @@ def test_aiokafka_over_ssl(tls_broker, pki):
             await c.stop()
 
     assert asyncio.run(run()) == [b"aio%d" % i for i in range(10)]
+
+
+def test_idle_and_silent_tls_connections_are_closed(broker_factory, pki):
+    """connections.max.idle.ms through TLS (the receive timeout surfaces as SSLWantReadError)
+    and the handshake timeout (bounded by it) for a client that never says hello."""
+    b = broker_factory({"listeners": "SSL://127.0.0.1:0", "connections.max.idle.ms": "1000",
+                        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem")})
+    port = b.ports["SSL"]
+    context = ssl.create_default_context(cafile=pki.path("ca.pem"))
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            assert tls.version() in ("TLSv1.2", "TLSv1.3")
+            assert tls.recv(1) == b""  # closed by the broker, nothing sent
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as silent:
+        assert _closed(silent)
+    text = b.stderr_text()
+    assert "no TLS handshake within 1000 ms" in text
+    assert "Traceback" not in text

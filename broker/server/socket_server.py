@@ -47,6 +47,15 @@ Timeouts: a connection with nothing received for ``connections.max.idle.ms`` is 
 a send blocked that long (a client that stopped reading) fails through ``SO_SNDTIMEO``
 and closes the connection.
 
+TLS (SSL and SASL_SSL listeners, ``tls`` contexts from ``broker.server.ssl_context``): the
+connection's thread does the handshake (``_handshake``: it blocks no other connection),
+bounded by ``SSL_HANDSHAKE_TIMEOUT_MS`` or ``connections.max.idle.ms`` if shorter; a
+failure closes the connection, logged at INFO. Then the socket runs with a Python timeout
+of ``connections.max.idle.ms`` (blocking SSL sockets retry after SO_RCVTIMEO for ever), and
+sends go through ``_send_tls``: no sendmsg or sendfile through TLS, so buffers are staged
+into ``TLS_WRITE_CHUNK`` writes and file slices read into the stage with ``os.preadv``. A
+large frame is received a whole chunk at a time (TLS yields one 16-KiB record per receive).
+
 Thread-safety: ``SocketServer`` methods are called by the broker's main thread; the set
 of connections is guarded by a lock; a connection's socket and decoder belong to its own
 thread; ``Connection.close`` may be called from any thread (it only shuts the socket
@@ -198,7 +207,11 @@ class Connection:
             if self._closing:
                 return False
             self.sock.do_handshake()
-            self.sock.settimeout(None)  # blocking again: SO_RCVTIMEO / SO_SNDTIMEO bound the waits
+            # An SSL socket in blocking mode retries SSL_read after SO_RCVTIMEO's EAGAIN for
+            # ever (CPython's _ssl loop): the idle bound is the socket's own timeout instead
+            # (TimeoutError from recv or send after connections.max.idle.ms).
+            idle_ms = self.server.connections_max_idle_ms
+            self.sock.settimeout(idle_ms / 1000.0 if idle_ms > 0 else None)
             self.principal = peer_principal(self.sock, mapper)
         except TimeoutError:
             log.info("closing connection %s on %s: no TLS handshake within %d ms", self.id, self.listener,
@@ -242,7 +255,7 @@ class Connection:
                 else:
                     data = sock.recv(RECV_MIN)
                     n = len(data)
-            except (BlockingIOError, ssl.SSLWantReadError):  # SSLWantReadError: the same, through TLS
+            except (BlockingIOError, TimeoutError):  # TimeoutError: the same, through TLS
                 log.debug("closing connection %s: idle for %d ms", self.id, idle_ms)
                 return
             if not n:
