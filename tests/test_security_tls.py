@@ -416,3 +416,37 @@ def test_idle_and_silent_tls_connections_are_closed(broker_factory, pki):
     text = b.stderr_text()
     assert "no TLS handshake within 1000 ms" in text
     assert "Traceback" not in text
+
+
+def test_kafkalog_tools_take_ssl_keys_from_command_config(tls_broker, pki, tmp_path):
+    """`kafkalog topics` / `produce` / `consume` with --command-config / --producer.config /
+    --consumer.config holding security.protocol=SSL and a PKCS12 key store (mutual TLS)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    props = tmp_path / "client-ssl.properties"
+    props.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                     f"ssl.truststore.location={pki.path('ca.pem')}\nssl.keystore.type=PKCS12\n"
+                     f"ssl.keystore.location={pki.path('client.p12')}\nssl.keystore.password={STORE_PASSWORD}\n")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    cli = [sys.executable, "-c", "import sys; from spark_kafkalog.cli.main import main; sys.exit(main())"]
+    topic = _topic()
+    bootstrap = _addr(tls_broker, "MTLS")
+
+    def run(*args, stdin=None):
+        return subprocess.run([*cli, *args], capture_output=True, text=True, timeout=90, env=env, input=stdin)
+
+    r = run("topics", "--create", "--topic", topic, "--partitions", "2", "--bootstrap-server", bootstrap,
+            "--command-config", str(props))
+    assert r.returncode == 0, r.stderr
+    r = run("topics", "--list", "--bootstrap-server", bootstrap, "--command-config", str(props))
+    assert topic in r.stdout.split(), r.stderr
+    r = run("produce", "--topic", topic, "--bootstrap-server", bootstrap, "--producer.config", str(props),
+            stdin="a\nb\nc\n")
+    assert r.returncode == 0, r.stderr
+    r = run("consume", "--topic", topic, "--from-beginning", "--max-messages", "3", "--bootstrap-server",
+            bootstrap, "--consumer.config", str(props))
+    assert sorted(r.stdout.split()) == ["a", "b", "c"], r.stderr
+    assert STORE_PASSWORD not in r.stderr

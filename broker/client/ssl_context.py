@@ -15,7 +15,8 @@ Owns:
   off. A key store (``ssl.keystore.*``, ``ssl.keystore.certificate.chain`` / ``.key``)
   gives the client certificate for mutual TLS. Stores are read by ``broker.ssl_stores``;
   errors are ``ConfigError`` naming the key, never showing a secret.
-* ``SECRET_KEYS`` and ``redacted(values)``: what a config's repr may show.
+* ``secret_keys(config_def)`` and ``redacted(values, secrets)``: what a config's repr may
+  show; ``security_settings(values)``: the security keys of one config, for another.
 
 Thread-safety: a context is built once per client and shared read-only by its connections.
 """
@@ -40,6 +41,13 @@ def define_security_keys(config_def: ConfigDef) -> ConfigDef:
                       f"Protocol used to talk to brokers: {', '.join(CLIENT_SECURITY_PROTOCOLS)}.",
                       one_of(*CLIENT_SECURITY_PROTOCOLS))
     return define_ssl_keys(config_def, client=True)
+
+
+def security_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The security keys set in ``values`` (for a helper client made from another
+    client's configuration, e.g. a producer's metadata client)."""
+    return {k: v for k, v in values.items()
+            if v is not None and (k == "security.protocol" or k.startswith(("ssl.", "sasl.")))}
 
 
 def secret_keys(config_def: ConfigDef) -> frozenset[str]:
