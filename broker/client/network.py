@@ -428,16 +428,17 @@ class NetworkClient:
             reason = exc.reason or str(exc)
         else:
             reason = str(exc) or type(exc).__name__
-        if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
-            error: KafkaError = SslAuthenticationError(
-                f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) failed: {reason}")
-            self._auth_errors[conn.node_id] = error
-            log.error("%s", error)
-            if self.metadata_updater is not None and hasattr(self.metadata_updater, "handle_authentication_failure"):
-                self.metadata_updater.handle_authentication_failure(conn.node_id, error)
-        else:  # the broker closed the connection mid-handshake: retried like any network error
-            error = NetworkError(f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) "
-                                 f"interrupted: {reason}")
+        # As Kafka's SslTransportLayer: a handshake that fails in any way, the peer closing
+        # or resetting the connection included (a PLAINTEXT listener does that when it
+        # reads a ClientHello), is an authentication failure, not a network error to retry.
+        hint = "" if isinstance(exc, ssl.SSLCertVerificationError) else \
+            " (is this a TLS listener? security.protocol=SSL needs one)"
+        error = SslAuthenticationError(
+            f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) failed: {reason}{hint}")
+        self._auth_errors[conn.node_id] = error
+        log.error("%s", error)
+        if self.metadata_updater is not None and hasattr(self.metadata_updater, "handle_authentication_failure"):
+            self.metadata_updater.handle_authentication_failure(conn.node_id, error)
         self._close_conn(conn, now, error, failed=True)
 
     def authentication_error(self, node_id: int) -> KafkaError | None:
@@ -712,8 +713,8 @@ class NetworkClient:
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as e:
-                if conn.tls and conn.state == CHECKING_API_VERSIONS and isinstance(e, ssl.SSLError) \
-                        and not isinstance(e, ssl.SSLEOFError):
+                if conn.tls and conn.state == CHECKING_API_VERSIONS and not conn.api_versions \
+                        and isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLEOFError):
                     # TLSv1.3: the broker checks the client certificate after the client's
                     # handshake has completed; its refusal arrives as the first read's alert
                     self._tls_failed(conn, now, e)
