@@ -15,6 +15,9 @@ each listener, interleaved, ``REPEAT`` runs of:
    complete batches. Through TLS the broker cannot use sendfile (``Connection._send_tls``).
 3. the broker's CPU seconds per GB (utime + stime from /proc) of each phase.
 
+4. the machine's floor without a broker (``raw_floor``): loopback TCP vs TLS between two
+   threads, so that the broker's ratio can be read against what TLS itself costs here.
+
 Prints, per listener and phase, the median and the spread (min..max) of the runs, the
 TLS / plaintext ratio of the medians (goal: TLS keeps at least 0.7 of plaintext at 1-MiB
 batches), then as its very last line one JSON object with those figures. The load
@@ -173,6 +176,48 @@ def fetch(port: int, context) -> float:
     return sum(o["bytes"] for o in outs) / elapsed / 1e6
 
 
+def raw_floor(pki, total: int) -> dict[str, float]:
+    """The machine's floor, no broker: one thread writing ``total`` bytes in 256-KiB
+    writes to another that reads them, over loopback TCP and over TLS (same contexts as
+    the broker and the bench's clients); MB/s and the writer's CPU seconds per GB."""
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(pki.path("server.pem"))
+    client_ctx = ssl.create_default_context(cafile=pki.path("ca.pem"))
+    out = {}
+    for name, tls in (("tcp", False), ("tls", True)):
+        lsock = socket.create_server(("127.0.0.1", 0))
+        port = lsock.getsockname()[1]
+
+        def reader(tls=tls, port=port):
+            s = socket.create_connection(("127.0.0.1", port))
+            if tls:
+                s = client_ctx.wrap_socket(s, server_hostname="localhost")
+            buf, n = bytearray(1 << 20), 0
+            while n < total:
+                k = s.recv_into(buf)
+                if not k:
+                    break
+                n += k
+            s.close()
+
+        t = threading.Thread(target=reader)
+        t.start()
+        conn, _ = lsock.accept()
+        if tls:
+            conn = server_ctx.wrap_socket(conn, server_side=True)
+        data = memoryview(os.urandom(256 << 10))
+        cpu0, t0 = time.thread_time(), time.perf_counter()
+        for _ in range(total // data.nbytes):
+            conn.sendall(data)
+        cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
+        t.join()
+        conn.close()
+        lsock.close()
+        out[f"floor_{name}_mb_s"] = round(total / wall / 1e6, 1)
+        out[f"floor_{name}_writer_cpu_s_per_gb"] = round(cpu / (total / 1e9), 3)
+    return out
+
+
 def main(quick: bool = False) -> None:
     from tests.support.tls import make_pki
 
@@ -205,6 +250,7 @@ def main(quick: bool = False) -> None:
                     proc.terminate()
                     proc.wait(30)
                     shutil.rmtree(work / f"{listener}-{run}", ignore_errors=True)
+        pki_floor = make_pki(Path(tempfile.mkdtemp(prefix="bench-tls-pki-")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summary = {}
@@ -218,6 +264,14 @@ def main(quick: bool = False) -> None:
         ratio = summary[f"ssl_{name}"] / summary[f"plaintext_{name}"]
         summary[f"tls_ratio_{name}"] = round(ratio, 3)
         print(f"TLS / plaintext {name}: {ratio:.2f} (goal >= 0.70)")
+    try:
+        floor = raw_floor(pki_floor, 256 << 20)
+    finally:
+        shutil.rmtree(pki_floor.dir, ignore_errors=True)
+    print(f"machine floor (no broker, 256-KiB writes): TCP {floor['floor_tcp_mb_s']} MB/s, "
+          f"TLS {floor['floor_tls_mb_s']} MB/s (ratio {floor['floor_tls_mb_s'] / floor['floor_tcp_mb_s']:.2f}); "
+          f"writer CPU {floor['floor_tcp_writer_cpu_s_per_gb']} vs {floor['floor_tls_writer_cpu_s_per_gb']} s/GB")
+    summary.update(floor)
     print(json.dumps(summary))
 
 
