@@ -1,7 +1,7 @@
-"""Spark's network mode over TLS (issue 16): ``kafka.security.protocol=SSL`` and
-``kafka.ssl.*`` options reach the driver's planning client and the executors' fetchers, as
-with Spark's Kafka connector. Real Spark local mode, real broker subprocess with a
-PLAINTEXT and an SSL listener; the data is produced by confluent-kafka over PLAINTEXT.
+"""Spark over TLS (issue 16): ``kafka.security.protocol=SSL`` and ``kafka.ssl.*`` options
+reach the driver's planning client, the executors' fetchers and the sink's producers, as
+with Spark's Kafka connector. Real Spark local mode, a real broker subprocess with a
+PLAINTEXT, an SSL and a mutual-TLS listener (MTLS: ssl.client.auth=required).
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from tests.support.tls import STORE_PASSWORD, TRUST_PASSWORD
 @pytest.fixture(scope="module")
 def ssl_broker(tmp_path_factory, pki):
     b = BrokerProcess(tmp_path_factory.mktemp("spark-tls"), {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
         "ssl.keystore.type": "PKCS12", "ssl.keystore.location": pki.path("server.p12"),
-        "ssl.keystore.password": STORE_PASSWORD}, name="spark-tls")
+        "ssl.keystore.password": STORE_PASSWORD,
+        "listener.name.mtls.ssl.client.auth": "required", "listener.name.mtls.ssl.truststore.type": "PEM",
+        "listener.name.mtls.ssl.truststore.location": pki.path("ca.pem")}, name="spark-tls")
     b.start()
     yield b
     assert b.stop() == 0, b.stderr_text()[-3000:]
@@ -50,3 +53,34 @@ def test_spark_network_read_over_ssl(spark, ssl_broker, pki):
     assert df.count() == 500
     plan = df._jdf.queryExecution().toString()
     assert TRUST_PASSWORD not in plan
+
+
+def test_spark_write_over_mutual_tls(spark, ssl_broker, pki):
+    """The sink's producers (on the executors) take kafka.ssl.*: a PKCS12 key store for
+    mutual TLS and an inline PEM trust store; read back with confluent-kafka over TLS."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    with open(pki.path("ca.pem")) as f:
+        ca = f.read()
+    topic = f"spark-tls-w-{uuid.uuid4().hex[:8]}"
+    df = spark.range(300).selectExpr("CAST(id AS STRING) AS key", "CONCAT('value-', id) AS value")
+    (df.write.format("kafkalog").mode("append")
+       .option("kafka.bootstrap.servers", f"localhost:{ssl_broker.ports['MTLS']}")
+       .option("kafka.security.protocol", "SSL")
+       .option("kafka.ssl.truststore.type", "PEM")
+       .option("kafka.ssl.truststore.certificates", ca)
+       .option("kafka.ssl.keystore.type", "PKCS12")
+       .option("kafka.ssl.keystore.location", pki.path("client.p12"))
+       .option("kafka.ssl.keystore.password", STORE_PASSWORD)
+       .option("topic", topic)
+       .save())
+    c = Consumer({"bootstrap.servers": f"localhost:{ssl_broker.ports['SSL']}", "security.protocol": "SSL",
+                  "ssl.ca.location": pki.path("ca.pem"), "group.id": topic, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = set()
+    while len(got) < 300:
+        m = c.poll(30)
+        assert m is not None and not m.error()
+        got.add((m.key(), m.value()))
+    c.close()
+    assert got == {(str(i).encode(), f"value-{i}".encode()) for i in range(300)}
