@@ -19,9 +19,12 @@ adds what request/response flows need:
 * ``sleep(ms)``: a retry backoff that keeps polling (connections and metadata progress).
 
 Deadlines are absolute ``now_ms()`` values; a passed deadline raises
-``KafkaTimeoutError``. A connection lost with a request in flight completes that request
-with ``NetworkError`` (retriable): retry policy belongs to the callers (offsets.py,
-fetcher.py), which know what a retry means for them.
+``KafkaTimeoutError``. With ``security.protocol=SSL`` the NetworkClient speaks TLS
+(``broker.client.ssl_context``); a failed handshake makes every ``poll`` raise its
+``SslAuthenticationError`` (not retried) until a metadata update succeeds again. A
+connection lost with a request in flight completes that request with ``NetworkError``
+(retriable): retry policy belongs to the callers (offsets.py, fetcher.py), which know what
+a retry means for them.
 
 Thread-safety: none. A ConsumerNetworkClient belongs to the one thread that calls it
 (a Spark task, the driver's planning thread), like Kafka's KafkaConsumer.
