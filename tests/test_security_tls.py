@@ -450,3 +450,37 @@ def test_kafkalog_tools_take_ssl_keys_from_command_config(tls_broker, pki, tmp_p
             bootstrap, "--consumer.config", str(props))
     assert sorted(r.stdout.split()) == ["a", "b", "c"], r.stderr
     assert STORE_PASSWORD not in r.stderr
+
+
+def test_fuzzed_client_hellos_close_only_their_connection(tls_broker, pki):
+    """Truncated and mutated ClientHellos, and random bytes, on the SSL port: each
+    connection is closed (the client half-closes after sending), the broker serves on."""
+    import random
+
+    rng = random.Random(16)
+    context = ssl.create_default_context(cafile=pki.path("ca.pem"))
+    tls = context.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    hello = outgoing.read()
+    payloads = [hello[:n] for n in (1, 5, 6, 40, len(hello) // 2, len(hello) - 1)]
+    for _ in range(12):
+        mutated = bytearray(hello)
+        for _ in range(rng.randint(1, 8)):
+            mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+        payloads.append(bytes(mutated))
+    payloads += [rng.randbytes(rng.randint(1, 3000)) for _ in range(6)]
+    port = tls_broker.ports["SSL"]
+    for payload in payloads:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            try:
+                while s.recv(65536):  # whatever the broker answers (an alert), then EOF
+                    pass
+            except ConnectionResetError:
+                pass
+    assert tls_broker.alive()
+    with AdminClient(_ours(tls_broker, pki)) as admin:
+        assert isinstance(admin.list_topics(), list)
+    assert "Traceback" not in tls_broker.stderr_text()
