@@ -22,10 +22,9 @@ Topic errors that will not go away by retrying (INVALID_TOPIC_EXCEPTION,
 TOPIC_AUTHORIZATION_FAILED) are kept per topic so that a waiting ``send()`` fails at once
 instead of timing out; retriable ones (LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
 while auto-creation runs) only trigger another refresh.
-An authentication failure of a connection (a failed TLS handshake, reported by the
-NetworkClient through ``MetadataUpdater.handle_authentication_failure``) is kept as
-``Metadata.authentication_error``: ``await_update`` raises it at once instead of waiting,
-until an update succeeds.
+An authentication failure of a connection (a failed TLS handshake, a SASL failure,
+reported by the NetworkClient through ``MetadataUpdater.handle_authentication_failure``)
+ends ``await_update``'s wait at once, and ``fatal_error`` returns it (once).
 
 Thread-safety: ``Cluster`` is immutable; ``Metadata`` guards its state with one
 ``Condition``. ``MetadataUpdater`` belongs to the network thread.
@@ -163,9 +162,7 @@ class Metadata:
         self._last_success_ms = 0.0
         self._closed = False
         self._fatal: dict[str, KafkaError] = {}
-        # An AuthenticationError of the last connection attempt (a failed TLS handshake):
-        # await_update raises it instead of waiting; a successful update clears it.
-        self.authentication_error: KafkaError | None = None
+        self._auth_error: KafkaError | None = None  # a SASL failure, raised once by fatal_error
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -222,18 +219,29 @@ class Metadata:
         ``timeout_ms``."""
         deadline = time.monotonic() + timeout_ms / 1000.0
         with self._cond:
-            while self.version <= last_version:
+            while self.version <= last_version and self._auth_error is None:
                 if self._closed:
                     raise KafkaError("metadata closed")
-                if self.authentication_error is not None:
-                    raise self.authentication_error
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata not updated within {timeout_ms:g} ms")
                 self._cond.wait(remaining)
 
     def fatal_error(self, topic: str) -> KafkaError | None:
+        """The error waiting for ``topic`` must raise: an authentication failure (once),
+        else the topic's own fatal error."""
+        if self._auth_error is not None:
+            with self._cond:
+                error, self._auth_error = self._auth_error, None
+            if error is not None:
+                return error
         return self._fatal.get(topic)
+
+    def set_authentication_error(self, error: KafkaError) -> None:
+        """A connection failed SASL authentication: wake the waiters, who raise it."""
+        with self._cond:
+            self._auth_error = error
+            self._cond.notify_all()
 
     # -- updates (network thread) -------------------------------------------------------
 
@@ -302,7 +310,6 @@ class Metadata:
                 if t not in fatal:
                     self._fatal.pop(t, None)
             self.version += 1
-            self.authentication_error = None
             self._last_success_ms = now_ms
             self._last_refresh_ms = now_ms
             self._need_update = retry
@@ -360,13 +367,9 @@ class MetadataUpdater:
     def handle_disconnect(self, node_id: int) -> None:
         self.metadata.request_update()
 
-    def handle_authentication_failure(self, node_id: int, error: KafkaError) -> None:
-        """A connection failed to authenticate (TLS handshake): waiters raise ``error``."""
+    def handle_authentication_failure(self, error: KafkaError) -> None:
         self.in_flight = False
-        md = self.metadata
-        with md._cond:
-            md.authentication_error = error
-            md._cond.notify_all()
+        self.metadata.set_authentication_error(error)
 
 
 def _metadata_request(version: int, topics: list[str], auto_create: bool) -> Any:

@@ -9,8 +9,9 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
   SASL_SSL) the connected socket is wrapped and ``do_handshake`` is driven non-blocking by
   the selector (WANT_READ / WANT_WRITE); a failed handshake (unknown CA, host name
   mismatch, a peer that is not TLS) is an ``SslAuthenticationError``, not retried as a
-  network error: it completes the connection's requests, is kept per node
-  (``authentication_error``) and handed to the metadata updater, whose waiters raise it.
+  network error: it completes the connection's requests, is kept for
+  ``take_authentication_error()`` (consumers and admin raise it from their poll) and handed
+  to the metadata updater (the producer's metadata waits raise it).
   Through TLS, writes coalesce a request's buffers into chunks of ``TLS_WRITE_CHUNK``
   bytes (an SSL socket has no sendmsg), and a chunk that met WANT_WRITE is retried as is
   (OpenSSL's rule).
@@ -195,7 +196,7 @@ class NetworkClient:
                  metadata_updater: Any = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.metadata = metadata
         self.ssl_context = ssl_context
-        self._auth_errors: dict[int, KafkaError] = {}
+        self._auth_error: KafkaError | None = None
         self.client_id = client_id or None
         self.request_timeout_ms = request_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -435,15 +436,17 @@ class NetworkClient:
             " (is this a TLS listener? security.protocol=SSL needs one)"
         error = SslAuthenticationError(
             f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) failed: {reason}{hint}")
-        self._auth_errors[conn.node_id] = error
         log.error("%s", error)
-        if self.metadata_updater is not None and hasattr(self.metadata_updater, "handle_authentication_failure"):
-            self.metadata_updater.handle_authentication_failure(conn.node_id, error)
+        self._auth_error = error
+        updater = self.metadata_updater
+        if updater is not None and hasattr(updater, "handle_authentication_failure"):
+            updater.handle_authentication_failure(error)
         self._close_conn(conn, now, error, failed=True)
 
-    def authentication_error(self, node_id: int) -> KafkaError | None:
-        """The ``SslAuthenticationError`` of the node's last failed handshake, if any."""
-        return self._auth_errors.get(node_id)
+    def take_authentication_error(self) -> KafkaError | None:
+        """The last authentication failure, once (None when none happened since)."""
+        error, self._auth_error = self._auth_error, None
+        return error
 
     def _send_api_versions(self, conn: _Connection, version: int, now: float) -> None:
         schema = request_schema(ApiKey.API_VERSIONS, version)
@@ -470,7 +473,6 @@ class NetworkClient:
             return
         conn.api_versions = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
         conn.state = READY
-        self._auth_errors.pop(conn.node_id, None)
         st = self._nodes.setdefault(conn.node_id, _NodeState())
         st.failures = 0
         st.backoff_until_ms = 0.0

@@ -20,8 +20,8 @@ adds what request/response flows need:
 
 Deadlines are absolute ``now_ms()`` values; a passed deadline raises
 ``KafkaTimeoutError``. With ``security.protocol=SSL`` the NetworkClient speaks TLS
-(``broker.client.ssl_context``); a failed handshake makes every ``poll`` raise its
-``SslAuthenticationError`` (not retried) until a metadata update succeeds again. A
+(``broker.client.ssl_context``); a failed handshake makes the next ``poll`` raise its
+``SslAuthenticationError`` (not retried). A
 connection lost with a request in flight completes that request with ``NetworkError``
 (retriable): retry policy belongs to the callers (offsets.py, fetcher.py), which know what
 a retry means for them.
@@ -138,8 +138,9 @@ class ConsumerNetworkClient:
         if self._closed:
             raise KafkaError("the consumer client is closed")
         self.client.poll(max(0.0, min(timeout_ms, MAX_POLL_MS)))
-        if self.metadata.authentication_error is not None:  # a failed TLS handshake: not retried
-            raise self.metadata.authentication_error
+        error = self.client.take_authentication_error()
+        if error is not None:  # not retriable: the caller (consumer poll, admin call) raises it
+            raise error
 
     def sleep(self, ms: float, deadline: float | None = None) -> None:
         """Wait ``ms`` (not past ``deadline``) while polling the network."""
