@@ -163,6 +163,12 @@ class ConfigDef:
         return list(self.keys)
 
 
+def redacted(config_def: ConfigDef, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the password-typed keys' values replaced by ``[hidden]`` (for reprs and logs)."""
+    return {k: "[hidden]" if v is not None and k in config_def.keys and config_def.keys[k].type == PASSWORD
+            else v for k, v in values.items()}
+
+
 def load_properties(path: str | Path) -> dict[str, str]:
     """A Java-properties file: ``key=value`` or ``key: value`` or ``key value``; ``#`` and
     ``!`` comments; backslash continuations; ``\\`` escapes."""

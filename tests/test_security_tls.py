@@ -484,3 +484,20 @@ def test_fuzzed_client_hellos_close_only_their_connection(tls_broker, pki):
     with AdminClient(_ours(tls_broker, pki)) as admin:
         assert isinstance(admin.list_topics(), list)
     assert "Traceback" not in tls_broker.stderr_text()
+
+
+def test_security_protocol_merges_with_a_sasl_definition():
+    """Each side (TLS here, SASL in broker.client.sasl) adds its protocols to
+    security.protocol: defined after a SASL definition, SASL_SSL is accepted too."""
+    from broker.client.ssl_context import define_security_keys
+    from broker.config import STRING, ConfigDef, one_of
+
+    alone = define_security_keys(ConfigDef())
+    assert alone.validate_value("security.protocol", "SSL") == "SSL"
+    with pytest.raises(ConfigError, match="security.protocol"):
+        alone.validate_value("security.protocol", "SASL_SSL")
+    sasl_first = ConfigDef().define("security.protocol", STRING, "PLAINTEXT", "",
+                                    one_of("PLAINTEXT", "SASL_PLAINTEXT"))
+    both = define_security_keys(sasl_first)
+    for protocol in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        assert both.validate_value("security.protocol", protocol) == protocol

@@ -15,8 +15,8 @@ Owns:
   off. A key store (``ssl.keystore.*``, ``ssl.keystore.certificate.chain`` / ``.key``)
   gives the client certificate for mutual TLS. Stores are read by ``broker.ssl_stores``;
   errors are ``ConfigError`` naming the key, never showing a secret.
-* ``secret_keys(config_def)`` and ``redacted(values, secrets)``: what a config's repr may
-  show; ``security_settings(values)``: the security keys of one config, for another.
+* ``security_settings(values)``: the security keys of one config, for another (reprs hide
+  secrets with ``broker.config.redacted``).
 
 Thread-safety: a context is built once per client and shared read-only by its connections.
 """
@@ -27,7 +27,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from broker.config import PASSWORD, STRING, ConfigDef, define_ssl_keys, one_of
+from broker.config import STRING, ConfigDef, ConfigError, define_ssl_keys, one_of
 from broker.ssl_stores import HIDDEN, apply_protocols, load_key_store, load_trust_store
 
 # security.protocol values this client speaks (SASL_* come with the SASL client).
@@ -36,10 +36,19 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
 
 def define_security_keys(config_def: ConfigDef) -> ConfigDef:
-    """``security.protocol`` and the client ``ssl.*`` keys (module docstring)."""
+    """``security.protocol`` and the client ``ssl.*`` keys (module docstring). When
+    ``security.protocol`` is already defined (by the SASL side) and accepts SASL_PLAINTEXT,
+    SASL_SSL is accepted too: the two sides each add their protocols."""
+    allowed = list(CLIENT_SECURITY_PROTOCOLS)
+    existing = config_def.keys.get("security.protocol")
+    if existing is not None and existing.validator is not None:
+        try:
+            existing.validator(existing.name, "SASL_PLAINTEXT")
+            allowed += ["SASL_PLAINTEXT", "SASL_SSL"]
+        except ConfigError:
+            pass
     config_def.define("security.protocol", STRING, "PLAINTEXT",
-                      f"Protocol used to talk to brokers: {', '.join(CLIENT_SECURITY_PROTOCOLS)}.",
-                      one_of(*CLIENT_SECURITY_PROTOCOLS))
+                      f"Protocol used to talk to brokers: {', '.join(allowed)}.", one_of(*allowed))
     return define_ssl_keys(config_def, client=True)
 
 
@@ -48,15 +57,6 @@ def security_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     client's configuration, e.g. a producer's metadata client)."""
     return {k: v for k, v in values.items()
             if v is not None and (k == "security.protocol" or k.startswith(("ssl.", "sasl.")))}
-
-
-def secret_keys(config_def: ConfigDef) -> frozenset[str]:
-    return frozenset(k for k, key in config_def.keys.items() if key.type == PASSWORD)
-
-
-def redacted(values: Mapping[str, Any], secrets: frozenset[str]) -> dict[str, Any]:
-    """``values`` with every secret shown as ``[hidden]`` (for reprs and logs)."""
-    return {k: (HIDDEN if k in secrets and v is not None else v) for k, v in values.items()}
 
 
 def client_context(values: Mapping[str, Any]) -> ssl.SSLContext | None:
@@ -74,8 +74,6 @@ def client_context(values: Mapping[str, Any]) -> ssl.SSLContext | None:
         try:
             context.load_verify_locations(cafile=cafile, cadata=cadata)
         except ssl.SSLError as exc:
-            from broker.config import ConfigError
-
             raise ConfigError("ssl.truststore.location", values.get("ssl.truststore.location") or HIDDEN,
                               f"cannot load the trust store: {exc.reason or exc}") from None
     load_key_store(context, values, required=False)

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.client.ssl_context import define_security_keys, redacted, secret_keys
-from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
+from broker.client.ssl_context import define_security_keys
+from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of, redacted
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -92,7 +92,6 @@ CONSUMER_CONFIG_DEF = (
             one_of("latest", "earliest", "none"))
 )
 define_security_keys(CONSUMER_CONFIG_DEF)  # security.protocol, ssl.* (broker/client/ssl_context.py)
-_SECRETS = secret_keys(CONSUMER_CONFIG_DEF)
 
 
 def _normalise_keys(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,7 +139,7 @@ class ConsumerConfig:
         return ISOLATION_LEVELS[self.values["isolation.level"]]
 
     def __repr__(self) -> str:
-        return f"ConsumerConfig({redacted({k: self.values[k] for k in sorted(self.explicit)}, _SECRETS)})"
+        return f"ConsumerConfig({redacted(CONSUMER_CONFIG_DEF, {k: self.values[k] for k in sorted(self.explicit)})})"
 
 
 __all__ = ["CONSUMER_CONFIG_DEF", "ConfigError", "ConsumerConfig", "ISOLATION_LEVELS",

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.client.ssl_context import define_security_keys, redacted, secret_keys
+from broker.client.ssl_context import define_security_keys
 from broker.config import (
     BOOLEAN,
     INT,
@@ -42,6 +42,7 @@ from broker.config import (
     ConfigError,
     at_least,
     one_of,
+    redacted,
 )
 
 # ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE: the broker keeps
@@ -123,7 +124,6 @@ PRODUCER_CONFIG_DEF = (
             _callable_or_none)
 )
 define_security_keys(PRODUCER_CONFIG_DEF)  # security.protocol, ssl.* (broker/client/ssl_context.py)
-_SECRETS = secret_keys(PRODUCER_CONFIG_DEF)
 
 def _normalise_keys(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -193,7 +193,7 @@ class ProducerConfig:
         return self.values[key]
 
     def __repr__(self) -> str:
-        return f"ProducerConfig({redacted({k: self.values[k] for k in sorted(self.explicit)}, _SECRETS)})"
+        return f"ProducerConfig({redacted(PRODUCER_CONFIG_DEF, {k: self.values[k] for k in sorted(self.explicit)})})"
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
