@@ -12,9 +12,9 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
   network error: it completes the connection's requests, is kept for
   ``take_authentication_error()`` (consumers and admin raise it from their poll) and handed
   to the metadata updater (the producer's metadata waits raise it).
-  Through TLS, writes coalesce a request's buffers into chunks of ``TLS_WRITE_CHUNK``
-  bytes (an SSL socket has no sendmsg), and a chunk that met WANT_WRITE is retried as is
-  (OpenSSL's rule).
+  Through TLS, writes coalesce a request's buffers into large chunks (an SSL socket has no
+  sendmsg). The TLS steps (handshake, failure, writes) are ``TlsConnectionMixin``'s
+  (``broker.client.tls_connection``), a part of this class kept in its own module.
   Connects time out after ``socket.connection.setup.timeout.ms``; failed nodes are retried
   after an exponential ``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms`` (x2 per
   failure, 20% jitter).
@@ -60,9 +60,9 @@ from broker.client.errors import (
     KafkaError,
     NetworkError,
     RequestTimedOutError,
-    SslAuthenticationError,
     UnsupportedVersionError,
 )
+from broker.client.tls_connection import TlsConnectionMixin
 from broker.protocol import (
     ApiKey,
     ErrorCode,
@@ -84,8 +84,6 @@ _SETUP_STATES = (CONNECTING, TLS_HANDSHAKING, CHECKING_API_VERSIONS)
 RECV_CHUNK = 256 * 1024
 # Buffers handed to one sendmsg (IOV_MAX is 1024 on Linux).
 SENDMSG_MAX_BUFFERS = 512
-# Through TLS: buffers are joined into writes of about this size (one SSL_write each).
-TLS_WRITE_CHUNK = 256 * 1024
 # Largest response frame accepted (a Fetch answer is bounded by fetch.max.bytes; 100 MiB
 # is the broker's socket.request.max.bytes default).
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
@@ -185,8 +183,8 @@ class _NodeState:
         self.backoff_until_ms = 0.0
 
 
-class NetworkClient:
-    """See the module docstring."""
+class NetworkClient(TlsConnectionMixin):
+    """See the module docstring (TLS steps: ``broker.client.tls_connection``)."""
 
     def __init__(self, *, metadata: Any = None, client_id: str = "",
                  request_timeout_ms: float = 30000, reconnect_backoff_ms: float = 50,
@@ -405,44 +403,6 @@ class NetworkClient:
         self._set_mask(conn, selectors.EVENT_READ)
         self._send_api_versions(conn, API_VERSIONS_VERSION, now)
 
-    def _handshake(self, conn: _Connection, now: float) -> None:
-        """One non-blocking step of the TLS handshake."""
-        try:
-            conn.sock.do_handshake()
-        except ssl.SSLWantReadError:
-            self._set_mask(conn, selectors.EVENT_READ)
-            return
-        except ssl.SSLWantWriteError:
-            self._set_mask(conn, selectors.EVENT_WRITE)
-            return
-        except (ssl.SSLError, OSError) as e:
-            self._tls_failed(conn, now, e)
-            return
-        conn.last_activity_ms = now
-        log.debug("TLS to node %s: %s %s", conn.node_id, conn.sock.version(), conn.sock.cipher()[0])
-        self._connected(conn, now)
-
-    def _tls_failed(self, conn: _Connection, now: float, exc: BaseException) -> None:
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            reason = exc.verify_message or exc.reason
-        elif isinstance(exc, ssl.SSLError):
-            reason = exc.reason or str(exc)
-        else:
-            reason = str(exc) or type(exc).__name__
-        # As Kafka's SslTransportLayer: a handshake that fails in any way, the peer closing
-        # or resetting the connection included (a PLAINTEXT listener does that when it
-        # reads a ClientHello), is an authentication failure, not a network error to retry.
-        hint = "" if isinstance(exc, ssl.SSLCertVerificationError) else \
-            " (is this a TLS listener? security.protocol=SSL needs one)"
-        error = SslAuthenticationError(
-            f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) failed: {reason}{hint}")
-        log.error("%s", error)
-        self._auth_error = error
-        updater = self.metadata_updater
-        if updater is not None and hasattr(updater, "handle_authentication_failure"):
-            updater.handle_authentication_failure(error)
-        self._close_conn(conn, now, error, failed=True)
-
     def take_authentication_error(self) -> KafkaError | None:
         """The last authentication failure, once (None when none happened since)."""
         error, self._auth_error = self._auth_error, None
@@ -576,51 +536,6 @@ class NetworkClient:
             req.written = True
             req.sent_ms = now
             req.buffers = None  # the socket no longer needs the request's bytes
-            if not req.expect_response:
-                self._complete(req, None, None, now)
-        conn.last_activity_ms = now
-        if conn.sock is not None:
-            self._set_mask(conn, selectors.EVENT_READ | selectors.EVENT_WRITE if q
-                           else selectors.EVENT_READ)
-
-    def _write_tls(self, conn: _Connection, now: float) -> None:
-        """``_write`` through TLS: chunks of about TLS_WRITE_CHUNK bytes; a chunk that met
-        WANT_WRITE stays in ``tls_out`` and is written again as is."""
-        q = conn.send_queue
-        while q and conn.sock is not None:
-            req, views = q[0]
-            if conn.tls_out is None:
-                if len(views) == 1 or views[0].nbytes >= TLS_WRITE_CHUNK:
-                    conn.tls_out, conn.tls_out_views = views[0], 1
-                else:
-                    size = count = 0
-                    for v in views:
-                        if size + v.nbytes > TLS_WRITE_CHUNK and count:
-                            break
-                        size += v.nbytes
-                        count += 1
-                    conn.tls_out = memoryview(b"".join(list(views)[:count]))
-                    conn.tls_out_views = count
-            try:
-                n = conn.sock.send(conn.tls_out)
-            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
-                break
-            except OSError as e:
-                self._close_conn(conn, now, NetworkError(f"send to node {conn.node_id}: {e}"))
-                return
-            self.bytes_sent += n
-            if n < conn.tls_out.nbytes:  # a partial write (not OpenSSL's default): the rest later
-                conn.tls_out = conn.tls_out[n:]
-                continue
-            conn.tls_out = None
-            for _ in range(conn.tls_out_views):
-                views.popleft()
-            if views:
-                continue
-            q.popleft()
-            req.written = True
-            req.sent_ms = now
-            req.buffers = None
             if not req.expect_response:
                 self._complete(req, None, None, now)
         conn.last_activity_ms = now
