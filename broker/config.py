@@ -117,7 +117,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
                 return [p.strip() for p in s.split(",") if p.strip()]
             return s
         except ValueError:
-            raise ConfigError(key.name, raw, f"Expected value to be a {t}") from None
+            raise ConfigError(key.name, "[hidden]" if t == PASSWORD else raw, f"Expected value to be a {t}") from None
     if t in (INT, LONG) and isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     if t == DOUBLE and isinstance(raw, (int, float)) and not isinstance(raw, bool):
@@ -128,7 +128,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
         return [str(x) for x in raw]
     if t in (STRING, PASSWORD) and isinstance(raw, str):
         return raw
-    raise ConfigError(key.name, raw, f"Expected value to be a {t}")
+    raise ConfigError(key.name, "[hidden]" if t == PASSWORD else raw, f"Expected value to be a {t}")
 
 
 @dataclass
@@ -175,6 +175,12 @@ class ConfigDef:
         return list(self.keys)
 
 
+def redacted(config_def: ConfigDef, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the password-typed keys' values replaced by ``[hidden]`` (for reprs and logs)."""
+    return {k: "[hidden]" if v is not None and k in config_def.keys and config_def.keys[k].type == PASSWORD
+            else v for k, v in values.items()}
+
+
 def load_properties(path: str | Path) -> dict[str, str]:
     """A Java-properties file: ``key=value`` or ``key: value`` or ``key value``; ``#`` and
     ``!`` comments; backslash continuations; ``\\`` escapes."""
@@ -204,6 +210,76 @@ def _listeners(key: str, value: Any) -> None:
                               f"listener {item!r} is not of the form NAME://host:port")
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's default listener.security.protocol.map: each protocol's name as a listener name.
+DEFAULT_SECURITY_PROTOCOL_MAP = tuple(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
+
+def parse_protocol_map(value: Iterable[str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` entries as {LISTENER: PROTOCOL} (names upper-case)."""
+    out = {}
+    for item in value:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{item!r} is not LISTENER:PROTOCOL with a protocol of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name] = protocol
+    return out
+
+
+def _protocol_map(key: str, value: Any) -> None:
+    try:
+        parse_protocol_map(value or [])
+    except ValueError as exc:
+        raise ConfigError(key, ",".join(value), str(exc)) from None
+
+
+STORE_TYPES = ("JKS", "PKCS12", "PEM")
+TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+
+
+def _protocol_names(key: str, value: Any) -> None:
+    for v in value or []:
+        if v not in TLS_PROTOCOLS:
+            raise ConfigError(key, ",".join(value), f"unknown protocol {v!r} (one of {', '.join(TLS_PROTOCOLS)})")
+
+
+def define_ssl_keys(config_def: ConfigDef, *, client: bool) -> ConfigDef:
+    """Add Kafka's SSL keys (Kafka's ``SslConfigs``) to ``config_def``; the broker also
+    takes ``ssl.client.auth`` and ``ssl.principal.mapping.rules``."""
+    d = config_def
+    d.define("ssl.protocol", STRING, "TLSv1.3", "The TLS protocol family (TLSv1.2, TLSv1.3, TLS); "
+             "ssl.enabled.protocols decides what is negotiated.", one_of("TLS", "TLSv1.1", "TLSv1.2", "TLSv1.3"))
+    d.define("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], "Protocols enabled for TLS connections.",
+             _protocol_names)
+    d.define("ssl.cipher.suites", LIST, [], "Cipher suites (Java/IANA or OpenSSL names); empty: OpenSSL's "
+             "defaults. TLSv1.3 suites cannot be narrowed from Python.")
+    d.define("ssl.keystore.type", STRING, "JKS", "PEM or PKCS12 (JKS is unsupported: convert it to PKCS12).",
+             one_of(*STORE_TYPES))
+    d.define("ssl.keystore.location", STRING, None, "The key store file (PEM: key and certificate chain).")
+    d.define("ssl.keystore.password", PASSWORD, None, "The key store's password (PKCS12).")
+    d.define("ssl.key.password", PASSWORD, None, "The private key's password (PEM, PKCS12).")
+    d.define("ssl.keystore.certificate.chain", PASSWORD, None, "Inline PEM certificate chain (KIP-651).")
+    d.define("ssl.keystore.key", PASSWORD, None, "Inline PEM private key (KIP-651).")
+    d.define("ssl.truststore.type", STRING, "JKS", "PEM or PKCS12 (JKS is unsupported: convert it).",
+             one_of(*STORE_TYPES))
+    d.define("ssl.truststore.location", STRING, None, "The trust store file.")
+    d.define("ssl.truststore.password", PASSWORD, None, "The trust store's password (PKCS12).")
+    d.define("ssl.truststore.certificates", PASSWORD, None, "Inline PEM trusted certificates (KIP-651).")
+    d.define("ssl.endpoint.identification.algorithm", STRING, "https",
+             "https: verify the server's host name against its certificate; empty: do not.")
+    for name in ("ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.provider",
+                 "ssl.secure.random.implementation", "ssl.engine.factory.class"):
+        d.define(name, STRING, None, "Accepted for compatibility (Java only); no effect.")
+    if not client:
+        d.define("ssl.client.auth", STRING, "none", "Client certificates: none, requested or required.",
+                 one_of("none", "requested", "required"))
+        d.define("ssl.principal.mapping.rules", STRING, "DEFAULT",
+                 "Rules mapping a client certificate's subject DN to a principal name.")
+    return d
+
+
+
 # The broker's own keys (server.properties). The topic-level defaults (log.segment.bytes,
 # log.retention.hours, message.max.bytes ...) are defined in broker/log/config.py and
 # accepted here as they are.
@@ -217,6 +293,13 @@ SERVER_CONFIG_DEF = (
             "Addresses to listen on, NAME://host:port (port 0 picks a free one).", _listeners)
     .define("advertised.listeners", LIST, None,
             "Addresses given to clients in Metadata; defaults to listeners.", _listeners)
+    .define("listener.security.protocol.map", LIST, list(DEFAULT_SECURITY_PROTOCOL_MAP),
+            "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), "
+            "NAME:PROTOCOL pairs.", _protocol_map)
+    .define("inter.broker.listener.name", STRING, None,
+            "Accepted (a single node talks to no other broker); must name a listener.")
+    .define("security.inter.broker.protocol", STRING, "PLAINTEXT", "Accepted; no effect on a single node.",
+            one_of(*SECURITY_PROTOCOLS))
     .define("num.partitions", INT, 1, "Partitions of an auto-created topic.", at_least(1))
     .define("default.replication.factor", INT, 1, "Always 1 on a single node.", between(1, 1))
     .define("auto.create.topics.enable", BOOLEAN, True,
@@ -322,6 +405,9 @@ SERVER_CONFIG_DEF = (
     .define("kafkalog.metrics.port", INT, None, "Port of the Prometheus /metrics endpoint (0: any free one).")
     .define("kafkalog.metrics.host", STRING, "127.0.0.1", "Address of the Prometheus /metrics endpoint.")
 )
+# TLS (broker/server/ssl_context.py): Kafka's ssl.* keys, each also per listener as
+# listener.name.<listener lowercase>.ssl.* (which wins).
+define_ssl_keys(SERVER_CONFIG_DEF, client=False)
 
 
 def server_config(props: Mapping[str, Any]) -> dict[str, Any]:

@@ -166,7 +166,7 @@ class ReadOptions:
     include_headers: bool = False
     paths: tuple[str, ...] = ()  # direct mode: the log directories (absolute)
     bootstrap_servers: str | None = None
-    kafka_params: Mapping[str, str] = field(default_factory=dict)
+    kafka_params: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets (kafka.ssl.*)
     max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH
     poll_timeout_ms: int | None = None
     fetch_offset_num_retries: int = 3

@@ -90,6 +90,7 @@ from broker.client.errors import (
     UnsupportedVersionError,
 )
 from broker.client.network import now_ms
+from broker.client.ssl_context import define_security_keys
 from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
@@ -107,7 +108,6 @@ ADMIN_CONFIG_DEF = (
     ConfigDef()
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header (default adminclient-N).")
-    .define("security.protocol", STRING, "PLAINTEXT", "Only PLAINTEXT is supported.", one_of("PLAINTEXT"))
     .define("request.timeout.ms", INT, 30000, "Bound of one request round trip.", at_least(0))
     .define("default.api.timeout.ms", INT, 60000, "Bound of one admin call, retries included.",
             at_least(0))
@@ -128,13 +128,15 @@ ADMIN_CONFIG_DEF = (
             one_of("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"))
     .define("auto.include.jmx.reporter", BOOLEAN, True, "Accepted; no effect.")
 )
+define_security_keys(ADMIN_CONFIG_DEF)  # security.protocol, ssl.* (broker/client/ssl_context.py)
 _ids = itertools.count(1)
 # The keys the blocking network driver (ConsumerNetworkClient) takes from this config.
 _DRIVER_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
                 "retry.backoff.ms", "retry.backoff.max.ms", "reconnect.backoff.ms",
                 "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
                 "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes",
-                "metadata.max.age.ms")
+                "metadata.max.age.ms", *(k for k in ADMIN_CONFIG_DEF.keys
+                                          if k == "security.protocol" or k.startswith("ssl.")))
 
 # Highest versions this client builds; the broker's range decides (non-flexible and flexible
 # bodies are encoded alike by broker.protocol).

@@ -17,6 +17,12 @@ Owns the lifecycle:
   wait for their threads (no request is mid-append afterwards), then
   ``LogManager.shutdown`` (flush, checkpoints, clean-shutdown marker). Idempotent.
 
+Listeners: ``listeners`` with ``listener.security.protocol.map`` (Kafka's default map:
+PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL each as its own listener name); SSL and SASL_SSL
+listeners get a TLS context from the ``ssl.*`` keys (``listener.name.<l>.ssl.*`` first,
+``broker.server.ssl_context``), built in the constructor so a bad key store fails early.
+``inter.broker.listener.name`` is accepted (it must name a listener).
+
 Advertised endpoints (Metadata): ``advertised.listeners`` when set, else the listener
 itself; a port 0 means the listener's real bound port; an empty or wildcard host means
 the address the client connected to (what it can evidently reach).
@@ -33,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError, server_config
+from broker.config import ConfigError, parse_protocol_map, server_config
 from broker.log.config import (
     LOG_CONFIG_DEF,
     SERVER_DEFAULT_KEYS,
@@ -50,7 +56,8 @@ from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
-from broker.server.socket_server import SocketServer, parse_listeners
+from broker.server.socket_server import Listener, SocketServer, parse_listeners
+from broker.server.ssl_context import SSL_PROTOCOLS, PrincipalMapper, listener_ssl_values, server_context
 from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
 from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
 
@@ -66,16 +73,21 @@ def _topic_key_to_server_keys(topic_key: str) -> list[str]:
 def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
     """The broker's typed config; ConfigError names the server.properties key at fault."""
     config = server_config(props)
+    protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
     try:
-        parse_listeners(config["listeners"])
+        listeners = parse_listeners(config["listeners"], protocol_map)
     except ValueError as exc:
         raise ConfigError("listeners", ",".join(config["listeners"]), str(exc)) from None
+    names = {listener.name for listener in listeners}
     if config.get("advertised.listeners"):
-        names = {listener.name for listener in parse_listeners(config["listeners"])}
-        for adv in parse_listeners(config["advertised.listeners"]):
+        any_name = {item.split("://", 1)[0].upper(): "PLAINTEXT" for item in config["advertised.listeners"]}
+        for adv in parse_listeners(config["advertised.listeners"], any_name):  # names checked here:
             if adv.name not in names:
                 raise ConfigError("advertised.listeners", ",".join(config["advertised.listeners"]),
                                   f"listener {adv.name} is not in listeners")
+    inter = config.get("inter.broker.listener.name")
+    if inter and inter.upper() not in names:
+        raise ConfigError("inter.broker.listener.name", inter, f"listener {inter} is not in listeners")
     try:
         topic_defaults = topic_defaults_from_server(config)
         validate_topic_config(LogConfig.from_props(defaults=topic_defaults), topic_defaults)
@@ -107,8 +119,13 @@ class KafkaBroker:
         self.props = dict(props)
         self.config = validate_config(self.props)
         self.node_id = int(self.config["node.id"])
-        self.listeners = parse_listeners(self.config["listeners"])
-        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [])}
+        protocol_map = parse_protocol_map(self.config["listener.security.protocol.map"])
+        self.listeners = parse_listeners(self.config["listeners"], protocol_map)
+        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [],
+                                                                    protocol_map)}
+        # TLS contexts are built here, so a bad key store or password fails before any file
+        # or socket is touched, with a ConfigError naming the key.
+        self.tls = {li.name: self._tls_for(li) for li in self.listeners if li.security_protocol in SSL_PROTOCOLS}
         self.log_manager: LogManager | None = None
         self.topics: TopicManager | None = None
         self.socket_server: SocketServer | None = None
@@ -126,6 +143,11 @@ class KafkaBroker:
         self._logs_started = False
         self._stopped = threading.Event()
         self._shutdown_lock = threading.Lock()
+
+    def _tls_for(self, listener: Listener) -> tuple[Any, PrincipalMapper]:
+        values = listener_ssl_values(self.config, self.props, listener.name)
+        context = server_context(values, listener.name)
+        return context, PrincipalMapper(values.get("ssl.principal.mapping.rules") or "DEFAULT")
 
     @classmethod
     def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
@@ -179,7 +201,7 @@ class KafkaBroker:
                 queued_max_requests=config["queued.max.requests"],
                 send_buffer_bytes=config["socket.send.buffer.bytes"],
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
-                connections_max_idle_ms=config["connections.max.idle.ms"])
+                connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls)
             self.socket_server.startup()
             if config.get("kafkalog.metrics.port") is not None:
                 collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,

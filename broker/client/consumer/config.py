@@ -11,8 +11,8 @@ Deliberate differences from Kafka's defaults, with their reasons:
   fetcher keeps its next Fetch in flight while it decodes the previous response, and the
   overlap is only as large as what the kernel may buffer meanwhile.
 * ``allow.auto.create.topics`` is false: reading a range must never create a topic.
-* ``security.protocol`` accepts PLAINTEXT only (the client core has no TLS or SASL yet):
-  anything else raises ``ConfigError`` rather than failing at connect time.
+* ``security.protocol`` and the ``ssl.*`` keys: ``broker.client.ssl_context`` (secrets are
+  ``[hidden]`` in the repr).
 
 Keys may be given with dots (``"fetch.max.bytes"``) or as Python keywords with
 underscores (``fetch_max_bytes=...``). Unknown keys raise ``ConfigError``.
@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
+from broker.client.ssl_context import define_security_keys
+from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of, redacted
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -36,8 +37,6 @@ CONSUMER_CONFIG_DEF = (
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header.")
     .define("client.rack", STRING, "", "Sent as the rack id of Fetch v11+.")
-    .define("security.protocol", STRING, "PLAINTEXT", "Only PLAINTEXT is supported.",
-            one_of("PLAINTEXT"))
     .define("isolation.level", STRING, READ_UNCOMMITTED,
             "read_committed hides aborted transactions and reads up to the LSO.",
             one_of(*ISOLATION_LEVELS))
@@ -92,6 +91,7 @@ CONSUMER_CONFIG_DEF = (
             "Where a partition without a committed offset (or out of range) starts.",
             one_of("latest", "earliest", "none"))
 )
+define_security_keys(CONSUMER_CONFIG_DEF)  # security.protocol, ssl.* (broker/client/ssl_context.py)
 
 
 def _normalise_keys(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,7 +139,7 @@ class ConsumerConfig:
         return ISOLATION_LEVELS[self.values["isolation.level"]]
 
     def __repr__(self) -> str:
-        return f"ConsumerConfig({ {k: self.values[k] for k in sorted(self.explicit)} })"
+        return f"ConsumerConfig({redacted(CONSUMER_CONFIG_DEF, {k: self.values[k] for k in sorted(self.explicit)})})"
 
 
 __all__ = ["CONSUMER_CONFIG_DEF", "ConfigError", "ConsumerConfig", "ISOLATION_LEVELS",
