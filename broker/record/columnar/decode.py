@@ -102,6 +102,16 @@ VECTOR_WALK_MIN_BATCHES = 24
 # Mean length from which a binary_view cast beats ``take`` over gap/value spans
 # (pyarrow 26: the cast sizes its output once; take wins on short values).
 VIEW_MIN_MEAN_LENGTH = 256
+# Speculative walk of a batch's records (``_walk_runs``): tried on batches of at least this
+# many records, given up after a run shorter than SPECULATE_MIN_RUN (record sizes vary).
+SPECULATE_MIN_RECORDS = 16
+# lz4 payloads are decompressed into arenas of ARENA_RATIO times the input left (at least
+# ARENA_RATIO times the batch's compressed size), at most the unit budget within these
+# bounds: a batch that does not fit the space left gets a fresh arena.
+ARENA_MIN_BYTES = 1 << 20
+ARENA_MAX_BYTES = 64 << 20
+ARENA_RATIO = 8
+SPECULATE_MIN_RUN = 8
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -179,12 +189,13 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
         aborted_by_pid.setdefault(pid, []).append((first, last))
     schema = arrow_schema(include_headers)
     progress = progress if progress is not None else DecodeProgress()
+    arena = _Arena(min(max(max_bytes_per_batch, ARENA_MIN_BYTES), ARENA_MAX_BYTES))
 
     # The unit being gathered: v2 batches (headers, positions, payloads: None when not
     # compressed) or one run [legacy_start, legacy_end) of legacy entries.
     headers: list[tuple] = []
     positions: list[int] = []
-    payloads: list[bytes | None] = []
+    payloads: list[bytes | np.ndarray | None] = []
     legacy_start = legacy_end = -1
     unit_rows = unit_bytes = 0
 
@@ -264,8 +275,8 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                         raise CorruptRecordError(f"CRC {actual:#010x} != stored "
                                                  f"{header[H_CRC]:#010x}")
                 if codec:
-                    payload = codecs.decompress(codec, view[pos + RECORDS_OFFSET:pos + size],
-                                                max_decompressed)
+                    payload = _inflate(codec, view[pos + RECORDS_OFFSET:pos + size],
+                                       max_decompressed, arena, end - pos)
                     nbytes = len(payload)
                 else:
                     nbytes = size - RECORDS_OFFSET
@@ -331,6 +342,8 @@ def _bad_batch(view: memoryview, header: tuple, pos: int, payload: bytes | None,
     told by the scalar decoder (it names the record), else by ``exc``."""
     if payload is None:
         payload = view[pos + RECORDS_OFFSET:pos + header[H_BATCH_LENGTH] + LOG_OVERHEAD]
+    elif isinstance(payload, np.ndarray):
+        payload = memoryview(payload)
     reason = str(exc)
     try:
         decode_records(payload, BatchHeader(*header))
@@ -396,7 +409,9 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
         lengths = np.fromiter(map(len, pieces), np.int64, nb)
         bend = np.cumsum(lengths)
         bstart = bend - lengths
-        region = np.frombuffer(b"".join(pieces), np.uint8)
+        region = _in_one_arena(pieces)
+        if region is None:
+            region = np.frombuffer(b"".join(pieces), np.uint8)
     counts = hv[:, 12].copy()
     n = int(counts.sum())
     first_rec = np.cumsum(counts) - counts
@@ -448,6 +463,62 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
     if include_headers:
         columns.append(_headers_array(region, hcount, hdr, m))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class _Arena:
+    """Where lz4 payloads are decompressed, back to back: the payloads of a unit usually
+    end up adjacent, and the unit's region is then a slice of the arena (no join). An
+    arena is replaced by a fresh one when full; the old one lives on as long as payloads
+    point into it (at most about one unit)."""
+
+    __slots__ = ("buf", "used", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.buf: np.ndarray | None = None  # allocated at the first lz4 batch
+        self.used = 0
+        self.capacity = capacity
+
+
+def _inflate(codec: int, data: memoryview, max_decompressed: int, arena: _Arena,
+             rest: int):
+    """The decompressed payload of a batch: for lz4 a numpy slice of ``arena``, else
+    ``codecs.decompress``'s bytes (which also tells what is wrong when the fast path
+    fails: a bad payload, or one over ``max_decompressed``). ``rest``: the input's bytes
+    from this batch on, which size a fresh arena (ARENA_RATIO times, within the unit
+    budget), so that a small input never reserves a large arena."""
+    if codec != codecs.CompressionType.LZ4:
+        return codecs.decompress(codec, data, max_decompressed)
+    limit = max_decompressed + 1
+    size = max(min(arena.capacity, ARENA_RATIO * rest), min(limit, ARENA_RATIO * len(data)))
+    for fresh in (arena.buf is None, True):
+        if fresh:
+            arena.buf = np.empty(size, np.uint8)
+            arena.used = 0
+        room = arena.buf[arena.used:arena.used + limit]
+        n = codecs.decompress_into(codec, data, room)
+        if 0 <= n <= max_decompressed:
+            start = arena.used
+            arena.used += n
+            return arena.buf[start:arena.used]
+        if fresh or n > max_decompressed \
+                or len(room) >= min(limit, size):
+            break  # a fresh arena would not help: bad data, or over the budget
+    return codecs.decompress(codec, data, max_decompressed)
+
+
+def _in_one_arena(pieces: list) -> np.ndarray | None:
+    """The pieces as one slice when they are adjacent slices of one arena, else None."""
+    first = pieces[0]
+    if type(first) is not np.ndarray:
+        return None
+    base = first.base
+    start = at = first.ctypes.data
+    for piece in pieces:
+        if type(piece) is not np.ndarray or piece.base is not base or piece.ctypes.data != at:
+            return None
+        at += piece.size
+    offset = start - base.ctypes.data
+    return base[offset:offset + at - start]
 
 
 def _walk(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,
@@ -504,12 +575,63 @@ def _walk(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.n
 
 def _walk_python(region: np.ndarray, p: int, e: int, first: int, count: int,
                  rec_start: np.ndarray, rec_end: np.ndarray) -> int:
-    """The scalar walk of ``count`` records from ``p``; returns the position after them."""
+    """The walk of ``count`` records of one batch from ``p``; returns the position after
+    them. Runs of records of one size (fixed-size values: the common case) are found by
+    speculation, checked in numpy; the rest is walked in Python."""
+    if p < 0:  # the vectorised steps went astray (a negative length)
+        raise CorruptRecordError("record length out of bounds")
+    done = 0
+    if count >= SPECULATE_MIN_RECORDS:
+        p, done = _walk_runs(region, p, e, first, count, rec_start, rec_end)
+    if done < count:
+        p = _walk_scalar(region, p, e, first + done, count - done, rec_start, rec_end)
+    return p
+
+
+def _walk_runs(region: np.ndarray, p: int, e: int, first: int, count: int,
+               rec_start: np.ndarray, rec_end: np.ndarray) -> tuple[int, int]:
+    """Speculative walk: if the record at ``p`` takes ``step`` bytes (length varint
+    included), guess that the next ones do too and check every guess at once: the length
+    varint read at each guessed start must be the same size and value as the first
+    one's. The matching prefix is a chain of true record starts (each verified record
+    ends where the next verified one starts); the walk goes on from its end while runs
+    stay long. Returns (position, records walked)."""
+    done = 0
+    while count - done >= SPECULATE_MIN_RECORDS and e - p > 2:
+        b0 = int(region[p])
+        if b0 < 0x80:
+            head, z = 1, b0
+        else:
+            b1 = int(region[p + 1])
+            if b1 >= 0x80:
+                break  # records of 8 KiB or more: few per batch, walked one by one
+            head, z = 2, (b0 & 0x7F) | (b1 << 7)
+        length = (z >> 1) ^ -(z & 1)
+        if length < MIN_RECORD_BODY or length > e - p - head:
+            break  # the scalar walk names the problem
+        step = head + length
+        m = min(count - done, (e - p) // step)
+        starts = np.arange(p, p + m * step, step, dtype=np.int64)
+        w = region.take(starts + 1, mode="clip").astype(np.intp)
+        w <<= 8
+        w |= region.take(starts)
+        same = (SIZE2.take(w) == head) & (VALUE2.take(w) == length)
+        k = m if same.all() else int(same.argmin())  # same[0] holds: k >= 1
+        rec_start[first + done:first + done + k] = starts[:k] + head
+        rec_end[first + done:first + done + k] = starts[:k] + step
+        done += k
+        p += k * step
+        if k < SPECULATE_MIN_RUN:
+            break  # sizes vary: the scalar walk is cheaper
+    return p, done
+
+
+def _walk_scalar(region: np.ndarray, p: int, e: int, first: int, count: int,
+                 rec_start: np.ndarray, rec_end: np.ndarray) -> int:
+    """The record-by-record walk of ``count`` records from ``p``."""
     mv = memoryview(region)
     starts = [0] * count
     ends = [0] * count
-    if p < 0:  # the vectorised steps went astray (a negative length)
-        raise CorruptRecordError("record length out of bounds")
     for i in range(count):
         if p >= e:
             raise TruncatedError("records count larger than the records present")
