@@ -17,20 +17,28 @@ Owns the raw-response buffer, prefetching and the pause rule:
   it is resumed (Kafka's rule). Positions live in the consumer's ``SubscriptionState``
   (the same dict).
 * Decoding: both modes decode in columns (``iter_arrow`` from the position, aborted
-  transactions dropped, control batches skipped); ``poll`` then builds the
-  ``ConsumerRecord``s from the columns (their ``leader_epoch`` is -1: the columns do not
-  carry it). A batch the columnar decoder refuses sends that response through the
+  transactions dropped, control batches skipped), on a decoding thread of the fetcher's
+  own (one ``ThreadPoolExecutor`` worker, started at the first response): each response
+  is handed to it as soon as it arrives, so that it is decoded while the caller works
+  through the previous one (lz4, CRC-32C, numpy and Arrow release the GIL), as
+  librdkafka decodes on its own threads; draining waits for that result. ``poll`` then
+  builds the ``ConsumerRecord``s from the columns (their ``leader_epoch`` is -1: the
+  columns do not carry it). A batch the columnar decoder refuses sends that response through the
   poller's record-by-record decoder, so the rows before the bad batch are returned and
   ``CorruptBatchError`` is raised on the next call, with the position left at the batch,
   in both modes. ``max.poll.records`` bounds ``poll`` only: ``poll_arrow`` returns whole
   responses (bounded by ``fetch.max.bytes`` / ``max.partition.fetch.bytes``).
 
-Thread-safety: none; owned by the consumer's thread.
+Thread-safety: none; owned by the consumer's thread. The decoding thread only runs
+``_decode_columns``, a pure function of a response's bytes (never mutated once received)
+and of values fixed when the response arrived; a result no longer wanted (``seek``,
+``drop_buffered``) is cancelled or ignored. ``close`` stops the thread.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
 from typing import Any
 
@@ -65,20 +73,26 @@ _MAX_ROWS = 1 << 30
 
 
 class _Raw:
-    """One partition's records of one Fetch response, not decoded yet."""
+    """One partition's records of one Fetch response, not decoded yet (or being decoded
+    by the decoding thread: ``decoded``)."""
 
-    __slots__ = ("tp", "position", "pd", "scan")
+    __slots__ = ("tp", "position", "pd", "scan", "decoded")
 
     def __init__(self, tp: TopicPartition, position: int, pd: Any, scan: Any) -> None:
         self.tp = tp
         self.position = position
         self.pd = pd
         self.scan = scan  # fetcher.scan_entries of the records
+        self.decoded: Future | None = None  # of _decode_columns(...)
 
 
 class ConsumerFetcher(PartitionPoller):
     """See the module docstring. ``poll(timeout_ms)`` -> list of ``ConsumerRecord``;
     ``poll_arrow(timeout_ms)`` -> ``{TopicPartition: pyarrow.RecordBatch}``."""
+
+    # Decode each response on a thread of the fetcher's own as soon as it arrives (False:
+    # on the caller's thread when it is drained; only to measure what the thread brings).
+    decode_in_background = True
 
     def __init__(self, client: Any, state: SubscriptionState) -> None:
         super().__init__(client, auto_offset_reset=state.default_reset)
@@ -86,6 +100,7 @@ class ConsumerFetcher(PartitionPoller):
         self._positions = state.positions  # shared with the SubscriptionState
         self._fetch_next: dict[TopicPartition, int] = {}  # offset after buffered responses
         self._arrow = False
+        self._decoder: ThreadPoolExecutor | None = None  # started at the first response
 
     # -- hooks of PartitionPoller ----------------------------------------------------------
 
@@ -151,11 +166,17 @@ class ConsumerFetcher(PartitionPoller):
         watched = ({t.producer_id for t in pd.aborted_transactions}
                    if committed and pd.aborted_transactions else None)
         scan = scan_entries(memoryview(pd.records), INT64_MAX, watched)
+        raw = _Raw(tp, position, pd, scan)
         if scan.next_offset is None:
             self._fetch_next.pop(tp, None)  # a partial entry only: no prefetch past it
         else:
             self._fetch_next[tp] = max(position, scan.next_offset)
-        self._completed.append(_Raw(tp, position, pd, scan))
+            if self.decode_in_background:
+                if self._decoder is None:
+                    self._decoder = ThreadPoolExecutor(
+                        1, thread_name_prefix="kafkalog-consumer-decode")
+                raw.decoded = self._decoder.submit(*self._decode_args(raw))
+        self._completed.append(raw)
 
     def _drain(self) -> Any:
         return self._drain_arrow() if self._arrow else self._drain_records()
@@ -186,8 +207,18 @@ class ConsumerFetcher(PartitionPoller):
             self._arrow = False
         return out if out else {}
 
+    def close(self) -> None:
+        if self._decoder is not None:
+            self._decoder.shutdown(wait=False, cancel_futures=True)
+            self._decoder = None
+        super().close()
+
     def drop_buffered(self, keep: set[TopicPartition] | None = None) -> None:
         """Forget buffered data (of every partition not in ``keep``)."""
+        for c in self._completed:
+            if isinstance(c, _Raw) and c.decoded is not None and (keep is None
+                                                                  or c.tp not in keep):
+                c.decoded.cancel()
         self._completed = deque(c for c in self._completed if keep is not None and c.tp in keep)
         for tp in [tp for tp in self._fetch_next if keep is None or tp not in keep]:
             del self._fetch_next[tp]
@@ -305,19 +336,37 @@ class ConsumerFetcher(PartitionPoller):
         return rb
 
     def _arrow_decode(self, raw: _Raw) -> pa.RecordBatch | None:
+        """The records of ``raw`` from its position (None: a bad batch in it): the
+        decoding thread's result, else decoded here."""
+        if raw.decoded is not None and not raw.decoded.cancelled():
+            return raw.decoded.result()
+        fn, *args = self._decode_args(raw)
+        return fn(*args)
+
+    def _decode_args(self, raw: _Raw) -> tuple:
         pd = raw.pd
         committed = self.isolation == READ_COMMITTED
         aborted = aborted_ranges(pd.aborted_transactions, raw.scan.aborts) if committed else None
-        try:
-            batches = list(iter_arrow(memoryview(pd.records), raw.position, None,
-                                      max_rows_per_batch=_MAX_ROWS,
-                                      max_decompressed=self.max_decompressed, aborted=aborted,
-                                      verify_crc=self.verify_crc, include_headers=True))
-        except DecodeError:
-            return None
-        if not batches:
-            return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
-        return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        return (_decode_columns, pd.records, raw.position, self.max_decompressed, aborted,
+                self.verify_crc)
+
+
+def _decode_columns(records: Any, position: int, max_decompressed: int,
+                    aborted: list[tuple[int, int, int]] | None,
+                    verify_crc: bool) -> pa.RecordBatch | None:
+    """One response's records from ``position`` as one RecordBatch; None when a batch in
+    it is bad (the record path then tells which). A pure function: it runs on the
+    decoding thread."""
+    try:
+        batches = list(iter_arrow(memoryview(records), position, None,
+                                  max_rows_per_batch=_MAX_ROWS,
+                                  max_decompressed=max_decompressed, aborted=aborted,
+                                  verify_crc=verify_crc, include_headers=True))
+    except DecodeError:
+        return None
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def _arrow_to_records(tp: TopicPartition, rb: pa.RecordBatch) -> list[ConsumerRecord]:
