@@ -18,10 +18,12 @@ Owns the raw-response buffer, prefetching and the pause rule:
   (the same dict).
 * Decoding: both modes decode in columns (``iter_arrow`` from the position, aborted
   transactions dropped, control batches skipped), on a decoding thread of the fetcher's
-  own (one ``ThreadPoolExecutor`` worker, started at the first response): each response
-  is handed to it as soon as it arrives, so that it is decoded while the caller works
-  through the previous one (lz4, CRC-32C, numpy and Arrow release the GIL), as
-  librdkafka decodes on its own threads; draining waits for that result. ``poll`` then
+  own (one ``ThreadPoolExecutor`` worker, started at the first response) while the
+  caller uses ``poll_arrow``: each response is handed to it as soon as it arrives, so
+  that it is decoded while the caller works through the previous one (lz4, CRC-32C,
+  numpy and Arrow release the GIL), as librdkafka decodes on its own threads; draining
+  waits for that result. Not while the caller uses ``poll``: building the records holds
+  the GIL in long C calls, which would starve the thread. ``poll`` then
   builds the ``ConsumerRecord``s from the columns (their ``leader_epoch`` is -1: the
   columns do not carry it). A batch the columnar decoder refuses sends that response through the
   poller's record-by-record decoder, so the rows before the bad batch are returned and
@@ -37,6 +39,7 @@ and of values fixed when the response arrived; a result no longer wanted (``seek
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
@@ -90,8 +93,8 @@ class ConsumerFetcher(PartitionPoller):
     """See the module docstring. ``poll(timeout_ms)`` -> list of ``ConsumerRecord``;
     ``poll_arrow(timeout_ms)`` -> ``{TopicPartition: pyarrow.RecordBatch}``."""
 
-    # Decode each response on a thread of the fetcher's own as soon as it arrives (False:
-    # on the caller's thread when it is drained; only to measure what the thread brings).
+    # Decode each response on a thread of the fetcher's own as soon as it arrives, while
+    # the caller uses poll_arrow (False: never; only to measure what the thread brings).
     decode_in_background = True
 
     def __init__(self, client: Any, state: SubscriptionState) -> None:
@@ -100,6 +103,7 @@ class ConsumerFetcher(PartitionPoller):
         self._positions = state.positions  # shared with the SubscriptionState
         self._fetch_next: dict[TopicPartition, int] = {}  # offset after buffered responses
         self._arrow = False
+        self._arrow_last = False  # the last poll was poll_arrow
         self._decoder: ThreadPoolExecutor | None = None  # started at the first response
 
     # -- hooks of PartitionPoller ----------------------------------------------------------
@@ -171,7 +175,7 @@ class ConsumerFetcher(PartitionPoller):
             self._fetch_next.pop(tp, None)  # a partial entry only: no prefetch past it
         else:
             self._fetch_next[tp] = max(position, scan.next_offset)
-            if self.decode_in_background:
+            if self.decode_in_background and self._arrow_last:
                 if self._decoder is None:
                     self._decoder = ThreadPoolExecutor(
                         1, thread_name_prefix="kafkalog-consumer-decode")
@@ -196,11 +200,11 @@ class ConsumerFetcher(PartitionPoller):
         return super().poll(timeout_ms)
 
     def poll_records(self, timeout_ms: float) -> list[ConsumerRecord]:
-        self._arrow = False
+        self._arrow = self._arrow_last = False
         return self.poll(timeout_ms)
 
     def poll_arrow(self, timeout_ms: float) -> dict[TopicPartition, pa.RecordBatch]:
-        self._arrow = True
+        self._arrow = self._arrow_last = True
         try:
             out = self.poll(timeout_ms)
         finally:
@@ -373,10 +377,25 @@ def _arrow_to_records(tp: TopicPartition, rb: pa.RecordBatch) -> list[ConsumerRe
     """``ConsumerRecord``s of the rows of ``rb``: each field column turned into a list in
     C (numpy's ``tolist``; a column with a single value, or all nulls, is repeated rather
     than listed) and the tuples built by ``tuple.__new__`` over ``zip``, without a
-    Python-level ``__new__`` call per record (about 0.15 us a record instead of 0.35)."""
+    Python-level ``__new__`` call per record (about 0.15 us a record instead of 0.35).
+
+    The cyclic garbage collector is paused while they are built (if it was enabled): the
+    records hold no cycles, and thousands of new tuples would otherwise set off dozens of
+    collections, some of them full ones over every object of the process (measured 2-3x
+    the cost of building the records)."""
     n = rb.num_rows
     if not n:
         return []
+    if not gc.isenabled():
+        return _build_records(tp, rb, n)
+    gc.disable()
+    try:
+        return _build_records(tp, rb, n)
+    finally:
+        gc.enable()
+
+
+def _build_records(tp: TopicPartition, rb: pa.RecordBatch, n: int) -> list[ConsumerRecord]:
     offsets, timestamps, types, keys, values, headers = rb.columns
     if len(headers.flatten()):
         hs: Any = [tuple((h["key"], h["value"]) for h in row) if row else ()
