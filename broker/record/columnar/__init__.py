@@ -2,8 +2,9 @@
 
 Owns: the public API of ``decode.py`` (log entries -> ``pyarrow.RecordBatch``es) and
 ``encode.py`` (Arrow columns -> v2 batches); ``_vec.py`` holds the vectorised varints
-both use, ``_walk.py`` the decoder's walk of the records' lengths. Neither path creates a Python object per record on its hot path (legacy magic
-0/1 entries, rare and old, are read record by record through ``legacy.py``).
+both use, ``_walk.py`` the decoder's walk of the records' lengths. Neither path creates
+a Python object per record on its hot path (legacy magic 0/1 entries, rare and old, are
+read record by record through ``legacy.py``).
 
 Decoded schema (``arrow_schema()``), one row per record, in log order::
 
