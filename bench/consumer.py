@@ -12,6 +12,9 @@ client touches each value (its length) as an application would; the columnar cas
 touches the value column's buffers once per batch (what pandas / Arrow compute do). Fetch
 settings are each client's defaults; max.poll.records / max_records 500 (Kafka's).
 confluent-kafka reads with consume(num_messages=500), its fastest Python path.
+(Its defaults hold it down on small records: librdkafka stops fetching once
+queued.min.messages are queued and waits fetch.queue.backoff.ms, 1 s, before fetching
+again; the README gives its figure with that backoff off.)
 
 Each topic is read ``--runs`` times (default 3) by every client, the clients' order
 rotating from run to run. Prints each result, a table of the median and range (min-max)
