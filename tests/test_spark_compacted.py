@@ -238,3 +238,71 @@ def test_spark_ranges_ending_on_removed_offsets(spark, compacted, mode):
         end = json.dumps({topic: {str(q): (g + 1 if q == p else 0) for q in (0, 1)}})
         assert _read(spark, broker, topic, mode, startingOffsets=start, endingOffsets=end,
                      failOnDataLoss="true").count() == 0
+
+
+# --- direct mode on a live broker: a directory listed in the middle of a segment swap ---
+
+class _Crash(BaseException):
+    """Stops the cleaner at a step of its segment swap, as a crash would (BaseException:
+    the cleaner's own cleanup does not run), leaving the directory as a reader may list
+    it at that moment."""
+
+
+@pytest.mark.parametrize("step", ["swap", "delete"])
+def test_direct_mode_lists_a_directory_in_the_middle_of_a_swap(tmp_path, step):
+    """The cleaner renames ``.cleaned`` -> ``.swap``, the old segments -> ``.deleted``, then
+    ``.swap`` -> ``.log``: a direct read listing the directory between those steps sees
+    the cleaned segment under its ``.swap`` name and must read it (Kafka's recovery reads
+    a ``.swap`` as the live segment), not miss its offsets nor report them lost."""
+    from broker.log.cleaner.manager import CleanerConfig, LogCleaner
+    from broker.log.config import LogConfig
+    from broker.log.unified_log import UnifiedLog
+    from broker.record.batch import encode_batch
+    from spark_kafkalog.planning import check_range
+    from spark_kafkalog.readers.direct import DirectOffsetReader, DirectRangeReader
+
+    config = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": 400,
+                                   "min.cleanable.dirty.ratio": 0.01, "file.delete.delay.ms": 60000})
+    root = tmp_path / "logs"
+    ulog = UnifiedLog.create(root / "t-0", config)
+    model = Model()
+    now = int(time.time() * 1000)
+    for i in range(40):
+        key, value = b"k%d" % (i % 4), b"v%d" % i
+        info = ulog.append_as_leader(encode_batch([(key, value, now)]))
+        model.add(0, info.first_offset, key, value)
+    ulog.roll()
+    ulog.flush()
+
+    def hook(name: str) -> None:
+        if name == step:
+            raise _Crash(name)
+
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=1 << 20, backoff_ms=1),
+                         lambda: {("t", 0): ulog}, crash_hook=hook)
+    with pytest.raises(_Crash):
+        cleaner.do_one_cleaning()
+    names = sorted(p.name for p in (root / "t-0").iterdir())
+    assert any(n.endswith(".log.swap") for n in names), names
+    try:
+        offsets = DirectOffsetReader(root)
+        earliest = offsets.earliest_offsets([("t", 0)])[("t", 0)]
+        latest = offsets.latest_offsets([("t", 0)])[("t", 0)]
+        offsets.close()
+        assert (earliest, latest) == (0, 40)
+        assert check_range(("t", 0), 0, 40, earliest, latest, True) == (0, 40)
+        reader = DirectRangeReader(root, include_headers=False, max_bytes_per_batch=64 * 1024,
+                                   fail_on_data_loss=True)
+        rows = [r for b in reader.read("t", 0, 0, 40) for r in b.to_pylist()]
+        got = [r["offset"] for r in rows]
+        assert got == sorted(set(got)) and got[-1] == 39
+        for r in rows:
+            assert (r["key"], r["value"]) == model.records[0][r["offset"]]
+        latest_seen = {}
+        for r in rows:
+            latest_seen[(0, r["key"])] = r["value"]
+        assert latest_seen == model.latest()
+        if step == "delete":
+            assert len(rows) < 40  # the old segments are gone: the cleaned one was read
+    finally:
+        ulog.close()
