@@ -306,3 +306,116 @@ def test_direct_mode_lists_a_directory_in_the_middle_of_a_swap(tmp_path, step):
             assert len(rows) < 40  # the old segments are gone: the cleaned one was read
     finally:
         ulog.close()
+
+
+# --- the snapshot read (kafkalog.snapshot) ---
+
+def test_latest_by_key_matches_a_model():
+    """``LatestByKey`` on random keys, updates, tombstones and keyless records, fed in
+    batches of random sizes, with compactions forced often."""
+    import pyarrow as pa
+
+    from broker.record.columnar import arrow_schema
+    from spark_kafkalog.snapshot import LatestByKey
+    schema = arrow_schema(False)
+    for seed in range(20):
+        rng = random.Random(seed)
+        records = []
+        keys = rng.choice([1, 5, 50])
+        for i in range(rng.randrange(0, 400)):
+            key = None if rng.random() < 0.05 else b"k%d" % rng.randrange(keys)
+            value = None if rng.random() < 0.2 else b"v%d" % i
+            records.append({"offset": i * 2 + seed % 2, "timestamp": i, "timestamp_type": 0,
+                            "key": key, "value": value})  # offsets with gaps, as after cleaning
+        model: dict = {}
+        for r in records:
+            if r["key"] is None:
+                continue
+            if r["value"] is None:
+                model.pop(r["key"], None)
+            else:
+                model[r["key"]] = r
+        latest = LatestByKey(compact_rows=rng.choice([1, 4, 1000]))
+        at = 0
+        while at < len(records):
+            n = rng.randrange(1, 40)
+            latest.add(pa.RecordBatch.from_pylist(records[at:at + n], schema=schema))
+            at += n
+        got = [r for b in latest.rows(max_rows_per_batch=rng.choice([1, 7, 1000])) for r in b.to_pylist()]
+        assert got == sorted(model.values(), key=lambda r: r["offset"]), seed
+        assert len(latest.latest) == len(model)
+
+
+def _snapshot(spark, broker, topic, mode, **options):
+    df = _read(spark, broker, topic, mode, **{"kafkalog.snapshot": "true", **options})
+    rows = df.collect()
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    got = {(r.partition, r.key): r.value for r in rows}
+    assert len(got) == len(rows), "one row per key"
+    return rows, got
+
+
+@pytest.mark.parametrize("mode", ["direct", "network"])
+def test_snapshot_of_a_cleaned_topic(spark, compacted, mode):
+    broker, topic, model = compacted
+    rows, got = _snapshot(spark, broker, topic, mode)
+    assert got == model.latest()
+    for r in rows:  # the winning record, all its columns
+        assert r.topic == topic and (r.key, r.value) == model.records[r.partition][r.offset]
+
+
+@pytest.fixture(scope="module")
+def uncleaned(compacted):
+    """A second compacted topic on the same broker, whose cleaner is off by now: every
+    record (updates, tombstones) is still in the log."""
+    broker, _, _ = compacted
+    topic = f"uncleaned-{_uid()}"
+    _create_topic(broker, topic, 2, CLEANED_CONFIG)
+    model = Model()
+    produce(broker, topic, model, random.Random(16), 300, keys=30, tombstones=0.25)
+    return broker, topic, model
+
+
+@pytest.mark.parametrize("mode", ["direct", "network"])
+def test_snapshot_as_of_the_end_of_the_range(spark, uncleaned, mode):
+    import json
+    broker, topic, model = uncleaned
+    for p in (0, 1):
+        assert existing_offsets(broker.log_dir, topic, p) == sorted(model.records[p])
+    rows, got = _snapshot(spark, broker, topic, mode)
+    assert got == model.latest()
+    # filters: on partition taken over (whole partitions); on offset applied to the
+    # snapshot's rows, not to the records it is computed from (that would bring back the
+    # older value of a key updated at or past the cut)
+    from tests.support.spark import pushdown
+    cut = max(r.offset for r in rows if r.partition == 0)
+    key = next(r.key for r in rows if (r.partition, r.offset) == (0, cut))
+    assert sum(1 for o, (k, _) in model.records[0].items() if k == key and o < cut), "an older value"
+    for enabled in (False, True):
+        with pushdown(spark, enabled):
+            df = _read(spark, broker, topic, mode, **{"kafkalog.snapshot": "true"})
+            one = df.where("partition = 1").collect()
+            assert {(r.partition, r.key): r.value for r in one} == model.latest(partition=1)
+            df = _read(spark, broker, topic, mode, **{"kafkalog.snapshot": "true"})
+            early = df.where(f"partition = 0 AND offset < {cut}").collect()
+            assert sorted(r.offset for r in early) == \
+                sorted(r.offset for r in rows if r.partition == 0 and r.offset < cut)
+    rng = random.Random(3)
+    end = {p: rng.randrange(1, max(model.records[p]) + 1) for p in (0, 1)}
+    _, got = _snapshot(spark, broker, topic, mode,
+                       endingOffsets=json.dumps({topic: {str(p): e for p, e in end.items()}}))
+    assert got == model.latest(end=end)
+
+
+def test_snapshot_option_rules(spark, tmp_path):
+    from spark_kafkalog.options import KafkaLogOptionError, parse_options
+    base = {"subscribe": "t", "path": str(tmp_path)}
+    assert parse_options({**base, "kafkalog.snapshot": "true"}).snapshot is True
+    assert parse_options(base).snapshot is False
+    with pytest.raises(KafkaLogOptionError, match="not valid in streaming queries"):
+        parse_options({**base, "kafkalog.snapshot": "true"}, streaming=True)
+    for option in ("minPartitions", "maxRecordsPerPartition"):
+        with pytest.raises(KafkaLogOptionError, match="cannot be used with 'kafkalog.snapshot'"):
+            parse_options({**base, "kafkalog.snapshot": "true", option: "4"})
+    with pytest.raises(KafkaLogOptionError, match="expected 'true' or 'false'"):
+        parse_options({**base, "kafkalog.snapshot": "yes"})
