@@ -25,6 +25,10 @@ decide it:
 - retention may delete a segment after it was listed: reads then fail with
   ``FileNotFoundError`` and the caller decides (data loss).
 
+Indexes are read into memory (one ``pread`` each, when first needed), never mapped: the
+broker trims the active segment's preallocated index when it rolls the segment, and a
+page of a mapping past the file's new end would kill the reading process with SIGBUS.
+
 Segment files are ``<20-digit base offset>.log`` (``files.py``); ``.deleted`` and
 ``.cleaned`` files and ``-delete`` / ``-future`` / ``-stray`` directories are ignored. A
 ``<base>.log.swap`` file is read as a live segment, as Kafka's recovery completes it: the
@@ -484,10 +488,41 @@ def _checkpoint_entry(root: Path, topic: str, partition: int) -> int | None:
     return _read_checkpoint(root).get((topic, partition))
 
 
+class _LoadedBytes(bytes):
+    """An index file's bytes as read once; ``close`` stands for an mmap's."""
+
+    def close(self) -> None:
+        pass
+
+
+class _LoadedIndex:
+    """Mixin: the index's entries come from one ``pread`` of the file instead of a
+    mapping (see the module docstring); a file cut short meanwhile gives fewer entries."""
+
+    def _map(self, fd: int, length: int):
+        if length == 0:
+            return None
+        data = _LoadedBytes(os.pread(fd, length, 0))
+        self._length = len(data)
+        return data if data else None
+
+
+class _LoadedOffsetIndex(_LoadedIndex, OffsetIndex):
+    pass
+
+
+class _LoadedTimeIndex(_LoadedIndex, TimeIndex):
+    pass
+
+
+_LOADED = {OffsetIndex: _LoadedOffsetIndex, TimeIndex: _LoadedTimeIndex}
+
+
 def _open_index(cls, path: Path, base_offset: int):
-    """A read-only index, or None when the file is missing, empty or fails its checks."""
+    """A read-only index read into memory, or None when the file is missing, empty or
+    fails its checks."""
     try:
-        index = cls(path, base_offset, -1, writable=False)
+        index = _LOADED[cls](path, base_offset, -1, writable=False)
     except (FileNotFoundError, ValueError, OSError):
         return None
     try:
