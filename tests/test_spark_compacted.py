@@ -419,3 +419,148 @@ def test_snapshot_option_rules(spark, tmp_path):
             parse_options({**base, "kafkalog.snapshot": "true", option: "4"})
     with pytest.raises(KafkaLogOptionError, match="expected 'true' or 'false'"):
         parse_options({**base, "kafkalog.snapshot": "yes"})
+
+
+# --- streaming through cleaning ---
+
+STREAM_CONFIG = {**CLEANED_CONFIG, "delete.retention.ms": "86400000"}  # tombstones stay readable
+
+
+def _cleanings(broker, topic: str) -> int:
+    return (broker.stdout_text() + broker.stderr_text()).count(f"cleaned log {topic}-")
+
+
+def _stream(spark, broker, topic: str, mode: str, **options):
+    reader = spark.readStream.format("kafkalog").option("subscribe", topic) \
+        .option("startingOffsets", "earliest").option("failOnDataLoss", "true")
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    if mode == "direct":
+        return reader.load(str(broker.log_dir))
+    return reader.option("kafka.bootstrap.servers", broker.bootstrap).load()
+
+
+def _caught_up(q, want: dict[int, int], topic: str) -> bool:
+    import json
+    for p in q.recentProgress[::-1]:
+        end = p["sources"][0]["endOffset"]
+        if end:
+            got = json.loads(end) if isinstance(end, str) else end
+            return all(got.get(topic, {}).get(str(part)) == off for part, off in want.items())
+    return False
+
+
+def _check_increasing(q, topic: str) -> None:
+    """Each micro-batch starts where the previous one ended, offsets never going back."""
+    import json
+    previous = None
+    for p in q.recentProgress:
+        src = p["sources"][0]
+        if not src["endOffset"]:
+            continue
+        start = json.loads(src["startOffset"]) if src["startOffset"] else None
+        end = json.loads(src["endOffset"])
+        start = {k: v for k, v in (start or {}).get(topic, {}).items()}
+        end = end.get(topic, {})
+        if previous is not None:
+            assert start == previous
+        assert all(end[k] >= v for k, v in start.items())
+        previous = end
+
+
+def _delivered(spark, out: Path) -> list:
+    return sorted((r.partition, r.offset, r.key, r.value) for r in
+                   spark.read.parquet(str(out)).select("partition", "offset", "key", "value").collect())
+
+
+def _check_delivered(rows: list, model: Model) -> None:
+    """Each offset at most once, each row the record produced at its offset, and the
+    rows folded in offset order give the latest value of every key."""
+    assert len({(p, o) for p, o, _, _ in rows}) == len(rows), "an offset delivered twice"
+    folded: dict = {}
+    for p, o, k, v in rows:
+        assert (k, v) == model.records[p][o]
+        if v is None:
+            folded.pop((p, k), None)
+        else:
+            folded[(p, k)] = v
+    assert folded == model.latest()
+
+
+@pytest.mark.parametrize("mode", ["direct", "network"])
+def test_stream_reads_while_the_cleaner_compacts_behind(spark, broker_factory, tmp_path, mode):
+    broker = broker_factory({"log.cleaner.backoff.ms": "20"})
+    topic = f"stream-{_uid()}"
+    _create_topic(broker, topic, 2, STREAM_CONFIG)
+    model = Model()
+    rng = random.Random(21)
+    produce(broker, topic, model, rng, 100)
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    q = (_stream(spark, broker, topic, mode, maxOffsetsPerTrigger=40)
+         .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(chk))
+         .trigger(processingTime="100 milliseconds").start())
+    try:
+        before = _cleanings(broker, topic)
+        for _ in range(6):
+            produce(broker, topic, model, rng, 80)
+            want = {p: max(recs) + 1 for p, recs in model.records.items()}
+            for _ in range(1200):  # bounded wait for the outcome
+                assert q.exception() is None, q.exception()
+                if _caught_up(q, want, topic):
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError(f"the query never reached {want}: {q.lastProgress}")
+        assert q.exception() is None
+        assert _cleanings(broker, topic) > before, "the cleaner compacted while the query ran"
+    finally:
+        q.stop()
+    _check_increasing(q, topic)
+    rows = _delivered(spark, out)
+    _check_delivered(rows, model)
+
+
+@pytest.mark.parametrize("mode", ["direct", "network"])
+def test_stream_restarts_from_an_offset_removed_by_cleaning(spark, broker_factory, tmp_path, mode):
+    """The checkpoint's next offset was removed by the cleaner (not retention) while the
+    query was stopped: no data loss, the query goes on with the next offset that exists."""
+    broker = broker_factory({"log.cleaner.backoff.ms": "20"})
+    topic = f"restart-{_uid()}"
+    _create_topic(broker, topic, 1, STREAM_CONFIG)
+    model = Model()
+    rng = random.Random(22)
+    produce(broker, topic, model, rng, 50, partitions=1, keys=5, tombstones=0)
+    out, chk = tmp_path / "out", tmp_path / "chk"
+
+    def run() -> None:
+        q = (_stream(spark, broker, topic, mode).writeStream.format("parquet")
+             .option("path", str(out)).option("checkpointLocation", str(chk))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        assert q.exception() is None, q.exception()
+
+    run()
+    resume = max(model.records[0]) + 1  # where the checkpoint resumes
+    first = _delivered(spark, out)
+    assert first[-1][1] == resume - 1  # (the cleaner may have removed older ones already)
+    # the next records all update the same few keys: the one at `resume` is superseded
+    produce(broker, topic, model, rng, 150, partitions=1, keys=5, tombstones=0.1)
+    for _ in range(1200):
+        try:
+            present = existing_offsets(broker.log_dir, topic, 0)
+        except FileNotFoundError:  # a segment swapped under the listing: look again
+            continue
+        if resume not in present:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the cleaner never removed offset {resume}")
+    from spark_kafkalog.readers.direct import DirectOffsetReader
+    offsets = DirectOffsetReader(broker.log_dir)
+    assert offsets.earliest_offsets([(topic, 0)])[(topic, 0)] <= resume, "cleaned, not deleted"
+    offsets.close()
+    run()
+    rows = _delivered(spark, out)
+    later = [o for _, o, _, _ in rows if o >= resume]
+    assert later and later[0] > resume, "the query went on with the next existing offset"
+    _check_delivered(rows, model)
