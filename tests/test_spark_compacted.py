@@ -72,12 +72,12 @@ class Model:
 
 
 def produce(broker, topic: str, model: Model, rng: random.Random, n: int, *, partitions: int = 2,
-            keys: int = 12, tombstones: float = 0.15) -> None:
-    """``n`` records with random keys (one per batch: a batch larger than the 1 KiB
-    segments would be refused), every value unique, some tombstones."""
+            keys: int = 12, tombstones: float = 0.15, per_batch: int = 1) -> None:
+    """``n`` records with random keys (at most ``per_batch`` per batch: a batch larger
+    than the 1 KiB segments would be refused), every value unique, some tombstones."""
     import confluent_kafka as ck
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
-                            "batch.num.messages": 1})
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0 if per_batch == 1 else 20,
+                            "batch.num.messages": per_batch})
     errors: list = []
 
     def delivered(err, msg) -> None:
@@ -105,8 +105,9 @@ def wait_cleaned(broker, topic: str, partitions: int, times: int = 1) -> None:
     raise AssertionError(f"the broker's cleaner never cleaned {topic} {times} time(s)")
 
 
-def existing_offsets(log_dir: Path, topic: str, partition: int) -> list[int]:
-    """The offsets of the data records in the partition's files (control records left out)."""
+def existing_offsets(log_dir: Path, topic: str, partition: int, batches: list | None = None) -> list[int]:
+    """The offsets of the data records in the partition's files (control records left
+    out); ``batches`` gets (base offset, last offset, record offsets) of every batch."""
     from broker.log.reader import PartitionReader
     from broker.record.batch import iter_batches
     reader = PartitionReader(log_dir / f"{topic}-{partition}")
@@ -117,6 +118,8 @@ def existing_offsets(log_dir: Path, topic: str, partition: int) -> list[int]:
             for header, recs in iter_batches(data):
                 if not header.is_control:
                     out += [r.offset for r in recs]
+                    if batches is not None:
+                        batches.append((header.base_offset, header.last_offset, [r.offset for r in recs]))
         return out
     finally:
         reader.close()
@@ -133,7 +136,9 @@ def compacted(tmp_path_factory):
         topic = f"compacted-{_uid()}"
         _create_topic(broker, topic, 2, CLEANED_CONFIG)
         model = Model()
-        produce(broker, topic, model, random.Random(15), 400)
+        # batches of several records: the cleaner keeps a batch's offsets (base and last)
+        # when it removes some of its records, so batches reach past their last record
+        produce(broker, topic, model, random.Random(15), 400, per_batch=4)
         wait_cleaned(broker, topic, 2, times=2)
         broker.stop()
         broker.overrides["log.cleaner.enable"] = "false"
@@ -172,11 +177,18 @@ def test_range_readers_read_gaps_without_data_loss(compacted, mode):
                                     max_bytes_per_batch=64 * 1024, fail_on_data_loss=True)
     rng = random.Random(7)
     for p in (0, 1):
-        present = existing_offsets(broker.log_dir, topic, p)
+        batches: list = []
+        present = existing_offsets(broker.log_dir, topic, p, batches)
         log_end = max(model.records[p]) + 1
         assert len(present) < len(model.records[p]) - 20, "the cleaner removed records"
+        assert any(recs and recs[-1] < last for _, last, recs in batches), \
+            "a cleaned batch reaches past its last record"
         assert present[-1] == log_end - 1, "the active segment keeps the last record"
-        for a, b in _ranges(present, log_end, rng):
+        cut = [(base, last, recs) for base, last, recs in batches if recs and recs[-1] < last]
+        extra = {(base, recs[-1] + 1) for base, _, recs in cut}            # ends inside the batch
+        extra |= {(recs[-1] + 1, last + 1) for _, last, recs in cut}      # its removed tail only
+        extra |= {(recs[0], recs[-1] + 1) for _, _, recs in cut}
+        for a, b in sorted(set(_ranges(present, log_end, rng)) | extra):
             rows = [r for batch in reader.read(topic, p, a, b) for r in batch.to_pylist()]
             assert [r["offset"] for r in rows] == [o for o in present if a <= o < b], (p, a, b)
             for r in rows:
