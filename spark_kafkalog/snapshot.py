@@ -12,7 +12,9 @@ it cannot add a shuffle of its own. But a key's records all live in one Kafka pa
 partition on its own), so the latest-by-key of a topic is the union of the latest-by-key
 of its partitions: reducing each partition inside the task that reads it IS the
 distributed reduce by (topic, key) - Spark runs the partitions' tasks in parallel and
-nothing needs to move between them. That is why a snapshot read never splits a
+nothing needs to move between them (a key written to several partitions - a custom
+partitioner, a topic whose partition count grew - gets one row per partition, as Kafka's
+cleaner keeps one latest record per partition). That is why a snapshot read never splits a
 partition's range in several tasks (``minPartitions`` / ``maxRecordsPerPartition`` are
 refused with it) and why the pushed filters it takes over are the partition-selecting
 ones only (a filter on offset or timestamp applies to the snapshot's rows, not to the

@@ -161,7 +161,8 @@ class KafkaLogDataSource(DataSource):
     while it cleans (a segment being swapped in, ``.swap``, is read as the live one).
 
     ``kafkalog.snapshot`` (default ``false``; batch reads; this source's own)
-        ``true``: a table view of a compacted topic: one row per (topic, key), the last
+        ``true``: a table view of a compacted topic: one row per (topic, key) (per
+        partition too, for a key written to several partitions), the last
         record of the key in the read's range (so as of ``endingOffsets`` /
         ``endingTimestamp``, from ``startingOffsets``), leaving out keys whose last record
         is a tombstone (null value) and records without a key; the same columns as a
