@@ -76,7 +76,9 @@ def produce(broker, topic: str, model: Model, rng: random.Random, n: int, *, par
     """``n`` records with random keys (at most ``per_batch`` per batch: a batch larger
     than the 1 KiB segments would be refused), every value unique, some tombstones."""
     import confluent_kafka as ck
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0 if per_batch == 1 else 20,
+    # per_batch > 1: runs of per_batch records to one partition, each sent by a flush
+    # (a long linger keeps them queued until then), so each run is one batch
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0 if per_batch == 1 else 10000,
                             "batch.num.messages": per_batch})
     errors: list = []
 
@@ -86,18 +88,22 @@ def produce(broker, topic: str, model: Model, rng: random.Random, n: int, *, par
         else:
             model.add(msg.partition(), msg.offset(), msg.key(), msg.value())
 
+    partition = 0
     for i in range(n):
+        if i % per_batch == 0:
+            if per_batch > 1 and i:
+                producer.flush(30)
+            partition = rng.randrange(partitions)
         key = b"key-%d" % rng.randrange(keys)
         value = None if rng.random() < tombstones else b"value-%d-%s" % (i, _uid().encode())
-        producer.produce(topic, key=key, value=value, partition=rng.randrange(partitions),
-                         on_delivery=delivered)
+        producer.produce(topic, key=key, value=value, partition=partition, on_delivery=delivered)
         producer.poll(0)
     assert producer.flush(30) == 0 and errors == []
 
 
 def wait_cleaned(broker, topic: str, partitions: int, times: int = 1) -> None:
     """Wait (bounded) until the broker logged ``times`` cleanings of every partition."""
-    for _ in range(600):
+    for _ in range(1200):
         text = broker.stdout_text() + broker.stderr_text()
         if all(text.count(f"cleaned log {topic}-{p}") >= times for p in range(partitions)):
             return
@@ -138,7 +144,11 @@ def compacted(tmp_path_factory):
         model = Model()
         # batches of several records: the cleaner keeps a batch's offsets (base and last)
         # when it removes some of its records, so batches reach past their last record
-        produce(broker, topic, model, random.Random(15), 400, per_batch=4)
+        # in two rounds, each cleaned: the second cleaning removes the tombstones too
+        rng = random.Random(15)
+        produce(broker, topic, model, rng, 200, per_batch=4)
+        wait_cleaned(broker, topic, 2, times=1)
+        produce(broker, topic, model, rng, 200, per_batch=4)
         wait_cleaned(broker, topic, 2, times=2)
         broker.stop()
         broker.overrides["log.cleaner.enable"] = "false"
