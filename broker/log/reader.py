@@ -25,9 +25,10 @@ decide it:
 - retention may delete a segment after it was listed: reads then fail with
   ``FileNotFoundError`` and the caller decides (data loss).
 
-Indexes are read into memory (one ``pread`` each, when first needed), never mapped: the
-broker trims the active segment's preallocated index when it rolls the segment, and a
-page of a mapping past the file's new end would kill the reading process with SIGBUS.
+Indexes are read into memory (one ``pread`` each, when first needed; a preallocated index
+up to its first hole), never mapped: the broker trims the active segment's preallocated
+index when it rolls the segment, and a page of a mapping past the file's new end would
+kill the reading process with SIGBUS.
 
 Segment files are ``<20-digit base offset>.log`` (``files.py``); ``.deleted`` and
 ``.cleaned`` files and ``-delete`` / ``-future`` / ``-stray`` directories are ignored. A
@@ -502,6 +503,13 @@ class _LoadedIndex:
     def _map(self, fd: int, length: int):
         if length == 0:
             return None
+        # The active segment's index is preallocated (segment.index.bytes, sparse): read
+        # up to its first hole only, the entries' end (the rest reads as zeros anyway).
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except (OSError, AttributeError):  # no hole support: the whole file
+            hole = length
+        length = min(length, hole + (-hole % self.entry_size))
         data = _LoadedBytes(os.pread(fd, length, 0))
         self._length = len(data)
         return data if data else None
