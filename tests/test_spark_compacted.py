@@ -174,7 +174,7 @@ def _ranges(present: list[int], log_end: int, rng: random.Random) -> list[tuple[
     return sorted(out)
 
 
-@pytest.mark.parametrize("mode", ["direct", "network"])
+@pytest.mark.parametrize("mode", ["direct", "network", "network-read_committed"])
 def test_range_readers_read_gaps_without_data_loss(compacted, mode):
     from spark_kafkalog.readers.direct import DirectRangeReader
     from spark_kafkalog.readers.network import NetworkRangeReader
@@ -183,7 +183,10 @@ def test_range_readers_read_gaps_without_data_loss(compacted, mode):
         reader = DirectRangeReader(broker.log_dir, include_headers=False, max_bytes_per_batch=64 * 1024,
                                    fail_on_data_loss=True)
     else:
-        reader = NetworkRangeReader({"bootstrap.servers": broker.bootstrap}, include_headers=False,
+        params = {"bootstrap.servers": broker.bootstrap}
+        if mode.endswith("read_committed"):
+            params["isolation.level"] = "read_committed"
+        reader = NetworkRangeReader(params, include_headers=False,
                                     max_bytes_per_batch=64 * 1024, fail_on_data_loss=True)
     rng = random.Random(7)
     for p in (0, 1):
