@@ -14,7 +14,10 @@ updates and tombstones, and every delivered offset is remembered as the model. T
 * the snapshot read (``kafkalog.snapshot``) against a model (latest value per key,
   tombstones removing keys), before and after cleaning, in both modes;
 * streaming: a query reads while the producer writes and the cleaner compacts behind it,
-  and a query restarted from a checkpoint whose offset was removed by cleaning.
+  and a query restarted from a checkpoint whose offset was removed by cleaning;
+* direct mode listing a directory in the middle of the cleaner's segment swap, and a
+  cleaned log of committed and aborted transactions (in-process: the broker has no
+  transaction coordinator, so no network-mode variant).
 
 To compare reads with each other the cleaner is then stopped: the broker is restarted
 with ``log.cleaner.enable=false`` once each partition was cleaned.
@@ -589,3 +592,52 @@ def test_stream_restarts_from_an_offset_removed_by_cleaning(spark, broker_factor
     later = [o for _, o, _, _ in rows if o >= resume]
     assert later and later[0] > resume, "the query went on with the next existing offset"
     _check_delivered(rows, model)
+
+
+# --- transactions: the cleaner removes aborted data (and later markers), leaving gaps ---
+
+def test_cleaned_transactions_read_without_data_loss(spark, tmp_path):
+    """Committed and aborted transactions on a compacted log, cleaned by the real cleaner
+    (in-process: this broker has no transaction coordinator, so direct mode only): the
+    aborted data and, past delete.retention.ms, their markers are removed, leaving gaps; a
+    direct read returns the committed records that remain, with no data loss, folding to
+    the latest value of every key."""
+    from broker.log.cleaner.manager import CleanerConfig, LogCleaner
+    from broker.record.batch import encode_batch
+    from tests.support.spark import LogWriter
+    writer = LogWriter(tmp_path / "logs", segment_bytes=400, cleanup_policy="compact",
+                       min_cleanable_dirty_ratio=0.01, delete_retention_ms=0)
+    model = Model()
+    rng = random.Random(31)
+    now = int(time.time() * 1000)
+    for t in range(40):
+        records = [(b"key-%d" % rng.randrange(6), b"txn-%d-%d" % (t, i), now) for i in range(3)]
+        aborted = t % 3 == 2
+        first, _ = writer.append("t", 0, records, producer_id=1000 + t, transactional=True,
+                                 keep=not aborted)
+        writer.end_txn("t", 0, 1000 + t, commit=not aborted, timestamp=now)
+        if not aborted:
+            for i, (key, value, _) in enumerate(records):
+                model.add(0, first + i, key, value)
+    ulog = writer.log("t", 0)
+    ulog.roll()
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=1 << 20, backoff_ms=1), lambda: {("t", 0): ulog})
+    cleanings = 0
+    while cleanings < 5 and cleaner.do_one_cleaning():
+        cleanings += 1
+        # a record and a roll: the next pass has a dirty segment, and the horizon moves
+        ulog.append_as_leader(encode_batch([(b"key-0", b"filler-%d" % cleanings, now)]))
+        model.add(0, ulog.log_end_offset - 1, b"key-0", b"filler-%d" % cleanings)
+        ulog.roll()
+    assert cleanings >= 2
+    ulog.flush()
+    present = existing_offsets(writer.root, "t", 0)
+    assert len(present) < len(model.records[0]), "the cleaner removed committed records"
+    assert set(present) <= set(model.records[0]), "and every aborted record"
+    rows = spark.read.format("kafkalog").option("subscribe", "t").option("failOnDataLoss", "true") \
+        .option("maxRecordsPerPartition", 4).load(str(writer.root)) \
+        .select("partition", "offset", "key", "value").collect()
+    delivered = sorted((r.partition, r.offset, r.key, r.value) for r in rows)
+    _check_delivered(delivered, model)
+    assert [o for _, o, _, _ in delivered] == [o for o in present if o in model.records[0]]
+    writer.close()
