@@ -39,9 +39,11 @@ Owns:
   (KIP-211): an offset committed with an explicit retention (OffsetCommit v2-v4
   ``retention_time_ms``) expires at its expire timestamp; otherwise an offset of a simple
   group expires ``offsets.retention.minutes`` after its commit, and all offsets of a group
-  with a protocol type expire that long after the group became empty. Expired offsets are
-  removed with tombstones; an Empty group left without offsets disappears (its group
-  record too, with a tombstone, at the next check).
+  with a protocol type expire that long after the group became empty; in a Stable group
+  of the "consumer" protocol (KIP-496) and in a KIP-848 group, the offsets of the topics
+  no member subscribes to expire that long after their commit (``_expiration_condition``).
+  Expired offsets are removed with tombstones; an Empty group left without offsets
+  disappears (its group record too, with a tombstone, at the next check).
 
 Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``): a group that
 does not exist accepts generation -1 (a simple consumer, an admin tool; the group is
@@ -56,7 +58,7 @@ Append failures map as Kafka's ``GroupMetadataManager.storeOffsets``: a missing 
 partition -> COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a batch too
 large -> INVALID_COMMIT_OFFSET_SIZE. Empty group ids are refused with INVALID_GROUP_ID.
 
-Offsets of a group with members never expire (only Empty groups' do).
+Offsets of subscribed topics never expire while the group has members.
 DeleteGroups answers NON_EMPTY_GROUP for a group with members; OffsetDelete
 GROUP_SUBSCRIBED_TO_TOPIC for a partition of a topic a member subscribes to ("consumer"
 protocol), NON_EMPTY_GROUP when members use another protocol type.
@@ -530,16 +532,19 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
             p = self.partition_for(group_id)
             with self._mlock, self._partition_locks[p]:
                 group = self._groups.get(group_id)
-                if group is None or group.state != STATE_EMPTY or group.members or group.pending_members or \
-                        (group.consumer is not None and group.consumer.members):
-                    continue  # only the offsets of a group without members expire
-                expired = [tp for tp, om in group.offsets.items() if self._expired(group, om, now)]
+                condition = self._expiration_condition(group) if group is not None else None
+                if condition is None:
+                    continue  # a rebalancing group, or one whose subscriptions are unknown: nothing expires
+                since_empty, subscribed = condition
+                expired = [tp for tp, om in group.offsets.items()
+                           if tp[0] not in subscribed and self._expired(group, om, now, since_empty)]
                 has_record = group.has_metadata_record or (group.consumer is not None and group.consumer.has_records)
                 if not expired and (group.offsets or not has_record or group.join_task is not None):
                     continue  # (an Empty group without offsets goes, as Kafka's cleanupGroupMetadata)
                 records: list[tuple[bytes, bytes | None]] = [
                     (encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(expired)]
-                dead = len(expired) == len(group.offsets)
+                dead = len(expired) == len(group.offsets) and not group.members and not group.pending_members \
+                    and (group.consumer is None or not group.consumer.members)
                 if dead and group.has_metadata_record and group.generation > 0:
                     records.append((encode_key(GroupMetadataKey(group_id)), None))
                 if dead and group.consumer is not None and group.consumer.has_records:
@@ -560,10 +565,33 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
             log.info("removed %d expired offsets", removed)
         return removed
 
-    def _expired(self, group: GroupMetadata, om: OffsetAndMetadata, now: int) -> bool:
+    @staticmethod
+    def _expiration_condition(group: GroupMetadata) -> tuple[bool, set[str]] | None:
+        """Kafka's offsetExpirationCondition and isSubscribedToTopic: (whether retention
+        counts from the group becoming empty rather than from each commit, the topics whose
+        offsets never expire), or None when nothing may expire now.
+
+        * a classic group without members: every offset, counted from the group becoming
+          Empty (from each commit for a simple group);
+        * a Stable classic group of the "consumer" protocol: the offsets of the topics no
+          member subscribes to, counted from their commit (KIP-496);
+        * a KIP-848 group: the offsets of the topics no member subscribes to (all of them
+          once it has no members), counted from their commit;
+        * any other group (rebalancing, another protocol type): none."""
+        if group.consumer is not None and (group.consumer.members or not group.members):
+            return False, group.consumer.subscribed_topic_names()
+        if group.state == STATE_EMPTY and not group.members and not group.pending_members:
+            return True, set()
+        if group.state == STATE_STABLE:
+            subscribed = group.subscribed_topics()
+            if subscribed is not None:
+                return False, subscribed
+        return None
+
+    def _expired(self, group: GroupMetadata, om: OffsetAndMetadata, now: int, since_empty: bool = True) -> bool:
         if om.expire_timestamp >= 0:
             return now >= om.expire_timestamp
-        if group.protocol_type and group.current_state_timestamp >= 0:
+        if since_empty and group.protocol_type and group.current_state_timestamp >= 0:
             base = group.current_state_timestamp  # since the group became empty
         else:
             base = om.commit_timestamp
