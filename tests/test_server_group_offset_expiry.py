@@ -39,7 +39,7 @@ def broker(tmp_path):
 
 def topics(bootstrap: str, *names: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for name, f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).items():
+    for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
         f.result(30)
 
 
