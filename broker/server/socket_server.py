@@ -18,6 +18,10 @@ before taking the next. So:
   ever as large as the bytes actually received, and while a request is being served
   nothing more is read, so TCP back-pressure reaches a client that sends too fast.
   ``queued.max.requests`` is accepted for compatibility; no queue exists to bound;
+* a throttled request (a client quota, ``broker.server.quota``) mutes its connection:
+  the response, carrying ``throttle_time_ms``, is sent at once, then the connection's
+  thread serves nothing more (pipelined requests wait in the decoder and the kernel) until
+  the quota manager's reaper ends the throttle (``throttle_callback``);
 * a handler result of ``NO_RESPONSE`` (acks=0) writes nothing; ``CLOSE_CONNECTION`` (bad
   input) closes the connection; every exception is contained to its connection.
 
@@ -156,6 +160,10 @@ class Connection:
         # TLS listeners: the staging buffer of _send_tls (b"" until the first send), None on plain sockets
         self._stage: memoryview | bytes | None = b"" if listener.name in server.tls else None
         self._closing = False
+        self._unmuted = threading.Event()  # cleared while a quota throttle mutes the connection
+        self._unmuted.set()
+        self._mutes = 0
+        self._mute_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"kafka-connection-{number}", daemon=True)
 
     def start(self) -> None:
@@ -168,6 +176,7 @@ class Connection:
         if self._closing:
             return
         self._closing = True
+        self._unmuted.set()  # a muted thread wakes up and sees _closing
         try:  # socket.socket's shutdown: SSLSocket.shutdown would also drop its TLS state
             socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
         except OSError:
@@ -229,6 +238,18 @@ class Connection:
                   self.sock.cipher()[0], self.principal)
         return True
 
+    # --- throttling (quotas): the channel is muted while a throttle runs ---
+
+    def throttle_callback(self) -> _ConnectionThrottle:
+        """A quota manager's ``ThrottleCallback`` for this connection: while a throttle
+        runs, the connection's thread reads and serves nothing more (its response, with
+        ``throttle_time_ms``, has been sent), as Kafka mutes a throttled channel."""
+        return _ConnectionThrottle(self)
+
+    def _wait_unmuted(self) -> None:
+        while not self._closing and not self._unmuted.wait(1.0):
+            pass
+
     def _serve(self) -> None:
         server = self.server
         handler = server.handler
@@ -269,12 +290,13 @@ class Connection:
                         break
                     result = handler(self, frame)
                     del frame
-                    if result is NO_RESPONSE:
-                        continue
                     if result is CLOSE_CONNECTION:
                         return
-                    self.send(result)
+                    if result is not NO_RESPONSE:
+                        self.send(result)
                     del result
+                    if not self._unmuted.is_set():  # throttled: read nothing more until released
+                        self._wait_unmuted()
             except ProtocolDecodeError as exc:  # a size prefix < 0 or above the limit (F1)
                 log.info("closing connection %s: %s", self.id, exc)
                 return
@@ -385,6 +407,29 @@ class Connection:
                 raise OSError(errno.EIO, f"file slice of {part} ended {count} bytes early")
             offset += sent
             count -= sent
+
+
+class _ConnectionThrottle:
+    """Mutes a connection from ``start_throttling`` to ``end_throttling`` (nested throttles
+    of several quota types count: the connection is unmuted when the last one ends)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def start_throttling(self) -> None:
+        c = self.conn
+        with c._mute_lock:
+            c._mutes += 1
+            c._unmuted.clear()
+
+    def end_throttling(self) -> None:
+        c = self.conn
+        with c._mute_lock:
+            c._mutes = max(0, c._mutes - 1)
+            if c._mutes == 0:
+                c._unmuted.set()
 
 
 class SocketServer:
