@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test run bench clean
+.PHONY: setup test run bench fuzz soak clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,21 @@ test: setup
 # RUN_ARGS passes options, e.g. RUN_ARGS='--events 1000000' or '--bootstrap-servers host:9092'.
 run: setup
 	$(PY) -m spark_kafkalog.jobs.pipeline --data-dir data $(RUN_ARGS)
+
+# Coverage-guided fuzzing, the long version (FUZZ_SECONDS per target; tests/fuzz/run.py).
+# A finding is written as fuzz-findings/<target>/crash-*: copy it into tests/fuzz/regressions/<target>/.
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	@for t in request frames batch log_dir; do \
+	  mkdir -p fuzz-findings/$$t fuzz-corpus/$$t; \
+	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	  PYTHONPATH=. $(PY) -m tests.fuzz.run $$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -artifact_prefix=fuzz-findings/$$t/ fuzz-corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
+# The reliability suite's long versions (more bounces and iterations).
+soak: setup
+	KAFKALOG_SOAK=1 $(PY) -m pytest -q tests/test_reliability_bounces.py tests/test_history_checker.py $(PYTEST_ARGS)
 
 bench: setup
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

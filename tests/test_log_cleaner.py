@@ -683,16 +683,32 @@ def test_markers_go_once_their_transaction_is_empty_and_past_the_horizon(tmp_pat
         return [h.base_offset for seg in env.log.segments for _, h, _ in seg.log.iter_batches()
                 if h.is_control]
 
+    def horizons() -> dict[int, int]:
+        return {h.base_offset: h.delete_horizon_ms for seg in env.log.segments
+                for _, h, _ in seg.log.iter_batches() if h.is_control and h.has_delete_horizon}
+
+    def empty_batches() -> list[int]:
+        return [h.base_offset for seg in env.log.segments for _, h, _ in seg.log.iter_batches()
+                if h.records_count == 0]
+
     assert cleaner.do_one_cleaning()
     assert markers() == [2, 5, 8], "a pass that met batches of a transaction keeps its marker"
     env.produce([(b"new", b"1")])
     env.log.roll()
     assert cleaner.do_one_cleaning()
-    # 2 and 5: their transactions are empty now; 8: producer 7's last batch (kept empty)
-    assert markers() == [8]
+    # 2 and 5: their transactions are empty now: this pass stamps their delete horizon
+    # (KIP-534) and keeps them; 8 stays unstamped: batch 7, producer 7's last data batch, is
+    # kept (empty), so its transaction is not empty (as in Kafka)
+    assert markers() == [2, 5, 8]
+    assert horizons() == {2: env.time.milliseconds(), 5: env.time.milliseconds()}
+    assert empty_batches() == [7]
+    env.produce([(b"new", b"2")])
+    env.log.roll()
+    assert cleaner.do_one_cleaning()
+    assert markers() == [8], "past their horizon (delete.retention.ms is 0), 2 and 5 go"
     assert env.log.collect_aborted_transactions(0, env.log.log_end_offset) == []
     recs = read_all(env.log)
-    assert key_map(recs) == {b"z": b"9", b"j": b"2", b"k": b"2", b"new": b"1"}
+    assert key_map(recs) == {b"z": b"9", b"j": b"2", b"k": b"2", b"new": b"2"}
     env.log.close_handlers()
     reopened = env.open(clean=False)
     assert read_all(reopened) == recs

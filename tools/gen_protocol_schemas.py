@@ -42,8 +42,9 @@ GENERATED_APIS = (
     "DescribeConfigs", "AlterConfigs", "SaslAuthenticate", "CreatePartitions",
     "DescribeLogDirs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
-    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeUserScramCredentials",
-    "AlterUserScramCredentials",
+    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeClientQuotas", "AlterClientQuotas",
+    "GetTelemetrySubscriptions", "PushTelemetry", "ListClientMetricsResources",
+    "DescribeUserScramCredentials", "AlterUserScramCredentials",
 )
 
 FIELD_KEYS = {

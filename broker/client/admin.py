@@ -90,7 +90,8 @@ from broker.client.errors import (
     UnsupportedVersionError,
 )
 from broker.client.network import now_ms
-from broker.client.sasl import define_security_keys
+from broker.client.sasl import define_security_keys as define_sasl_keys
+from broker.client.ssl_context import define_security_keys
 from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
@@ -105,7 +106,7 @@ __all__ = [
 ]
 
 ADMIN_CONFIG_DEF = (
-    define_security_keys(ConfigDef())
+    define_sasl_keys(ConfigDef())
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header (default adminclient-N).")
     .define("request.timeout.ms", INT, 30000, "Bound of one request round trip.", at_least(0))
@@ -128,14 +129,15 @@ ADMIN_CONFIG_DEF = (
             one_of("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"))
     .define("auto.include.jmx.reporter", BOOLEAN, True, "Accepted; no effect.")
 )
+define_security_keys(ADMIN_CONFIG_DEF)  # ssl.*; widens security.protocol to SSL, SASL_SSL (ssl_context.py)
 _ids = itertools.count(1)
 # The keys the blocking network driver (ConsumerNetworkClient) takes from this config.
 _DRIVER_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
                 "retry.backoff.ms", "retry.backoff.max.ms", "reconnect.backoff.ms",
                 "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
                 "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes",
-                "metadata.max.age.ms", "security.protocol", "sasl.mechanism", "sasl.jaas.config",
-                "sasl.username", "sasl.password", "sasl.oauthbearer.token.endpoint.url")
+                "metadata.max.age.ms", *(k for k in ADMIN_CONFIG_DEF.keys
+                                          if k == "security.protocol" or k.startswith(("ssl.", "sasl."))))
 
 # Highest versions this client builds; the broker's range decides (non-flexible and flexible
 # bodies are encoded alike by broker.protocol).

@@ -22,6 +22,9 @@ Topic errors that will not go away by retrying (INVALID_TOPIC_EXCEPTION,
 TOPIC_AUTHORIZATION_FAILED) are kept per topic so that a waiting ``send()`` fails at once
 instead of timing out; retriable ones (LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
 while auto-creation runs) only trigger another refresh.
+An authentication failure of a connection (a failed TLS handshake, a SASL failure,
+reported by the NetworkClient through ``MetadataUpdater.handle_authentication_failure``)
+ends ``await_update``'s wait at once, and ``fatal_error`` returns it (once).
 
 Thread-safety: ``Cluster`` is immutable; ``Metadata`` guards its state with one
 ``Condition``. ``MetadataUpdater`` belongs to the network thread.

@@ -153,6 +153,12 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """Kafka's ``deleteHorizonMs``: the base timestamp when bit 6 is set (a batch the log
+        cleaner stamped: its tombstones and its marker go once this time has passed)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else None
+
+    @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
 
@@ -441,8 +447,14 @@ def build_batch(records_bytes: bytes, *, count: int, base_offset: int = 0,
                 producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
                 is_transactional: bool = False, is_control: bool = False,
                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                compression_level: int | None = None) -> bytes:
-    """Frame already-encoded record bytes as a batch: compress, write the header, CRC."""
+                compression_level: int | None = None, delete_horizon_ms: int = NO_TIMESTAMP) -> bytes:
+    """Frame already-encoded record bytes as a batch: compress, write the header, CRC.
+
+    ``delete_horizon_ms`` (the log cleaner, KIP-534): when given, it is written as the base
+    timestamp with the delete-horizon attribute bit (6) set, as Kafka's
+    ``MemoryRecordsBuilder``; the records' timestamp deltas must then be relative to it."""
+    if delete_horizon_ms != NO_TIMESTAMP:
+        base_timestamp = delete_horizon_ms
     if compression:
         records_bytes = codecs.compress(compression, records_bytes, compression_level)
     attributes = compression & COMPRESSION_CODEC_MASK
@@ -452,6 +464,8 @@ def build_batch(records_bytes: bytes, *, count: int, base_offset: int = 0,
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
+    if delete_horizon_ms != NO_TIMESTAMP:
+        attributes |= DELETE_HORIZON_FLAG_MASK
     if last_offset_delta is None:
         last_offset_delta = count - 1
     # Pack the header alone and chain the CRC over header tail + records, so the records

@@ -39,6 +39,7 @@ connection's thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -53,7 +54,9 @@ from broker.server.handlers import (
     RequestContext,
     ServerState,
     api_versions,
+    client_quotas,
     configs,
+    consumer_group,
     fetch,
     group,
     group_membership,
@@ -63,6 +66,8 @@ from broker.server.handlers import (
     produce,
     producer_id,
     scram_credentials,
+    telemetry,
+    throttling,
     topics,
 )
 
@@ -82,7 +87,7 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.PRODUCE: ApiHandler(produce.handle, produce.error_response, 3, 8),
     ApiKey.FETCH: ApiHandler(fetch.handle, fetch.error_response, 4, 11),
     ApiKey.LIST_OFFSETS: ApiHandler(list_offsets.handle, list_offsets.error_response, 1, 5),
-    ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 8),
+    ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 12),
     ApiKey.API_VERSIONS: ApiHandler(api_versions.handle, api_versions.error_response, 0, 3),
     ApiKey.CREATE_TOPICS: ApiHandler(topics.handle_create_topics, topics.create_topics_error_response, 2, 4),
     ApiKey.DELETE_TOPICS: ApiHandler(topics.handle_delete_topics, topics.delete_topics_error_response, 1, 3),
@@ -96,10 +101,10 @@ HANDLERS: dict[int, ApiHandler] = {
                                          topics.create_partitions_error_response, 0, 1),
     ApiKey.FIND_COORDINATOR: ApiHandler(group.handle_find_coordinator, group.find_coordinator_error_response,
                                         0, 2),
-    ApiKey.OFFSET_COMMIT: ApiHandler(group.handle_offset_commit, group.offset_commit_error_response, 2, 7),
-    ApiKey.OFFSET_FETCH: ApiHandler(group.handle_offset_fetch, group.offset_fetch_error_response, 1, 5),
-    ApiKey.LIST_GROUPS: ApiHandler(group.handle_list_groups, group.list_groups_error_response, 0, 2),
-    ApiKey.DESCRIBE_GROUPS: ApiHandler(group.handle_describe_groups, group.describe_groups_error_response, 0, 4),
+    ApiKey.OFFSET_COMMIT: ApiHandler(group.handle_offset_commit, group.offset_commit_error_response, 2, 9),
+    ApiKey.OFFSET_FETCH: ApiHandler(group.handle_offset_fetch, group.offset_fetch_error_response, 1, 9),
+    ApiKey.LIST_GROUPS: ApiHandler(group.handle_list_groups, group.list_groups_error_response, 0, 5),
+    ApiKey.DESCRIBE_GROUPS: ApiHandler(group.handle_describe_groups, group.describe_groups_error_response, 0, 5),
     ApiKey.DELETE_GROUPS: ApiHandler(group.handle_delete_groups, group.delete_groups_error_response, 0, 1),
     ApiKey.JOIN_GROUP: ApiHandler(group_membership.handle_join_group, group_membership.join_group_error_response,
                                   0, 5),
@@ -113,10 +118,24 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.ALTER_CONFIGS: ApiHandler(configs.handle_alter_configs, configs.alter_configs_error_response, 0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(configs.handle_incremental_alter_configs,
                                                  configs.incremental_alter_configs_error_response, 0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiHandler(client_quotas.handle_describe_client_quotas,
+                                              client_quotas.describe_client_quotas_error_response, 0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: ApiHandler(client_quotas.handle_alter_client_quotas,
+                                           client_quotas.alter_client_quotas_error_response, 0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiHandler(scram_credentials.handle_describe,
                                                        scram_credentials.describe_error_response, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiHandler(scram_credentials.handle_alter,
                                                     scram_credentials.alter_error_response, 0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiHandler(consumer_group.handle_heartbeat,
+                                                consumer_group.heartbeat_error_response, 0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ApiHandler(consumer_group.handle_describe,
+                                               consumer_group.describe_error_response, 0, 0),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiHandler(telemetry.handle_get_telemetry_subscriptions,
+                                                   telemetry.get_telemetry_subscriptions_error_response, 0, 0),
+    ApiKey.PUSH_TELEMETRY: ApiHandler(telemetry.handle_push_telemetry, telemetry.push_telemetry_error_response,
+                                      0, 0),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: ApiHandler(telemetry.handle_list_client_metrics_resources,
+                                                     telemetry.list_client_metrics_resources_error_response, 0, 0),
 }
 
 # Served by broker.server.security.sasl.SaslGate in front of KafkaApis (never reach HANDLERS).
@@ -135,8 +154,13 @@ class KafkaApis:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
-        if not state.api_versions:
-            state.api_versions = advertised_versions()
+        self.handlers = dict(HANDLERS)
+        protocols = (state.config or {}).get("group.coordinator.rebalance.protocols") or ["classic", "consumer"]
+        if "consumer" not in protocols:  # KIP-848 switched off: neither advertised nor served
+            for key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):
+                self.handlers.pop(key, None)
+        state.api_versions = tuple(v for v in (state.api_versions or advertised_versions())
+                                   if v[0] in self.handlers or v[0] in SASL_APIS)
         self._api_versions_max = HANDLERS[ApiKey.API_VERSIONS].max_version
         self.request_counts: Counter[tuple[int, int]] = Counter()
 
@@ -161,7 +185,7 @@ class KafkaApis:
         if key == ApiKey.API_VERSIONS and version > self._api_versions_max:
             body = api_versions.unsupported_version_body(self.state)
             return encode_response(header, body, version=0)
-        api = HANDLERS.get(key)
+        api = self.handlers.get(key)
         if api is None or not api.min_version <= version <= api.max_version:
             log.info("closing connection %s: unsupported api_key %d (%s) version %d from client_id %r",
                      conn.id, key, _api_name(key), version, header.client_id)
@@ -173,6 +197,15 @@ class KafkaApis:
             return CLOSE_CONNECTION
         ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id,
                              principal=getattr(conn, "principal", ANONYMOUS))
+        if conn.client_software is not None:
+            ctx.extra["connection_software"] = conn.client_software
+        quotas = self.state.quotas
+        metered = quotas is not None and quotas.enabled  # any client quota at all (else: no accounting)
+        started = time.perf_counter_ns()
+        if metered:
+            ctx.extra["request_size"] = len(frame)
+            ctx.extra["user"] = _principal_name(conn)
+            ctx.extra[throttling.START_NS] = started
         try:
             response = api.handle(self.state, ctx, body)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread
@@ -186,6 +219,16 @@ class KafkaApis:
             except Exception:  # noqa: BLE001
                 log.exception("building the error response of %s v%d failed", _api_name(key), version)
                 return CLOSE_CONNECTION
+        if self.state.stats is not None:
+            self.state.stats.record_request(_API_NAMES.get(key) or _api_name(key),
+                                            (time.perf_counter_ns() - started) / 1e9)
+        if metered:
+            try:
+                throttling.finish(self.state, ctx, conn, None if response is NO_RESPONSE
+                                  or response is CLOSE_CONNECTION else response,
+                                  exempt=response is NO_RESPONSE and key == ApiKey.PRODUCE)
+            except Exception:  # noqa: BLE001 - quota accounting must never fail a request
+                log.exception("quota accounting of %s v%d from %s failed", _api_name(key), version, conn.id)
         if response is NO_RESPONSE or response is CLOSE_CONNECTION:
             return response
         if key == ApiKey.API_VERSIONS and "client_software" in ctx.extra:
@@ -198,6 +241,18 @@ class KafkaApis:
             log.exception("encoding the %s v%d response for %s failed; closing the connection",
                           _api_name(key), version, conn.id)
             return CLOSE_CONNECTION
+
+
+_API_NAMES = {int(k): k.name for k in ApiKey}
+
+
+def _principal_name(conn: Any) -> str:
+    """The quota user of a connection: its principal's name (``User:alice`` -> alice)."""
+    principal = getattr(conn, "principal", None)
+    if not principal:
+        return throttling.ANONYMOUS
+    text = str(principal)
+    return text.split(":", 1)[1] if text.startswith("User:") else text
 
 
 def _api_name(key: int) -> str:

@@ -20,6 +20,12 @@ Owns the lifecycle:
   wait for their threads (no request is mid-append afterwards), then
   ``LogManager.shutdown`` (flush, checkpoints, clean-shutdown marker). Idempotent.
 
+Listeners: ``listeners`` with ``listener.security.protocol.map`` (Kafka's default map:
+PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL each as its own listener name); SSL and SASL_SSL
+listeners get a TLS context from the ``ssl.*`` keys (``listener.name.<l>.ssl.*`` first,
+``broker.server.ssl_context``), built in the constructor so a bad key store fails early.
+``inter.broker.listener.name`` is accepted (it must name a listener).
+
 Advertised endpoints (Metadata): ``advertised.listeners`` when set, else the listener
 itself; a port 0 means the listener's real bound port; an empty or wildcard host means
 the address the client connected to (what it can evidently reach).
@@ -36,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError, server_config
+from broker.config import ConfigError, parse_protocol_map, server_config
 from broker.log.config import (
     LOG_CONFIG_DEF,
     SERVER_DEFAULT_KEYS,
@@ -46,14 +52,19 @@ from broker.log.config import (
 )
 from broker.log.manager import LogManager
 from broker.server.apis import KafkaApis, advertised_versions
+from broker.server.cluster_metadata import ClusterMetadataStore
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
 from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
+from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
-from broker.server.socket_server import SocketServer, parse_listeners
+from broker.server.socket_server import Listener, SocketServer, parse_listeners
+from broker.server.ssl_context import SSL_PROTOCOLS, PrincipalMapper, listener_ssl_values, server_context
+from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
+from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +78,21 @@ def _topic_key_to_server_keys(topic_key: str) -> list[str]:
 def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
     """The broker's typed config; ConfigError names the server.properties key at fault."""
     config = server_config(props)
+    protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
     try:
-        parse_listeners(config["listeners"])
+        listeners = parse_listeners(config["listeners"], protocol_map)
     except ValueError as exc:
         raise ConfigError("listeners", ",".join(config["listeners"]), str(exc)) from None
+    names = {listener.name for listener in listeners}
     if config.get("advertised.listeners"):
-        names = {listener.name for listener in parse_listeners(config["listeners"])}
-        for adv in parse_listeners(config["advertised.listeners"]):
+        any_name = {item.split("://", 1)[0].upper(): "PLAINTEXT" for item in config["advertised.listeners"]}
+        for adv in parse_listeners(config["advertised.listeners"], any_name):  # names checked here:
             if adv.name not in names:
                 raise ConfigError("advertised.listeners", ",".join(config["advertised.listeners"]),
                                   f"listener {adv.name} is not in listeners")
+    inter = config.get("inter.broker.listener.name")
+    if inter and inter.upper() not in names:
+        raise ConfigError("inter.broker.listener.name", inter, f"listener {inter} is not in listeners")
     try:
         topic_defaults = topic_defaults_from_server(config)
         validate_topic_config(LogConfig.from_props(defaults=topic_defaults), topic_defaults)
@@ -108,8 +124,13 @@ class KafkaBroker:
         self.props = dict(props)
         self.config = validate_config(self.props)
         self.node_id = int(self.config["node.id"])
-        self.listeners = parse_listeners(self.config["listeners"])
-        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [])}
+        protocol_map = parse_protocol_map(self.config["listener.security.protocol.map"])
+        self.listeners = parse_listeners(self.config["listeners"], protocol_map)
+        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [],
+                                                                    protocol_map)}
+        # TLS contexts are built here, so a bad key store or password fails before any file
+        # or socket is touched, with a ConfigError naming the key.
+        self.tls = {li.name: self._tls_for(li) for li in self.listeners if li.security_protocol in SSL_PROTOCOLS}
         self.log_manager: LogManager | None = None
         self.topics: TopicManager | None = None
         self.socket_server: SocketServer | None = None
@@ -119,11 +140,23 @@ class KafkaBroker:
         # SASL listeners (validated here: a bad mechanism or JAAS config fails the constructor)
         gate = SaslGate(self.config, [listener.name for listener in self.listeners])
         self.sasl_gate: SaslGate | None = gate if gate.enabled else None
+        self.cluster_metadata: ClusterMetadataStore | None = None
+        self.quotas: QuotaManagers | None = None
+        self.client_quotas: ClientQuotaStore | None = None
+        self.telemetry: ClientMetricsManager | None = None
+        self.stats: BrokerStats | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.client_metrics: SubscriptionStore | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
         self._stopped = threading.Event()
         self._shutdown_lock = threading.Lock()
+
+    def _tls_for(self, listener: Listener) -> tuple[Any, PrincipalMapper]:
+        values = listener_ssl_values(self.config, self.props, listener.name)
+        context = server_context(values, listener.name)
+        return context, PrincipalMapper(values.get("ssl.principal.mapping.rules") or "DEFAULT")
 
     @classmethod
     def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
@@ -154,12 +187,24 @@ class KafkaBroker:
             self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
                                                       on_append=self.watchers.notify)
             self.group_coordinator.startup()  # loads __consumer_offsets before any connection
+            self.cluster_metadata = ClusterMetadataStore(self.log_manager.log_dirs, self.node_id,
+                                                         lambda: self.log_manager.live_log_dirs)
+            self.cluster_metadata.load()
+            self.quotas = QuotaManagers(config)
+            self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
+            self.client_quotas.load()
+            self.quotas.start()
+            self.telemetry = ClientMetricsManager(telemetry_max_bytes=config["telemetry.max.bytes"])
+            self.client_metrics = SubscriptionStore(self.cluster_metadata, self.telemetry)
+            self.client_metrics.load()
+            self.stats = BrokerStats()
             state = ServerState(
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
                 producer_ids=producer_ids, watchers=self.watchers,
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
-                credentials=self.credentials)
+                credentials=self.credentials, quotas=self.quotas, client_quotas=self.client_quotas,
+                telemetry=self.telemetry, client_metrics=self.client_metrics, stats=self.stats)
             if self.sasl_gate is not None:
                 state.api_versions = advertised_versions(sasl=True)
             self.apis = KafkaApis(state)
@@ -173,9 +218,15 @@ class KafkaBroker:
                 queued_max_requests=config["queued.max.requests"],
                 send_buffer_bytes=config["socket.send.buffer.bytes"],
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
-                connections_max_idle_ms=config["connections.max.idle.ms"],
+                connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls,
                 initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None)
             self.socket_server.startup()
+            if config.get("kafkalog.metrics.port") is not None:
+                collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,
+                                            logs=self.log_manager.all_logs, quotas=self.quotas,
+                                            telemetry=self.telemetry)
+                self.metrics_endpoint = MetricsEndpoint(collector, config["kafkalog.metrics.host"],
+                                                        int(config["kafkalog.metrics.port"]))
         except BaseException:
             self.shutdown()
             raise
@@ -198,6 +249,10 @@ class KafkaBroker:
                 self.socket_server.shutdown()
             if self.group_coordinator is not None:
                 self.group_coordinator.shutdown()
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.close()
+            if self.quotas is not None:
+                self.quotas.shutdown()  # releases every throttled channel
             if self._logs_started:  # a failed startup must not write clean-shutdown markers
                 self.log_manager.shutdown()
             self._stopped.set()

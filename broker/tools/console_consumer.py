@@ -27,11 +27,12 @@ Behaviour:
   flushed after each poll's records; a closed stdout (``| head``) ends the command
   quietly (exit 141).
 - ``--group G`` (or ``group.id`` in the config) without ``--partition``: the command is a
-  member of the group, as Kafka's console consumer (``KafkaConsumer.subscribe``, classic
-  protocol): the group shares the topic's partitions among its members, each partition
+  member of the group, as Kafka's console consumer (``KafkaConsumer.subscribe``; the
+  classic protocol, or KIP-848's with ``--consumer-property group.protocol=consumer``):
+  the group shares the topic's partitions among its members, each partition
   starts from the group's committed offset, else ``--from-beginning``: earliest, else
   latest (Kafka's ``auto.offset.reset``). After each poll the records printed are
-  committed (with the member's generation), and again when partitions are revoked and at
+  committed (with the member's generation or epoch), and again when partitions are revoked and at
   exit (``--max-messages``, ``--timeout-ms``, Ctrl-C): exactly the records printed are
   consumed; then the member leaves the group. ``--timeout-ms`` counts from the first
   assignment (joining a group may take ``group.initial.rebalance.delay.ms``).

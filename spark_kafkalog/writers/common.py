@@ -112,7 +112,8 @@ SINK_PRODUCER_DEFAULTS: dict[str, str] = {
 class WriteOptions:
     """The validated options of one write."""
     topic: str | None
-    # kafka.* without the prefix, sink defaults applied; repr=False: it may hold SASL secrets
+    # kafka.* without the prefix, sink defaults applied; out of the repr: it may hold secrets
+    # (kafka.sasl.jaas.config, kafka.ssl.keystore.password ...)
     producer_config: Mapping[str, str] = field(repr=False)
     write_batch_headers: bool = False
 

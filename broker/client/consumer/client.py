@@ -19,9 +19,12 @@ adds what request/response flows need:
 * ``sleep(ms)``: a retry backoff that keeps polling (connections and metadata progress).
 
 Deadlines are absolute ``now_ms()`` values; a passed deadline raises
-``KafkaTimeoutError``. A connection lost with a request in flight completes that request
-with ``NetworkError`` (retriable): retry policy belongs to the callers (offsets.py,
-fetcher.py), which know what a retry means for them.
+``KafkaTimeoutError``. With ``security.protocol=SSL`` the NetworkClient speaks TLS
+(``broker.client.ssl_context``); a failed handshake makes the next ``poll`` raise its
+``SslAuthenticationError`` (not retried). A
+connection lost with a request in flight completes that request with ``NetworkError``
+(retriable): retry policy belongs to the callers (offsets.py, fetcher.py), which know what
+a retry means for them.
 
 Thread-safety: none. A ConsumerNetworkClient belongs to the one thread that calls it
 (a Spark task, the driver's planning thread), like Kafka's KafkaConsumer.
@@ -37,6 +40,7 @@ from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.metadata import Cluster, Metadata, MetadataUpdater
 from broker.client.network import ClientResponse, NetworkClient, now_ms
 from broker.client.sasl import SaslSettings
+from broker.client.ssl_context import client_context
 from broker.protocol import ApiKey, request_schema
 
 from .config import ConsumerConfig
@@ -95,7 +99,7 @@ class ConsumerNetworkClient:
             receive_buffer_bytes=cfg["receive.buffer.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
             metadata_updater=MetadataUpdater(self.metadata),
-            sasl=SaslSettings.from_config(cfg))
+            sasl=SaslSettings.from_config(cfg), ssl_context=client_context(cfg.values))
         self.retry_backoff_ms: float = cfg["retry.backoff.ms"]
         self.retry_backoff_max_ms: float = cfg["retry.backoff.max.ms"]
         self.default_timeout_ms: float = cfg["default.api.timeout.ms"]

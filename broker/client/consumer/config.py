@@ -11,9 +11,10 @@ Deliberate differences from Kafka's defaults, with their reasons:
   fetcher keeps its next Fetch in flight while it decodes the previous response, and the
   overlap is only as large as what the kernel may buffer meanwhile.
 * ``allow.auto.create.topics`` is false: reading a range must never create a topic.
-* ``security.protocol`` accepts PLAINTEXT and SASL_PLAINTEXT (``broker.client.sasl``
-  defines it and the SASL keys for the three clients); anything else raises
-  ``ConfigError`` rather than failing at connect time. ``repr`` hides password values.
+* ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the SASL keys
+  (``broker.client.sasl``) and the ``ssl.*`` keys (``broker.client.ssl_context``);
+  anything else raises ``ConfigError`` rather than failing at connect time; secrets are
+  ``[hidden]`` in the repr.
 
 Keys may be given with dots (``"fetch.max.bytes"``) or as Python keywords with
 underscores (``fetch_max_bytes=...``). Unknown keys raise ``ConfigError``.
@@ -26,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.client.sasl import define_security_keys
+from broker.client.sasl import define_security_keys as define_sasl_keys
+from broker.client.ssl_context import define_security_keys
 from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of, redacted
 
 READ_UNCOMMITTED = "read_uncommitted"
@@ -34,7 +36,7 @@ READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = {READ_UNCOMMITTED: 0, READ_COMMITTED: 1}
 
 CONSUMER_CONFIG_DEF = (
-    define_security_keys(ConfigDef())
+    define_sasl_keys(ConfigDef())
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header.")
     .define("client.rack", STRING, "", "Sent as the rack id of Fetch v11+.")
@@ -92,6 +94,7 @@ CONSUMER_CONFIG_DEF = (
             "Where a partition without a committed offset (or out of range) starts.",
             one_of("latest", "earliest", "none"))
 )
+define_security_keys(CONSUMER_CONFIG_DEF)  # ssl.*; widens security.protocol to SSL, SASL_SSL (ssl_context.py)
 
 
 def _normalise_keys(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:

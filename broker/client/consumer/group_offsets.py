@@ -76,6 +76,7 @@ OFFSET_FETCH_VERSIONS = (1, 7)  # v8+ batches groups (another body)
 OFFSET_FETCH_ALL_MIN_VERSION = 2  # a null topic list (every partition of the group)
 LIST_GROUPS_VERSIONS = (0, 4)  # v4 adds the group state
 LIST_GROUPS_STATE_VERSION = 4
+CONSUMER_GROUP_DESCRIBE_VERSIONS = (0, 1)
 DESCRIBE_GROUPS_VERSIONS = (0, 5)  # v6 answers GROUP_ID_NOT_FOUND for a missing group
 DELETE_GROUPS_VERSIONS = (0, 2)
 OFFSET_DELETE_VERSIONS = (0, 0)
@@ -133,6 +134,7 @@ class GroupDescription(NamedTuple):
     protocol: str  # the assignor ("range", ...) of a consumer group; "" otherwise
     members: tuple[MemberDescription, ...] = ()
     coordinator: Coordinator | None = None
+    group_type: str = "classic"  # "consumer": a KIP-848 group (described by ConsumerGroupDescribe)
 
 
 class _Retry(Exception):
@@ -473,6 +475,9 @@ def _describe(client: ConsumerNetworkClient, ids: list[str], deadline: float) ->
                                                                        include_authorized_operations=False)
 
         def attempt(coordinator: int, gid: str = gid, build: Any = build) -> GroupDescription:
+            described = _describe_consumer_group(client, coordinator, gid, deadline)
+            if described is not None:
+                return described
             body, _ = _request(client, coordinator, ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_VERSIONS, build,
                                deadline)
             for g in body.groups:
@@ -491,6 +496,41 @@ def _describe(client: ConsumerNetworkClient, ids: list[str], deadline: float) ->
 
         out[gid] = _with_coordinator(client, gid, deadline, "DescribeGroups", attempt)
     return out
+
+
+def _describe_consumer_group(client: ConsumerNetworkClient, coordinator: int, gid: str,
+                             deadline: float) -> GroupDescription | None:
+    """A KIP-848 group described by ConsumerGroupDescribe, as Kafka's admin client does
+    first; None when the coordinator does not offer it or ``gid`` is not such a group
+    (GROUP_ID_NOT_FOUND: a classic group, or none; DescribeGroups tells which)."""
+    try:
+        if not client.await_ready(coordinator, deadline):
+            raise NetworkError(f"cannot connect to {_broker_name(client, coordinator)}")
+    except NetworkError as exc:
+        raise _Retry(exc, rediscover=True) from None
+    if client.client.api_version(coordinator, ApiKey.CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_DESCRIBE_VERSIONS[1],
+                                 CONSUMER_GROUP_DESCRIBE_VERSIONS[0]) is None:
+        return None
+
+    def build(version: int) -> Any:
+        return request_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, version).cls(group_ids=[gid],
+                                                                           include_authorized_operations=False)
+
+    body, _ = _request(client, coordinator, ApiKey.CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_DESCRIBE_VERSIONS,
+                       build, deadline)
+    for g in body.groups:
+        if g.group_id != gid:
+            continue
+        if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        _check_code(g.error_code, f"ConsumerGroupDescribe for group {gid}")
+        members = tuple(MemberDescription(
+            m.member_id, m.client_id, m.client_host, m.instance_id,
+            tuple(sorted(TopicPartition(t.topic_name, p) for t in m.assignment.topic_partitions
+                         for p in t.partitions))) for m in g.members)
+        return GroupDescription(gid, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name, members,
+                                _coordinator_node(client, coordinator), "consumer")
+    raise KafkaError(f"ConsumerGroupDescribe for group {gid}: the response lacks the group")
 
 
 def delete_groups(client_or_config: Any, group_ids: Iterable[str], *, timeout_ms: float | None = None) -> None:

@@ -12,19 +12,36 @@ Owns the two passes of a cleaning and the rewrite of batches:
    Kafka's ``groupSegmentsBySize``: a group fits in segment.bytes, its indexes in
    segment.index.bytes, its offsets in int32 relative to the group's base): copy the group
    into ONE new segment ``<first base>.log.cleaned`` keeping a record when it has a key,
-   its offset is >= the map's offset for the key (the latest), and it has a value or the
-   source segment is newer than the delete horizon (tombstones are kept
-   delete.retention.ms past the last modification of the cleaned section, Kafka's legacy
-   horizon). Then ``UnifiedLog.replace_segments`` swaps it in (``.cleaned`` -> ``.swap``,
-   old segments -> ``.deleted``, ``.swap`` -> live; see ``LocalLog.replace_segments``).
+   its offset is >= the map's offset for the key (the latest), and it has a value or its
+   batch's delete horizon has not passed. Then ``UnifiedLog.replace_segments`` swaps it in
+   (``.cleaned`` -> ``.swap``, old segments -> ``.deleted``, ``.swap`` -> live; see
+   ``LocalLog.replace_segments``).
+
+Delete horizons (KIP-534, as Kafka's ``MemoryRecords.filterTo``): a tombstone or a
+transaction marker is kept for delete.retention.ms after the cleaning that first met it
+with nothing left to delete it for. That cleaning rewrites its batch with the delete
+horizon (the cleaning's start time + delete.retention.ms) in the base timestamp field and
+attribute bit 6 set (``DELETE_HORIZON_FLAG_MASK``; the records' timestamp deltas are then
+relative to the horizon, so every record keeps its timestamp). A later cleaning that finds
+the horizon passed drops the batch's tombstones, and the marker when its transaction has
+no batch left (``CleanedTransactionMetadata``). A batch already stamped keeps its horizon;
+one without tombstones is never stamped.
 
 Batches keep their structure, as Kafka's ``MemoryRecords.filterTo``: a batch with every
 record kept is copied byte for byte; one with some records kept is rewritten as one batch
-with the same base offset, last offset delta (the producer's last sequence survives), base
-sequence, producer id/epoch, partition leader epoch, timestamp type and codec (recompressed);
-a batch with nothing kept (an empty one too) is dropped, except the last batch of a producer
-still in the producer state, kept as an empty batch (header only) so idempotence survives. Offsets never
-change: cleaning only opens gaps. The offset and time indexes of the new segment are built
+with the same base offset, base timestamp, last offset delta (the producer's last sequence
+survives), base sequence, producer id/epoch, partition leader epoch, timestamp type and
+codec (recompressed), its records' bytes spliced as they were (their deltas are relative
+to the unchanged base offset and base timestamp) and its max timestamp the kept records'
+(CreateTime); a batch with nothing kept (an empty one too) is dropped, except the last
+batch of a producer still in the producer state (a marker too), kept as an empty batch
+(header only) so idempotence survives. Offsets never change: cleaning only opens gaps.
+
+Both passes walk a segment a window of batches at a time (``scan.py``): the records of a
+window are located at once with numpy, their keys looked up in the map in bulk, and the
+per-batch decisions taken from counts, so that no record is decoded into an object except
+in a batch being stamped with a delete horizon (re-encoded: its timestamp deltas change)
+and in control batches. The offset and time indexes of the new segment are built
 by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
 ``.txnindex`` files are copied into the new one.
 
@@ -35,9 +52,10 @@ offset map and are dropped by pass 2 (kept as an empty batch when a producer's l
 aborted write can never hide an older committed value. Committed transactional batches are
 compacted like any other (a rewritten one stays transactional). A marker (control batch) is
 removed, as Kafka's ``CleanedTransactionMetadata`` decides, once no batch of its transaction
-was met in this pass (each pass walks the log from its start) and its segment is older than
-the delete horizon; until then it is kept whole. The aborted-transaction entries of the old
-``.txnindex`` files are copied into the new one, except those whose marker was removed.
+was met in this pass (each pass walks the log from its start) and its delete horizon has
+passed; the first pass that finds its transaction empty stamps the horizon; until then it
+is kept whole. The aborted-transaction entries of the old ``.txnindex`` files are copied
+into the new one, except those whose marker was removed.
 
 Invariants: the active segment and everything from the first uncleanable offset on are
 never read for removal nor rewritten; a cleaning aborted (``CleanerAbortedError``, or a
@@ -54,10 +72,12 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from ...record.batch import (
     CREATE_TIME,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    NO_TIMESTAMP,
     build_batch,
     decode_records,
     encode_record,
@@ -69,7 +89,8 @@ from ...record.limits import INT32_MAX
 from .. import files
 from ..clock import SYSTEM_TIME, Time
 from ..segment import LogSegment
-from .offset_map import SkimpyOffsetMap
+from .offset_map import RAW_KEY_MAX, SkimpyOffsetMap, entry_keys
+from .scan import RecordLayout, read_windows
 from .throttler import Throttler
 
 __all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransactionMetadata",
@@ -203,6 +224,10 @@ class Cleaner:
         self.throttler = throttler
         self._aborted: dict[int, list[tuple[int, int]]] = {}
         self._txns = CleanedTransactionMetadata([])
+        # set by ``clean`` for pass 2: the dirty section [start, end) the map covers and
+        # its offsets, sorted (numpy)
+        self._dirty_start = self._map_end = 0
+        self._latest_offsets = None
 
     # --- the whole cleaning ---
 
@@ -219,21 +244,25 @@ class Cleaner:
         self._aborted = self._aborted_ranges(aborted_txns)
         self._txns = CleanedTransactionMetadata(aborted_txns)
         end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
+        self._dirty_start, self._map_end = first_dirty_offset, end_offset
+        self._latest_offsets = self._sorted_map_offsets()
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
         config = ulog.config
-        segments = ulog.segments
         active = ulog.active_segment
-        cleaned_section = [s for s in segments if s.base_offset < first_dirty_offset and s is not active]
-        delete_horizon_ms = (cleaned_section[-1].last_modified - config.values["delete.retention.ms"]
-                             if cleaned_section else 0)
-        to_clean = [s for s in segments if s.base_offset < end_offset and s is not active]
+        to_clean = [s for s in ulog.segments if s.base_offset < end_offset and s is not active]
         last_offsets_of_producers = ulog.last_records_of_active_producers()
         for group in group_segments_by_size(to_clean, config.segment_bytes, config.max_index_size,
                                             first_uncleanable_offset):
-            self.clean_segments(ulog, group, delete_horizon_ms, last_offsets_of_producers, stats)
+            self.clean_segments(ulog, group, stats.start_ms, last_offsets_of_producers, stats)
         stats.end_ms = self.time.milliseconds()
         return end_offset, stats
+
+    def _sorted_map_offsets(self):
+        """The map's offsets, sorted (numpy int64): pass 2's test of "latest of its key"."""
+        import numpy as np
+        entries = self.offset_map.entries
+        return np.sort(np.fromiter(entries.values(), np.int64, len(entries)))
 
     @staticmethod
     def _aborted_ranges(aborted_txns) -> dict[int, list[tuple[int, int]]]:
@@ -251,39 +280,68 @@ class Cleaner:
 
     def build_offset_map(self, ulog, start: int, end: int, stats: CleanerStats) -> int:
         """Fill the map from ``start`` to ``end`` (exclusive); returns where it stopped."""
-        omap = self.offset_map
         tp = ulog.topic_partition
         active = ulog.active_segment
         dirty = [s for s in ulog.segments if s is not active and s.read_next_offset() > start
                  and s.base_offset < end]
         for segment in dirty:
             self.check_done(tp)
-            records = segment.log
-            for _, header, batch in records.iter_batches(with_bytes=True):
-                if header.last_offset < start:
-                    continue
-                if header.base_offset >= end:
-                    return end
-                stats.map_bytes_read += header.size_in_bytes
-                if self.throttler is not None:
-                    self.throttler.maybe_throttle(header.size_in_bytes)
-                if header.is_control or self._is_aborted(header):
-                    continue
-                for rec in decode_records(records_payload(batch, 0, header, self.max_decompressed), header):
-                    stats.map_messages_read += 1
-                    if rec.key is None or rec.offset < start or rec.offset >= end:
+            for buf, batches in read_windows(segment.log):
+                data = []
+                reached_end = False
+                for pos, header in batches:
+                    if header.last_offset < start:
                         continue
-                    if omap.is_full() and not omap.contains(rec.key):
-                        log.debug("%s: offset map full at offset %d", ulog.name, rec.offset)
-                        return omap.latest_offset + 1
-                    omap.put(rec.key, rec.offset)
+                    if header.base_offset >= end:
+                        reached_end = True
+                        break
+                    stats.map_bytes_read += header.size_in_bytes
+                    if self.throttler is not None:
+                        self.throttler.maybe_throttle(header.size_in_bytes)
+                    if not (header.is_control or self._is_aborted(header)):
+                        data.append((pos, header))
+                if data:
+                    stopped = self._index(RecordLayout(buf, data, self.max_decompressed), start, end, stats)
+                    if stopped is not None:
+                        log.debug("%s: offset map full at offset %d", ulog.name, stopped)
+                        return stopped
+                if reached_end:
+                    return end
         return end
+
+    def _index(self, layout: RecordLayout, start: int, end: int, stats: CleanerStats) -> int | None:
+        """Put the keyed records of ``layout`` within [start, end) in the map; the offset
+        where a full map stopped it, else None."""
+        omap = self.offset_map
+        stats.map_messages_read += layout.n
+        offsets = layout.offsets
+        wanted = layout.key_len >= 0
+        if layout.n and (offsets[0] < start or offsets[-1] >= end):
+            wanted &= (offsets >= start) & (offsets < end)
+        entries = layout.keys()
+        if layout.n and int(layout.key_len.max()) > RAW_KEY_MAX:
+            entries = entry_keys(entries)
+        if not wanted.all():
+            idx = layout.np.flatnonzero(wanted).tolist()
+            entries = [entries[i] for i in idx]
+            offsets = offsets[wanted]
+        offsets = offsets.tolist()
+        if len(omap) + len(entries) <= omap.max_entries:
+            omap.put_entries(entries, offsets)
+            return None
+        for entry, offset in zip(entries, offsets):
+            if omap.is_full() and not omap.contains_entry(entry):
+                return omap.latest_offset + 1
+            omap.put_entry(entry, offset)
+        return None
 
     # --- pass 2 ---
 
-    def clean_segments(self, ulog, group: list[LogSegment], delete_horizon_ms: int,
+    def clean_segments(self, ulog, group: list[LogSegment], current_time_ms: int,
                        last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> None:
-        """Copy ``group`` into one ``.cleaned`` segment and swap it in for the group."""
+        """Copy ``group`` into one ``.cleaned`` segment and swap it in for the group.
+        ``current_time_ms``: the cleaning's time, against which delete horizons are read
+        and from which new ones are stamped."""
         directory = ulog.dir
         config = ulog.config
         base = group[0].base_offset
@@ -293,9 +351,9 @@ class Cleaner:
         try:
             for old in group:
                 self.check_done(ulog.topic_partition)
-                retain_deletes = old.last_modified > delete_horizon_ms
-                removed_markers = self._clean_into(old, cleaned, retain_deletes, last_offsets_of_producers,
-                                                   stats)
+                removed_markers = self._clean_into(old, cleaned, current_time_ms,
+                                                   config.values["delete.retention.ms"],
+                                                   last_offsets_of_producers, stats)
                 for txn in old.txn_index.all_aborted_txns():
                     if txn.last_offset not in removed_markers:
                         cleaned.txn_index.append(txn)
@@ -316,85 +374,182 @@ class Cleaner:
             raise
         stats.segments_replaced.append(base)
 
-    def _clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
+    def _clean_into(self, source: LogSegment, dest: LogSegment, now_ms: int, delete_retention_ms: int,
                     last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> set[int]:
         """Copy what ``source`` keeps into ``dest``; returns the offsets of removed markers."""
-        omap = self.offset_map
-        txns = self._txns
         removed_markers: set[int] = set()
-        pending: list[bytes] = []
-        pending_size = 0
-        max_ts, max_ts_offset, last = -1, source.base_offset, source.base_offset
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._max_ts, self._max_ts_offset, self._last = -1, source.base_offset, source.base_offset
+        for buf, batches in read_windows(source.log):
+            self._clean_window(buf, batches, dest, now_ms, now_ms + delete_retention_ms,
+                               last_offsets_of_producers, removed_markers, stats)
+        self._flush(dest)
+        return removed_markers
 
-        def flush() -> None:
-            nonlocal pending, pending_size
-            if pending:
-                dest.append(last, max_ts, max_ts_offset, b"".join(pending))
-                pending, pending_size = [], 0
+    def _flush(self, dest: LogSegment) -> None:
+        if self._pending:
+            dest.append(self._last, self._max_ts, self._max_ts_offset, b"".join(self._pending))
+            self._pending, self._pending_size = [], 0
 
-        for _, header, batch in source.log.iter_batches(with_bytes=True):
-            stats.bytes_read += header.size_in_bytes
+    def _clean_window(self, buf, batches, dest: LogSegment, now_ms: int, new_horizon: int,
+                      last_offsets_of_producers: dict[int, int], removed_markers: set[int],
+                      stats: CleanerStats) -> None:
+        """Pass 2 over one window of batches: which records each batch keeps, all at once
+        (``RecordLayout``), then each batch copied, spliced, rebuilt, emptied or dropped."""
+        txns = self._txns
+        data = [(pos, h) for pos, h in batches if not h.is_control]
+        layout = keep = kept_count = tomb_count = run_starts = run_ends = run_ptr = max_delta = None
+        if data:
+            layout = RecordLayout(buf, data, self.max_decompressed)
+            np = layout.np
+            nb = len(data)
+            has_key = layout.key_len >= 0
+            stats.invalid_messages += int(layout.n - has_key.sum())
+            retain_deletes = np.fromiter((h.delete_horizon_ms is None or now_ms < h.delete_horizon_ms
+                                          for _, h in data), bool, nb)
+            is_null = layout.value_len < 0
+            keep = has_key & self._is_latest(layout) & (~is_null | retain_deletes[layout.batch])
+            kept_count = np.bincount(layout.batch, weights=keep, minlength=nb).astype(np.int64).tolist()
+            tomb_count = np.bincount(layout.batch, weights=keep & is_null, minlength=nb).astype(np.int64).tolist()
+            kept_idx = np.flatnonzero(keep)
+            ptr = np.zeros(nb + 1, np.int64)
+            np.cumsum(kept_count, out=ptr[1:])
+            run_starts, run_ends, run_ptr = layout.runs(kept_idx)
+            # per batch, the largest timestamp delta of its kept records (CreateTime max)
+            nonempty = [j for j in range(nb) if kept_count[j]]
+            max_delta = [0] * nb
+            if nonempty:
+                maxima = np.maximum.reduceat(layout.ts_delta[kept_idx], ptr[nonempty]).tolist()
+                for j, m in zip(nonempty, maxima):
+                    max_delta[j] = m
+        j = -1
+        mv = memoryview(buf)
+        for pos, header in batches:
+            size = header.size_in_bytes
+            stats.bytes_read += size
+            horizon = header.delete_horizon_ms
+            producer_last = (header.producer_id >= 0
+                             and last_offsets_of_producers.get(header.producer_id) == header.last_offset)
             out: bytes | None
             if header.is_control:
+                batch = mv[pos:pos + size]
                 stats.messages_read += header.records_count
-                if txns.on_control_batch(header, self._control_type(batch, header)) and not retain_deletes:
-                    removed_markers.add(header.last_offset)
-                    out = None
+                records, kind = self._control_records(batch, header)
+                can_discard = txns.on_control_batch(header, kind)
+                if records == []:  # emptied by an earlier cleaning (DELETE_EMPTY / RETAIN_EMPTY)
+                    out = bytes(batch) if producer_last else None
+                elif can_discard and horizon is not None and horizon <= now_ms:
+                    removed_markers.add(header.last_offset)  # its transaction is gone
+                    out = self._empty(header) if producer_last else None
+                elif can_discard and horizon is None and records:  # stamped: kept until then
+                    stats.messages_written += len(records)
+                    out = self._rebuild(header, records, new_horizon)
                 else:
                     stats.messages_written += header.records_count
                     out = bytes(batch)
             else:
-                aborted = txns.on_data_batch(header)
-                records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
-                stats.messages_read += len(records)
-                kept = []
-                for rec in ([] if aborted else records):
-                    if rec.key is None:
-                        stats.invalid_messages += 1
-                        continue
-                    if rec.offset >= omap.get(rec.key) and (rec.value is not None or retain_deletes):
-                        kept.append(rec)
-                stats.messages_written += len(kept)
-                if kept and len(kept) == len(records):
-                    out = bytes(batch)
+                j += 1
+                count = header.records_count
+                stats.messages_read += count
+                kept = 0 if txns.on_data_batch(header) else kept_count[j]
+                stamp = kept and tomb_count[j] and horizon is None
+                stats.messages_written += kept
+                if kept and kept == count and not stamp:
+                    out = bytes(mv[pos:pos + size])
+                elif kept and stamp:  # the first cleaning to keep a tombstone: the horizon
+                    records = decode_records(records_payload(mv[pos:pos + size], 0, header,
+                                                             self.max_decompressed), header)
+                    mask = keep[layout.first[j]:layout.first[j] + count].tolist()
+                    out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
                 elif kept:
-                    out = self._rebuild(header, kept)
-                elif header.has_producer_id and last_offsets_of_producers.get(header.producer_id) == header.last_offset:
-                    out = build_batch(b"", count=0, base_offset=header.base_offset,
-                                      last_offset_delta=header.last_offset_delta,
-                                      base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
-                                      timestamp_type=header.timestamp_type, producer_id=header.producer_id,
-                                      producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-                                      is_transactional=header.is_transactional,
-                                      partition_leader_epoch=header.partition_leader_epoch)
+                    a, b = run_ptr[j], run_ptr[j + 1]
+                    out = self._splice(layout.join(run_starts[a:b], run_ends[a:b]), header, kept, max_delta[j])
+                elif producer_last:
+                    out = self._empty(header)
                 else:
                     out = None
             if self.throttler is not None:
-                self.throttler.maybe_throttle(header.size_in_bytes + (len(out) if out is not None else 0))
+                self.throttler.maybe_throttle(size + (len(out) if out is not None else 0))
             if out is None:
                 continue
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-            last = header.last_offset
-            pending.append(out)
-            pending_size += len(out)
+            if header.max_timestamp > self._max_ts:
+                self._max_ts, self._max_ts_offset = header.max_timestamp, header.last_offset
+            self._last = header.last_offset
+            self._pending.append(out)
+            self._pending_size += len(out)
             stats.bytes_written += len(out)
-            if pending_size >= _APPEND_CHUNK:
-                flush()
-        flush()
-        return removed_markers
+            if self._pending_size >= _APPEND_CHUNK:
+                self._flush(dest)
 
-    def _control_type(self, batch, header) -> ControlRecordType | None:
-        try:
-            records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
-            return parse_control_type(records[0].key) if records else None
-        except DecodeError:
-            return None  # an unknown marker is kept
+    def _is_latest(self, layout: RecordLayout):
+        """Per record of ``layout``: its offset is >= the map's offset for its key (Kafka's
+        ``shouldRetainRecord``). Pass 1 put every keyed record of [dirty start, map end) in
+        the map, so there a record is the latest of its key exactly when its offset is one
+        of the map's offsets (offsets are unique): a search in the sorted offsets, no key
+        looked up. Past the map's end every record is (the map's offsets are below it);
+        only the records of the clean section, below the dirty start, are looked up by key."""
+        np = layout.np
+        offsets = layout.offsets
+        latest = self._latest_offsets
+        if latest is None:
+            latest = self._latest_offsets = self._sorted_map_offsets()
+        out = offsets >= self._map_end
+        dirty = (offsets >= self._dirty_start) & ~out
+        if latest.size and dirty.any():
+            found = np.minimum(np.searchsorted(latest, offsets), latest.size - 1)
+            out |= dirty & (latest[found] == offsets)
+        below = np.flatnonzero((offsets < self._dirty_start) & (layout.key_len >= 0))
+        if below.size:
+            entries = layout.keys(below)
+            if int(layout.key_len[below].max()) > RAW_KEY_MAX:
+                entries = entry_keys(entries)
+            mapped = np.fromiter(map(self.offset_map.entries.get, entries, repeat(-1)), np.int64, below.size)
+            out[below] = offsets[below] >= mapped
+        return out
 
     @staticmethod
-    def _rebuild(header, kept) -> bytes:
-        """One batch of the ``kept`` records with ``header``'s identity (filterTo)."""
-        base_ts = header.base_timestamp
+    def _splice(body: bytes, header, count: int, max_delta: int) -> bytes:
+        """The batch with only the ``count`` records of ``body``, their bytes copied as they are
+        (offset and timestamp deltas stay relative to the unchanged base offset and base
+        timestamp); the header keeps the batch's identity (filterTo)."""
+        max_ts = header.base_timestamp + max_delta if header.timestamp_type == CREATE_TIME else header.max_timestamp
+        horizon = header.delete_horizon_ms
+        return build_batch(body, count=count, base_offset=header.base_offset,
+                           last_offset_delta=header.last_offset_delta, base_timestamp=header.base_timestamp,
+                           max_timestamp=max_ts, compression=header.compression,
+                           timestamp_type=header.timestamp_type, producer_id=header.producer_id,
+                           producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional, is_control=False,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           delete_horizon_ms=NO_TIMESTAMP if horizon is None else horizon)
+
+    def _control_records(self, batch, header) -> tuple[list | None, ControlRecordType | None]:
+        """The records of a control batch and its marker type; (None, None) when unreadable
+        (an unknown marker is kept)."""
+        try:
+            records = decode_records(records_payload(batch, 0, header, self.max_decompressed), header)
+            return records, (parse_control_type(records[0].key) if records else None)
+        except DecodeError:
+            return None, None
+
+    @staticmethod
+    def _empty(header) -> bytes:
+        """Kafka's ``DefaultRecordBatch.writeEmptyHeader``: the batch's identity, no record
+        (a producer's last batch, kept so its sequence and epoch survive)."""
+        return build_batch(b"", count=0, base_offset=header.base_offset,
+                           last_offset_delta=header.last_offset_delta,
+                           base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
+                           timestamp_type=header.timestamp_type, producer_id=header.producer_id,
+                           producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                           is_transactional=header.is_transactional, is_control=header.is_control,
+                           partition_leader_epoch=header.partition_leader_epoch)
+
+    @staticmethod
+    def _rebuild(header, kept, delete_horizon_ms: int | None = None) -> bytes:
+        """One batch of the ``kept`` records with ``header``'s identity (filterTo); with a
+        delete horizon, it is the base timestamp (bit 6 set) and the deltas are from it."""
+        base_ts = header.base_timestamp if delete_horizon_ms is None else delete_horizon_ms
         body = b"".join(encode_record(r.offset - header.base_offset, r.timestamp - base_ts, r.key, r.value,
                                       r.headers) for r in kept)
         max_ts = (max(r.timestamp for r in kept) if header.timestamp_type == CREATE_TIME
@@ -404,5 +559,6 @@ class Cleaner:
                            max_timestamp=max_ts, compression=header.compression,
                            timestamp_type=header.timestamp_type, producer_id=header.producer_id,
                            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-                           is_transactional=header.is_transactional,
-                           partition_leader_epoch=header.partition_leader_epoch)
+                           is_transactional=header.is_transactional, is_control=header.is_control,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           delete_horizon_ms=NO_TIMESTAMP if delete_horizon_ms is None else delete_horizon_ms)

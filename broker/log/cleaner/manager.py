@@ -19,7 +19,10 @@ Owns:
   each with its own ``Cleaner`` and ``SkimpyOffsetMap`` of log.cleaner.dedupe.buffer.size /
   threads bytes; a thread cleans the filthiest log, logs what it did (Kafka's cleaning
   summary: dirty section, bytes read and written, time, ratio, size reduction), updates the
-  checkpoint, and sleeps log.cleaner.backoff.ms when nothing is cleanable. A cleaning that
+  checkpoint, and sleeps log.cleaner.backoff.ms when nothing is cleanable. ``metrics()``
+  gives Kafka's cleaner gauges (max-buffer-utilization-percent, cleaner-recopy-percent,
+  max-clean-time-secs, max-compaction-delay-secs, DeadThreadCount, and the manager's
+  max-dirty-percent, time-since-last-run-ms, uncleanable-partitions-count). A cleaning that
   fails with an unexpected error (not an I/O error: a segment deleted by retention under it)
   is logged, the log is left as it was (``cleaner.py``) and marked uncleanable (Kafka's
   ``markPartitionUncleanable``: skipped until the broker restarts or ``resume_cleaning``),
@@ -125,6 +128,19 @@ def cleanable_offsets(ulog, checkpoint: int | None, now_ms: int) -> tuple[int, i
     return first_dirty, first_uncleanable, needs_now
 
 
+def _compaction_delay_ms(ulog, first_dirty_offset: int, now_ms: int) -> int:
+    """Kafka's ``LogCleanerManager.maxCompactionDelay``: how far past max.compaction.lag.ms
+    the oldest dirty inactive segment's first batch is (0 when it is not)."""
+    active = ulog.active_segment
+    firsts = [ts for s in ulog.segments if s is not active and s.read_next_offset() > first_dirty_offset
+              for ts in (s.get_first_batch_timestamp(),) if ts > 0]
+    if not firsts:
+        return 0
+    clean_until = now_ms - max(ulog.config.values["max.compaction.lag.ms"], 0)
+    earliest = min(firsts)
+    return clean_until - earliest if earliest < clean_until else 0
+
+
 class LogCleanerManager:
     """See the module docstring. Thread-safety: every method may be called from any thread."""
 
@@ -138,6 +154,19 @@ class LogCleanerManager:
         self._aborted: set[tuple[str, int]] = set()
         self._paused: dict[tuple[str, int], int] = {}
         self._uncleanable: set[tuple[str, int]] = set()
+        # gauges (Kafka's LogCleanerManager metrics, see ``metrics``)
+        self.dirtiest_log_cleanable_ratio = 0.0
+        self.time_of_last_run_ms = time.milliseconds()
+        self.max_compaction_delay_ms = 0  # of the last grab (Kafka's PreCleanStats)
+
+    def metrics(self) -> dict[str, int]:
+        """Kafka's ``LogCleanerManager`` gauges: max-dirty-percent (the dirty ratio of the
+        dirtiest cleanable log at the last look), time-since-last-run-ms (since the last
+        look for a log to clean), uncleanable-partitions-count."""
+        with self._lock:
+            return {"max-dirty-percent": int(100 * self.dirtiest_log_cleanable_ratio),
+                    "time-since-last-run-ms": max(self.time.milliseconds() - self.time_of_last_run_ms, 0),
+                    "uncleanable-partitions-count": len(self._uncleanable)}
 
     def log_to_clean(self, tp, ulog, now_ms: int | None = None) -> LogToClean:
         now_ms = self.time.milliseconds() if now_ms is None else now_ms
@@ -155,6 +184,9 @@ class LogCleanerManager:
     def grab_filthiest_compacted_log(self, now_ms: int | None = None) -> LogToClean | None:
         """The dirtiest cleanable compacted log, marked in progress; None when none is."""
         with self._lock:
+            now = self.time.milliseconds() if now_ms is None else now_ms
+            self.time_of_last_run_ms = self.time.milliseconds()
+            max_delay = 0
             candidates = []
             for tp, ulog in self.logs().items():
                 if (not ulog.config.compact or tp in self._in_progress or tp in self._paused
@@ -166,10 +198,13 @@ class LogCleanerManager:
                 except Exception as exc:  # a log closing under us: skip it this time
                     log.debug("skipping %s: %s", tp, exc)
                     continue
+                max_delay = max(max_delay, _compaction_delay_ms(ulog, ltc.first_dirty_offset, now))
                 if ltc.cleanable_bytes > 0 and ltc.first_uncleanable_offset > ltc.first_dirty_offset and (
                         ltc.needs_compaction_now
                         or ltc.cleanable_ratio > ulog.config.values["min.cleanable.dirty.ratio"]):
                     candidates.append(ltc)
+            self.max_compaction_delay_ms = max_delay
+            self.dirtiest_log_cleanable_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
             if not candidates:
                 return None
             best = max(candidates, key=lambda c: (c.needs_compaction_now, c.cleanable_ratio))
@@ -257,6 +292,26 @@ class LogCleaner:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.cleanings = 0  # completed cleanings (observability, tests)
+        # per cleaner thread: the stats of its last cleaning and the compaction delay seen
+        # by the look that chose it (Kafka's CleanerThread.lastStats / lastPreCleanStats)
+        self._last_stats = [CleanerStats() for _ in self._cleaners]
+        self._last_compaction_delay_ms = [0 for _ in self._cleaners]
+
+    def metrics(self) -> dict[str, int]:
+        """Kafka's log cleaner gauges, by their names: max-buffer-utilization-percent,
+        cleaner-recopy-percent (bytes written / bytes read by the threads' last cleanings),
+        max-clean-time-secs, max-compaction-delay-secs, DeadThreadCount, and the manager's
+        (``LogCleanerManager.metrics``). Integers, as Kafka's gauges."""
+        stats = list(self._last_stats)
+        read = sum(s.bytes_read for s in stats)
+        written = sum(s.bytes_written for s in stats)
+        out = {"max-buffer-utilization-percent": int(max(100 * s.buffer_utilization for s in stats)),
+               "cleaner-recopy-percent": int(100 * written / max(read, 1)),
+               "max-clean-time-secs": int(max(s.elapsed_secs for s in stats)),
+               "max-compaction-delay-secs": int(max(self._last_compaction_delay_ms) / 1000),
+               "DeadThreadCount": sum(1 for t in self._threads if not t.is_alive())}
+        out.update(self.manager.metrics())
+        return out
 
     def _check_done(self, tp) -> None:
         if self._stop.is_set():
@@ -296,11 +351,13 @@ class LogCleaner:
         ltc = self.manager.grab_filthiest_compacted_log(now_ms)
         if ltc is None:
             return False
+        self._last_compaction_delay_ms[thread_id] = self.manager.max_compaction_delay_ms
         ulog = ltc.log
         end_offset = None
         try:
             end_offset, stats = cleaner.clean(ulog, ltc.first_dirty_offset, ltc.first_uncleanable_offset)
             self.cleanings += 1
+            self._last_stats[thread_id] = stats
             self._record_stats(thread_id, ulog.name, ltc, end_offset, stats)
         except CleanerAbortedError as exc:
             log.info("log cleaner thread %d: cleaning of %s aborted: %s", thread_id, ulog.name, exc)
@@ -319,15 +376,29 @@ class LogCleaner:
 
     @staticmethod
     def _record_stats(thread_id: int, name: str, ltc: LogToClean, end_offset: int, stats: CleanerStats) -> None:
+        """Kafka's ``LogCleaner.recordStats`` summary, on one INFO line."""
         secs = stats.elapsed_secs
+        index_secs = max(stats.map_complete_ms - stats.start_ms, 0) / 1000.0
+        copy_secs = max(secs - index_secs, 0.0)
+        mb_read = _mb(stats.bytes_read)
         reduction = 100.0 * (1 - stats.bytes_written / stats.bytes_read) if stats.bytes_read else 0.0
         fewer = (100.0 * (1 - stats.messages_written / stats.messages_read)
                  if stats.messages_read else 0.0)
         log.info("Log cleaner thread %d cleaned log %s (dirty section = [%d, %d], dirty ratio %.2f): "
-                 "%.1f MB of log processed in %.1f seconds; indexed %.1f MB (%d messages), buffer "
-                 "utilization %.1f%%; start size %.1f MB (%d messages), end size %.1f MB (%d messages): "
+                 "%.1f MB of log processed in %.1f seconds (%.1f MB/sec); indexed %.1f MB (%d messages) "
+                 "in %.1f seconds (%.1f MB/sec, %.1f%% of total time); buffer utilization %.1f%%; "
+                 "cleaned %.1f MB in %.1f seconds (%.1f MB/sec, %.1f%% of total time); "
+                 "start size %.1f MB (%d messages); end size %.1f MB (%d messages); "
                  "%.1f%% size reduction (%.1f%% fewer messages)",
                  thread_id, name, ltc.first_dirty_offset, end_offset, ltc.cleanable_ratio,
-                 _mb(stats.bytes_read), secs, _mb(stats.map_bytes_read), stats.map_messages_read,
-                 100 * stats.buffer_utilization, _mb(stats.bytes_read), stats.messages_read,
-                 _mb(stats.bytes_written), stats.messages_written, reduction, fewer)
+                 mb_read, secs, mb_read / secs if secs else 0.0,
+                 _mb(stats.map_bytes_read), stats.map_messages_read, index_secs,
+                 _mb(stats.map_bytes_read) / index_secs if index_secs else 0.0,
+                 100 * index_secs / secs if secs else 0.0, 100 * stats.buffer_utilization,
+                 mb_read, copy_secs, mb_read / copy_secs if copy_secs else 0.0,
+                 100 * copy_secs / secs if secs else 0.0,
+                 mb_read, stats.messages_read, _mb(stats.bytes_written), stats.messages_written,
+                 reduction, fewer)
+        if stats.invalid_messages:
+            log.warning("Log cleaner thread %d: found %d invalid messages (without a key) while "
+                        "cleaning log %s", thread_id, stats.invalid_messages, name)

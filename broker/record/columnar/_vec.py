@@ -1,7 +1,9 @@
 """Vectorised zigzag varints: numpy readers and writers of many varints at once.
 
 Owns: reading the varints that start at an array of positions of one byte buffer, and
-writing arrays of varints at arrays of positions (the format is ``varint.py``'s).
+writing arrays of varints at arrays of positions (the format is ``varint.py``'s), numpy
+only (the log cleaner uses them without pyarrow; ``_walk.py`` walks the records with
+them).
 
 Invariants: the readers never index outside ``data`` (``np.take(mode="clip")``): a
 position past the end reads the last byte, and it is the caller's job to check, once per

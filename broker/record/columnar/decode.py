@@ -8,10 +8,14 @@ How it works: the entry walker groups v2 batches into *units* bounded by
 ``max_rows_per_batch`` / ``max_bytes_per_batch`` (so a reader holds a bounded amount of
 memory: about twice the budget, plus one batch of at most ``max_decompressed``). A unit's
 record bytes sit in one *region*: a zero-copy window of the input when none of its
-batches is compressed, else the decompressed payloads joined. The only sequential
-dependency, each record's length varint, is walked with numpy *across batches* (step k
-reads record k of every batch at once) and ends in a plain-Python loop for the few
-batches longer than the rest. Every other field is then decoded for all the records of
+batches is compressed; else a slice of the *arena* that lz4 payloads are decompressed
+into back to back (``codecs.decompress_into``), or, for the other codecs and mixed units,
+the decompressed payloads joined. The only sequential dependency, each record's length
+varint, is walked with numpy *across batches* (step k reads record k of every batch at
+once) when a unit has many batches; the batches longer than the rest, and the batches of
+a unit with few of them, are walked one at a time: runs of records of one size by
+speculation checked in numpy (the record at p takes s bytes: are the length varints at
+p + s, p + 2s, ... the same?), the rest by a plain-Python loop. Every other field is then decoded for all the records of
 the unit at once (``_vec.read_varints``), and keys, values and headers become Arrow
 arrays by one C++ copy each: a binary_view array over the region cast to binary, or a
 ``take`` of the odd elements of a gap/value/gap/value binary array over the region.
@@ -77,12 +81,12 @@ from ..errors import (
     CorruptBatchError,
     CorruptRecordError,
     DecodeError,
-    TruncatedError,
     UnsupportedMagicError,
 )
 from ..limits import INT64_MAX, INT64_MIN
 from ..varint import MAX_VARLONG_BYTES, decode_varint
-from ._vec import SIZE2, VALUE2, read_varints
+from ._vec import read_varints
+from ._walk import MIN_RECORD_BODY, MIN_RECORD_SIZE, VECTOR_WALK_MIN_BATCHES, walk_records
 
 # Rows per decoded RecordBatch: large enough to amortise numpy's per-call cost (each
 # vectorised step costs microseconds whatever its row count), small enough for Spark.
@@ -91,17 +95,16 @@ DEFAULT_MAX_ROWS_PER_BATCH = 1 << 16
 # (smaller units pay numpy's per-call cost more often; past that, the joined payloads of
 # compressed batches get slow to allocate). A reader holds about twice this.
 DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
-# The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength,
-# valueLength, headersCount, one byte each; counts are checked against it.
-MIN_RECORD_SIZE = 7
-MIN_RECORD_BODY = MIN_RECORD_SIZE - 1
 MIN_HEADER_SIZE = 2  # keyLength and valueLength varints
-# Below this many batches still walking, one numpy step (a dozen calls of 1-10 us) costs
-# more than walking their remaining records in Python (~0.5 us a record; measured).
-VECTOR_WALK_MIN_BATCHES = 24
 # Mean length from which a binary_view cast beats ``take`` over gap/value spans
 # (pyarrow 26: the cast sizes its output once; take wins on short values).
 VIEW_MIN_MEAN_LENGTH = 256
+# lz4 payloads are decompressed into arenas of ARENA_RATIO times the input left (at least
+# ARENA_RATIO times the batch's compressed size), at most the unit budget within these
+# bounds: a batch that does not fit the space left gets a fresh arena.
+ARENA_MIN_BYTES = 1 << 20
+ARENA_MAX_BYTES = 64 << 20
+ARENA_RATIO = 8
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -179,12 +182,13 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
         aborted_by_pid.setdefault(pid, []).append((first, last))
     schema = arrow_schema(include_headers)
     progress = progress if progress is not None else DecodeProgress()
+    arena = _Arena(min(max(max_bytes_per_batch, ARENA_MIN_BYTES), ARENA_MAX_BYTES))
 
     # The unit being gathered: v2 batches (headers, positions, payloads: None when not
     # compressed) or one run [legacy_start, legacy_end) of legacy entries.
     headers: list[tuple] = []
     positions: list[int] = []
-    payloads: list[bytes | None] = []
+    payloads: list[bytes | np.ndarray | None] = []
     legacy_start = legacy_end = -1
     unit_rows = unit_bytes = 0
 
@@ -264,8 +268,8 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                         raise CorruptRecordError(f"CRC {actual:#010x} != stored "
                                                  f"{header[H_CRC]:#010x}")
                 if codec:
-                    payload = codecs.decompress(codec, view[pos + RECORDS_OFFSET:pos + size],
-                                                max_decompressed)
+                    payload = _inflate(codec, view[pos + RECORDS_OFFSET:pos + size],
+                                       max_decompressed, arena, end - pos)
                     nbytes = len(payload)
                 else:
                     nbytes = size - RECORDS_OFFSET
@@ -331,6 +335,8 @@ def _bad_batch(view: memoryview, header: tuple, pos: int, payload: bytes | None,
     told by the scalar decoder (it names the record), else by ``exc``."""
     if payload is None:
         payload = view[pos + RECORDS_OFFSET:pos + header[H_BATCH_LENGTH] + LOG_OVERHEAD]
+    elif isinstance(payload, np.ndarray):
+        payload = memoryview(payload)
     reason = str(exc)
     try:
         decode_records(payload, BatchHeader(*header))
@@ -396,12 +402,14 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
         lengths = np.fromiter(map(len, pieces), np.int64, nb)
         bend = np.cumsum(lengths)
         bstart = bend - lengths
-        region = np.frombuffer(b"".join(pieces), np.uint8)
+        region = _in_one_arena(pieces)
+        if region is None:
+            region = np.frombuffer(b"".join(pieces), np.uint8)
     counts = hv[:, 12].copy()
     n = int(counts.sum())
     first_rec = np.cumsum(counts) - counts
 
-    rec_start, rec_end = _walk(region, bstart, bend, counts, first_rec, n)
+    rec_start, rec_end = walk_records(region, bstart, bend, counts, first_rec, n)
     rb_idx = np.repeat(np.arange(nb), counts)  # the batch of every record
     if n and ((rec_end - rec_start < MIN_RECORD_BODY).any() or (rec_end > bend[rb_idx]).any()):
         raise CorruptRecordError("record length out of bounds of its batch")
@@ -450,89 +458,60 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _walk(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,
-          first_rec: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of every record body, from the length varints walked across batches.
-    Checks only that each batch's records end at its end: the caller checks the rest."""
-    rec_start = np.empty(n, np.int64)
-    rec_end = np.empty(n, np.int64)
-    order = np.argsort(-counts, kind="stable")
-    cnt = counts[order]
-    pos = bstart[order]
-    end = bend[order]
-    first = first_rec[order]
-    longest = int(cnt[0]) if cnt.size else 0
-    # active[k]: batches with more than k records (a prefix, counts being sorted)
-    active = np.searchsorted(-cnt, -np.arange(longest), side="left").tolist()
-    steps = 0
-    while steps < longest and active[steps] >= VECTOR_WALK_MIN_BATCHES:
-        steps += 1
-    if steps:
-        # Step k reads record k of the active batches; the steps' results are put in
-        # record order once at the end (no padding: counts may be very uneven).
-        bodies, stops = [], []
-        for k in range(steps):
-            m = active[k]
-            p = pos[:m]
-            w = region.take(p + 1, mode="clip").astype(np.intp)
-            w <<= 8
-            w |= region.take(p, mode="clip")
-            size = SIZE2.take(w)
-            if size.all():  # 1- and 2-byte lengths: records below 8 KiB
-                body = p + size
-                stop = body + VALUE2.take(w)
-            else:
-                length, body = read_varints(region, p)
-                stop = body + length
-            bodies.append(body)
-            stops.append(stop)
-            pos[:m] = stop
-        per_step = np.array(active[:steps], np.int64)
-        step_of = np.repeat(np.arange(steps), per_step)
-        batch_of = np.arange(step_of.size) - np.repeat(np.cumsum(per_step) - per_step, per_step)
-        idx = first[batch_of] + step_of
-        rec_start[idx] = np.concatenate(bodies)
-        rec_end[idx] = np.concatenate(stops)
-    if steps < longest:  # the few batches longer than the rest: scalar walk
-        for i in range(active[steps]):
-            pos[i] = _walk_python(region, int(pos[i]), int(end[i]), int(first[i]) + steps,
-                                  int(cnt[i]) - steps, rec_start, rec_end)
-    if not np.array_equal(pos, end):
-        raise CorruptRecordError("the records of a batch do not end at its end")
-    return rec_start, rec_end
+class _Arena:
+    """Where lz4 payloads are decompressed, back to back: the payloads of a unit usually
+    end up adjacent, and the unit's region is then a slice of the arena (no join). An
+    arena is replaced by a fresh one when full; the old one lives on as long as payloads
+    point into it (at most about one unit)."""
+
+    __slots__ = ("buf", "used", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.buf: np.ndarray | None = None  # allocated at the first lz4 batch
+        self.used = 0
+        self.capacity = capacity
 
 
-def _walk_python(region: np.ndarray, p: int, e: int, first: int, count: int,
-                 rec_start: np.ndarray, rec_end: np.ndarray) -> int:
-    """The scalar walk of ``count`` records from ``p``; returns the position after them."""
-    mv = memoryview(region)
-    starts = [0] * count
-    ends = [0] * count
-    if p < 0:  # the vectorised steps went astray (a negative length)
-        raise CorruptRecordError("record length out of bounds")
-    for i in range(count):
-        if p >= e:
-            raise TruncatedError("records count larger than the records present")
-        b0 = mv[p]
-        if b0 < 0x80:  # fast paths: 1- and 2-byte lengths (records up to 8 KiB)
-            length = (b0 >> 1) ^ -(b0 & 1)
-            p += 1
-        else:
-            b1 = mv[p + 1] if p + 1 < e else 0x80
-            if b1 < 0x80:
-                z = (b0 & 0x7F) | (b1 << 7)
-                length = (z >> 1) ^ -(z & 1)
-                p += 2
-            else:
-                length, p = decode_varint(mv, p, e)
-        if length < MIN_RECORD_BODY or length > e - p:
-            raise CorruptRecordError(f"record length {length} with {e - p} bytes left")
-        starts[i] = p
-        p += length
-        ends[i] = p
-    rec_start[first:first + count] = starts
-    rec_end[first:first + count] = ends
-    return p
+def _inflate(codec: int, data: memoryview, max_decompressed: int, arena: _Arena,
+             rest: int):
+    """The decompressed payload of a batch: for lz4 a numpy slice of ``arena``, else
+    ``codecs.decompress``'s bytes (which also tells what is wrong when the fast path
+    fails: a bad payload, or one over ``max_decompressed``). ``rest``: the input's bytes
+    from this batch on, which size a fresh arena (ARENA_RATIO times, within the unit
+    budget), so that a small input never reserves a large arena."""
+    if codec != codecs.CompressionType.LZ4:
+        return codecs.decompress(codec, data, max_decompressed)
+    limit = max_decompressed + 1
+    size = max(min(arena.capacity, ARENA_RATIO * rest), min(limit, ARENA_RATIO * len(data)))
+    for fresh in (arena.buf is None, True):
+        if fresh:
+            arena.buf = np.empty(size, np.uint8)
+            arena.used = 0
+        room = arena.buf[arena.used:arena.used + limit]
+        n = codecs.decompress_into(codec, data, room)
+        if 0 <= n <= max_decompressed:
+            start = arena.used
+            arena.used += n
+            return arena.buf[start:arena.used]
+        if fresh or n > max_decompressed \
+                or len(room) >= min(limit, size):
+            break  # a fresh arena would not help: bad data, or over the budget
+    return codecs.decompress(codec, data, max_decompressed)
+
+
+def _in_one_arena(pieces: list) -> np.ndarray | None:
+    """The pieces as one slice when they are adjacent slices of one arena, else None."""
+    first = pieces[0]
+    if type(first) is not np.ndarray:
+        return None
+    base = first.base
+    start = at = first.ctypes.data
+    for piece in pieces:
+        if type(piece) is not np.ndarray or piece.base is not base or piece.ctypes.data != at:
+            return None
+        at += piece.size
+    offset = start - base.ctypes.data
+    return base[offset:offset + at - start]
 
 
 def _read_headers(region: np.ndarray, p: np.ndarray, rec_end: np.ndarray, hcount: np.ndarray):

@@ -28,6 +28,8 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
     scram_credentials.py DescribeUserScramCredentials (50), AlterUserScramCredentials (51)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
+    consumer_group.py   ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69): the KIP-848
+                        consumer group protocol
     group_membership.py JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
                         OffsetDelete (47): the classic group protocol (JoinGroup and
                         SyncGroup block their connection's thread until answered)
@@ -84,6 +86,14 @@ class ServerState:
     group_coordinator: Any = None
     # broker.server.security.credentials.CredentialStore (None: the SCRAM credential APIs fail)
     credentials: Any = None
+    # broker.server.quota.client_quotas.QuotaManagers / ClientQuotaStore (None: no quotas)
+    quotas: Any = None
+    client_quotas: Any = None
+    # broker.server.telemetry.client_metrics.ClientMetricsManager / SubscriptionStore (None: no telemetry)
+    telemetry: Any = None
+    client_metrics: Any = None
+    # broker.server.telemetry.prometheus.BrokerStats (None: not counted)
+    stats: Any = None
 
     @property
     def auto_create_topics(self) -> bool:

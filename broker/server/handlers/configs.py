@@ -32,7 +32,12 @@ result per resource of the request, in order, each with an error_message when it
   key that is not dynamically updatable); a broker id other than this node's (or "" for
   the cluster default) is INVALID_REQUEST as in DescribeConfigs.
 
-* Any other resource type (BROKER_LOGGER, CLIENT_METRICS, GROUP...): INVALID_REQUEST.
+* CLIENT_METRICS (16) resources (IncrementalAlterConfigs only): the client telemetry
+  subscriptions (``broker.server.telemetry.client_metrics``: keys ``metrics``,
+  ``interval.ms``, ``match``); SET / DELETE, APPEND / SUBTRACT on the two list keys; an
+  invalid result is INVALID_CONFIG with the reason; a subscription without keys is removed.
+
+* Any other resource type (BROKER_LOGGER, GROUP...): INVALID_REQUEST.
 
 Versions: AlterConfigs v0-v1 (v2 is flexible) and IncrementalAlterConfigs v0 (v1 is
 flexible), the non-flexible ones of PROTOCOL.md's phase 1; librdkafka and kafka-python
@@ -54,7 +59,7 @@ from broker.protocol.messages.alter_configs import ALTER_CONFIGS_RESPONSE
 from broker.protocol.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
-from broker.server.handlers.topics import RESOURCE_BROKER, RESOURCE_TOPIC, config_text
+from broker.server.handlers.topics import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_TOPIC, config_text
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +111,12 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
         state.topics.alter_topic_configs(name, update, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
         _check_broker(state, name, keys)
+    elif resource_type == RESOURCE_CLIENT_METRICS and state.client_metrics is not None:
+        _check_duplicate_keys(keys)
+        try:
+            state.client_metrics.alter(name, update, validate_only)
+        except ValueError as exc:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     else:
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type} for "
                        f"altering configs; this broker alters TOPIC (2) configs")
@@ -168,7 +179,38 @@ def _list_value(state: ServerState, topic: str, key: str, current: Overrides) ->
     return _items(config_text(value) or "")
 
 
+def _incremental_client_metrics(resource) -> Update:
+    """IncrementalAlterConfigs of a client-metrics subscription (metrics and match are
+    lists; interval.ms is not); the result is validated by the subscription store."""
+    def update(current: Overrides) -> dict[str, str | None]:
+        new: dict[str, str | None] = dict(current)
+        for c in resource.configs:
+            op, key = c.config_operation, c.name
+            if op not in _OP_NAMES:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {op} for config {key}")
+            if op == OP_DELETE:
+                new.pop(key, None)
+            elif c.value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for {_OP_NAMES[op]} of {key}")
+            elif op == OP_SET:
+                new[key] = c.value
+            elif key not in ("metrics", "match"):
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because its "
+                               f"type is not LIST.")
+            else:
+                items = _items(new.get(key) or "")
+                given = _items(c.value)
+                items = items + [v for v in given if v not in items] if op == OP_APPEND \
+                    else [v for v in items if v not in given]
+                new[key] = ",".join(items)
+        return new
+    return update
+
+
 def _incremental(state: ServerState, resource) -> Update:
+    if resource.resource_type == RESOURCE_CLIENT_METRICS:
+        return _incremental_client_metrics(resource)
+
     def update(current: Overrides) -> dict[str, str | None]:
         new: dict[str, str | None] = dict(current)
         for c in resource.configs:

@@ -53,7 +53,7 @@ from broker.protocol.primitives import ZERO_COPY_MIN_BYTES
 from broker.record.batch import LOG_OVERHEAD
 from broker.record.limits import INT32_MAX
 from broker.server.errors import error_code_for, is_expected
-from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers import RequestContext, ServerState, throttling
 
 log = logging.getLogger(__name__)
 
@@ -129,15 +129,16 @@ def _first_batch_cut(records, size: int) -> bool:
     return len(head) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True) > size
 
 
-def _read_all(state: ServerState, body, version: int) -> tuple[list, int, bool]:
+def _read_all(state: ServerState, body, version: int, max_bytes: int) -> tuple[list, int, bool]:
     """One pass over every requested partition: (topic responses, bytes, any error)."""
     isolation = TXN_COMMITTED if body.isolation_level == READ_COMMITTED else HIGH_WATERMARK
     committed = isolation == TXN_COMMITTED
-    remaining = body.max_bytes if version >= 3 else INT32_MAX
+    remaining = max_bytes
     min_one_message = version >= 3
     total = 0
     has_error = False
     topics = state.topics
+    stats = state.stats
     out = []
     for t in body.topics:
         name = t.topic
@@ -181,6 +182,8 @@ def _read_all(state: ServerState, body, version: int) -> tuple[list, int, bool]:
                 total += size
                 remaining -= size
                 min_one_message = False
+                if stats is not None:
+                    stats.record_bytes_out(name, size)
             aborted = None
             if committed:
                 aborted = [AbortedTransaction(producer_id=pid, first_offset=first)
@@ -205,10 +208,12 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     if max_wait_s > 0 and min_bytes > 0:
         tps = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
         waiter = state.watchers.register(tps)
+    # a fetch quota bounds the answer to what one quota window could ever allow
+    max_bytes = throttling.fetch_max_bytes(state, ctx, body.max_bytes if version >= 3 else INT32_MAX)
     try:
         deadline = time.monotonic() + max_wait_s
         while True:
-            responses, total, has_error = _read_all(state, body, version)
+            responses, total, has_error = _read_all(state, body, version, max_bytes)
             if waiter is None or total >= min_bytes or has_error or state.watchers.closed:
                 break
             left = deadline - time.monotonic()
@@ -219,6 +224,9 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     finally:
         if waiter is not None:
             state.watchers.unregister(tps, waiter)
+    throttle_ms = throttling.record_fetch(state, ctx, total)
+    if throttle_ms > 0:  # Kafka's throttled response: no data, the client backs off
+        return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=0, responses=[])
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 

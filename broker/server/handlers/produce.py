@@ -43,7 +43,14 @@ from broker.protocol.messages.produce import PRODUCE_RESPONSE
 from broker.record.batch import COMPRESSION_CODEC_MASK, iter_batch_headers
 from broker.server.errors import error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
-from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE, RequestContext, ServerState, leader_epoch_of
+from broker.server.handlers import (
+    CLOSE_CONNECTION,
+    NO_RESPONSE,
+    RequestContext,
+    ServerState,
+    leader_epoch_of,
+    throttling,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +110,8 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
             return _partition_error(index, code)
         return _partition_error(index, code, str(exc), _record_errors(exc))
     state.watchers.notify((name, index))
+    if state.stats is not None:
+        state.stats.record_bytes_in(name, len(records))
     return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=lg.log_start_offset,
                              record_errors=[], error_message=None)
@@ -123,9 +132,10 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
             failed = failed or part.error_code != ErrorCode.NONE
             partitions.append(part)
         responses.append(TopicResponse(name=t.name, partition_responses=partitions))
+    throttle_ms = throttling.record_produce(state, ctx, ctx.extra.get("request_size", 0))
     if acks == 0:
         return CLOSE_CONNECTION if failed else NO_RESPONSE
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
 
 
 def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:

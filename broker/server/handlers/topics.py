@@ -67,6 +67,8 @@ Synonym = DESCRIBE_CONFIGS_RESPONSE.structs["DescribeConfigsSynonym"]
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
+SOURCE_CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
@@ -232,11 +234,10 @@ def _broker_configs(state: ServerState, name: str, keys, version: int, include_s
             continue
         value = state.config.get(key, key_def.default)
         source = SOURCE_STATIC_BROKER_CONFIG if key in static else SOURCE_DEFAULT_CONFIG
-        hidden = key_def.type in _SENSITIVE_TYPES  # sasl.jaas.config: never on the wire
-        synonyms = [Synonym(name=key, value=None if hidden else config_text(value), source=source)]
+        shown = (lambda v: None) if key_def.type in _SENSITIVE_TYPES else config_text  # never a secret
+        synonyms = [Synonym(name=key, value=shown(value), source=source)]
         if source != SOURCE_DEFAULT_CONFIG:
-            synonyms.append(Synonym(name=key, value=None if hidden else config_text(key_def.default),
-                                    source=SOURCE_DEFAULT_CONFIG))
+            synonyms.append(Synonym(name=key, value=shown(key_def.default), source=SOURCE_DEFAULT_CONFIG))
         entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
     return entries
 
@@ -253,6 +254,12 @@ def handle_describe_configs(state: ServerState, ctx: RequestContext, body) -> ob
                 configs = _topic_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
             elif r.resource_type == RESOURCE_BROKER:
                 configs = _broker_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
+            elif r.resource_type == RESOURCE_CLIENT_METRICS and state.client_metrics is not None:
+                configs = [ConfigEntry(name=k, value=v, read_only=False, is_default=False,
+                                       config_source=SOURCE_CLIENT_METRICS_CONFIG, is_sensitive=False,
+                                       synonyms=[], config_type=7 if k != "interval.ms" else 3, documentation=None)
+                           for k, v in sorted(state.client_metrics.get(r.resource_name).items())
+                           if keys is None or k in keys]
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
             results.append(DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None,

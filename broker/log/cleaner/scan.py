@@ -1,0 +1,164 @@
+"""The record walks of the log cleaner's two passes, a window of batches at a time.
+
+Owns: ``read_windows`` (a segment's file read in windows of whole v2 batches) and
+``RecordLayout`` (where every record of a group of data batches sits, read for all the
+records at once with numpy: offset, timestamp delta, key span, value length, and the
+record's own bytes, length varint included). Pass 1 takes the keys and offsets from it;
+pass 2 the keys, offsets and null values, and, for a batch that loses some records,
+splices the bytes of the records it keeps into the new batch (their offset and timestamp
+deltas are relative to the batch's base offset and base timestamp, which do not change),
+so no record is decoded nor encoded one by one.
+
+The walk of the length varints across batches is the columnar reader's
+(``broker.record.columnar._walk.walk_records``). numpy is imported by the first
+cleaning, not with the broker; pyarrow never is.
+
+Invariants: the batches given are v2 data batches of the log (validated when appended);
+a record whose fields do not fit in it raises ``CorruptRecordError`` (the cleaning fails
+and the log is marked uncleanable by the manager), never a read outside the window.
+
+Thread-safety: pure functions over the caller's buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...record import codecs
+from ...record.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RECORDS_OFFSET, BatchHeader, iter_batch_headers
+from ...record.errors import CorruptRecordError
+from ..file_records import FileRecords
+
+__all__ = ["read_windows", "RecordLayout", "WINDOW_BYTES"]
+
+WINDOW_BYTES = 8 << 20  # bytes of batches walked at once (a larger batch: alone)
+
+
+def read_windows(records: FileRecords, window: int = WINDOW_BYTES
+                 ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
+    """(bytes, [(position in those bytes, header)]) for consecutive windows of whole
+    batches of ``records``, in order; stops at a trailing partial batch."""
+    pos, end = 0, records.size_in_bytes
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        buf = records.pread(pos, min(window, end - pos))
+        batches = list(iter_batch_headers(buf))
+        if not batches:  # one batch larger than the window, or a partial one at the end
+            size = int.from_bytes(buf[8:12], "big", signed=True) + LOG_OVERHEAD
+            if size > end - pos:
+                return
+            buf = records.pread(pos, size)
+            batches = list(iter_batch_headers(buf))
+            if not batches:
+                return
+        yield buf, batches
+        last_pos, last = batches[-1]
+        pos += last_pos + last.size_in_bytes
+
+
+class RecordLayout:
+    """Every record of ``batches`` (v2 data batches at their positions in ``buf``), in
+    order. Arrays (numpy, one entry per record unless said): ``batch`` (index in
+    ``batches``), ``first``/``counts`` (per batch: index of its first record, its record
+    count), ``offsets`` (absolute), ``ts_delta``, ``key_start``/``key_len`` (-1: null key),
+    ``value_len`` (-1: null value), ``raw_start``/``raw_end`` (the record's bytes in
+    ``region``, length varint included). ``region`` holds the records: a window of
+    ``buf`` when no batch is compressed, else the decompressed payloads joined."""
+
+    def __init__(self, buf, batches: list[tuple[int, BatchHeader]], max_decompressed: int) -> None:
+        import numpy as np
+
+        from ...record.columnar._vec import read_varints
+        from ...record.columnar._walk import MIN_RECORD_BODY, walk_records
+        self.np = np
+        nb = len(batches)
+        sizes = np.fromiter((h.size_in_bytes for _, h in batches), np.int64, nb)
+        positions = np.fromiter((p for p, _ in batches), np.int64, nb)
+        if not any(h.compression for _, h in batches):
+            first_pos = int(positions[0]) + RECORDS_OFFSET
+            self.region_bytes = memoryview(buf)[first_pos:int(positions[-1] + sizes[-1])]
+            self._source, self._source_offset = buf, first_pos  # keys are sliced from buf
+            bstart = positions + (RECORDS_OFFSET - first_pos)
+            bend = bstart + (sizes - RECORDS_OFFSET)
+        else:
+            mv = memoryview(buf)
+            pieces = [codecs.decompress(h.compression, mv[p + RECORDS_OFFSET:p + h.size_in_bytes], max_decompressed)
+                      if h.compression else mv[p + RECORDS_OFFSET:p + h.size_in_bytes] for p, h in batches]
+            lengths = np.fromiter(map(len, pieces), np.int64, nb)
+            bend = np.cumsum(lengths)
+            bstart = bend - lengths
+            joined = b"".join(pieces)
+            self.region_bytes = memoryview(joined)
+            self._source, self._source_offset = joined, 0
+        region = np.frombuffer(self.region_bytes, np.uint8)
+        self.region = region
+        counts = np.fromiter((h.records_count for _, h in batches), np.int64, nb)
+        if (counts < 0).any():
+            raise CorruptRecordError("negative records count")
+        first = np.cumsum(counts) - counts
+        n = int(counts.sum())
+        self.n, self.counts, self.first = n, counts, first
+        self.batch = batch = np.repeat(np.arange(nb), counts)
+        if n == 0:
+            empty = np.empty(0, np.int64)
+            self.key_start = empty
+            self.offsets = self.ts_delta = self.key_start = self.key_len = empty
+            self.value_len = self.raw_start = self.raw_end = empty
+            return
+        body_start, body_end = walk_records(region, bstart, bend, counts, first, n)
+        if (body_end - body_start < MIN_RECORD_BODY).any() or (body_end > bend[batch]).any():
+            raise CorruptRecordError("record length out of bounds of its batch")
+        # a record's bytes start where the previous one of its batch ends (its length varint)
+        raw_start = np.empty(n, np.int64)
+        raw_start[1:] = body_end[:-1]
+        raw_start[first[counts > 0]] = bstart[counts > 0]
+        self.raw_start, self.raw_end = raw_start, body_end
+        ts_delta, p = read_varints(region, body_start + 1, 10)
+        off_delta, p = read_varints(region, p)
+        key_len, key_start = read_varints(region, p)
+        value_len, value_start = read_varints(region, key_start + np.maximum(key_len, 0))
+        if (key_len.min() < -1 or value_len.min() < -1
+                or (value_start + np.maximum(value_len, 0) > body_end).any()):
+            raise CorruptRecordError("bad key or value length")
+        base = np.fromiter((h.base_offset for _, h in batches), np.int64, nb)
+        self.offsets = base[batch] + off_delta
+        self.ts_delta = ts_delta
+        self.key_start, self.key_len, self.value_len = key_start, key_len, value_len
+
+    def keys(self, indexes=None) -> list[bytes | None]:
+        """Every record's key (None: null), as ``bytes``; those of the records at
+        ``indexes`` (a numpy array) only, when given."""
+        source = self._source if type(self._source) is bytes else bytes(self._source)
+        key_start, key_len = self.key_start, self.key_len
+        if indexes is not None:
+            key_start, key_len = key_start[indexes], key_len[indexes]
+        starts = (key_start + self._source_offset).tolist()
+        lengths = key_len.tolist()
+        if len(lengths) and int(key_len.min()) < 0:
+            return [None if n < 0 else source[s:s + n] for s, n in zip(starts, lengths)]
+        return [source[s:s + n] for s, n in zip(starts, lengths)]
+
+    def runs(self, kept) -> tuple[list[int], list[int], list[int]]:
+        """The records at ``kept`` (increasing indexes) as runs of consecutive records of
+        one batch: (run starts, run ends in ``region``, per batch the index of its first
+        run, plus the total), so that batch j's kept bytes are its runs joined (``join``)."""
+        np = self.np
+        nb = self.counts.size
+        if len(kept) == 0:
+            return [], [], [0] * (nb + 1)
+        kb = self.batch[kept]
+        new_run = np.empty(kept.size, bool)
+        new_run[0] = True
+        new_run[1:] = (np.diff(kept) != 1) | (kb[1:] != kb[:-1])
+        last_of_run = np.empty(kept.size, bool)
+        last_of_run[:-1] = new_run[1:]
+        last_of_run[-1] = True
+        starts = self.raw_start[kept[new_run]].tolist()
+        ends = self.raw_end[kept[last_of_run]].tolist()
+        ptr = np.zeros(nb + 1, np.int64)
+        np.cumsum(np.bincount(kb[new_run], minlength=nb), out=ptr[1:])
+        return starts, ends, ptr.tolist()
+
+    def join(self, starts: list[int], ends: list[int]) -> bytes:
+        """The bytes of the runs (starts[i], ends[i]) of ``region``, joined."""
+        region = self.region_bytes
+        return b"".join([region[s:e] for s, e in zip(starts, ends)])

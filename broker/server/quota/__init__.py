@@ -1,0 +1,12 @@
+"""broker.server.quota: quotas and throttling (seed 002).
+
+* ``metrics.py``: Kafka's metric primitives (Sensor, Rate over a SampledStat, TokenBucket,
+  Quota, MetricConfig, the injectable clock) and the throttle-time arithmetic.
+* ``client_quota_manager.py``: ``ClientQuotaManager`` (PRODUCE / FETCH byte rates, the
+  REQUEST percentage): entity precedence, recording, throttle times, the delay queue and
+  its reaper.
+* ``controller_mutation.py``: the KIP-599 token-bucket quota of CreateTopics /
+  CreatePartitions / DeleteTopics (strict and permissive).
+
+Thread-safety: see each module.
+"""
