@@ -62,6 +62,13 @@ class ConfigKey:
     aliases: tuple[str, ...] = ()
 
 
+def _connection_overrides(key: str, value: Any) -> None:
+    for item in str(value or "").split(","):
+        host, sep, count = item.strip().rpartition(":")
+        if item.strip() and (not sep or not host or not count.strip().isdigit()):
+            raise ConfigError(key, value, "entries are host:count, comma-separated")
+
+
 def _known_rebalance_protocols(key: str, value: Any) -> None:
     unknown = [p for p in value or () if p not in ("classic", "consumer")]
     if unknown or "classic" not in (value or ()):
@@ -418,6 +425,16 @@ SERVER_CONFIG_DEF = (
     .define("controller.quota.window.num", INT, 11, "Samples of the controller mutation quota.", at_least(1))
     .define("controller.quota.window.size.seconds", INT, 1, "Width of one controller mutation sample.",
             at_least(1))
+    # Connection quotas in the acceptor (broker/server/quota/connection_quotas.py); per
+    # listener also listener.name.<l>.max.connections / .max.connection.creation.rate
+    .define("max.connections", INT, INT_MAX, "Connections the broker accepts at once (all listeners).",
+            at_least(0))
+    .define("max.connections.per.ip", INT, INT_MAX, "Connections accepted at once from one address.",
+            at_least(0))
+    .define("max.connections.per.ip.overrides", STRING, "",
+            "Per-address exceptions to max.connections.per.ip: host:count,...", _connection_overrides)
+    .define("max.connection.creation.rate", INT, INT_MAX, "New connections per second the broker accepts.",
+            at_least(0))
     # Client telemetry (KIP-714, broker/server/telemetry/)
     .define("telemetry.max.bytes", INT, 1048576, "Largest PushTelemetry payload accepted.", at_least(1))
     # The operators' metrics endpoint (broker/server/telemetry/prometheus.py): off unless set

@@ -59,6 +59,7 @@ from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
+from broker.server.quota.connection_quotas import ConnectionQuotas
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
 from broker.server.socket_server import Listener, SocketServer, parse_listeners
@@ -219,7 +220,11 @@ class KafkaBroker:
                 send_buffer_bytes=config["socket.send.buffer.bytes"],
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
                 connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls,
-                initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None)
+                initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None,
+                connection_quotas=ConnectionQuotas(
+                    config, self.quotas.metrics, [listener.name for listener in self.listeners],
+                    protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
+                    ip_rate=self.quotas.ip_connection_rate))
             self.socket_server.startup()
             if config.get("kafkalog.metrics.port") is not None:
                 collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,

@@ -84,6 +84,7 @@ from typing import Any, NamedTuple
 from broker.config import SECURITY_PROTOCOLS
 from broker.protocol import FrameDecoder, ProtocolDecodeError
 from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE
+from broker.server.quota.connection_quotas import ConnectionThrottledError, TooManyConnectionsError
 from broker.server.ssl_context import ANONYMOUS, NoMatchingRule, PrincipalMapper, peer_principal
 
 log = logging.getLogger(__name__)
@@ -446,7 +447,8 @@ class SocketServer:
                  connections_max_idle_ms: int = 600000,
                  tls: dict[str, tuple[ssl.SSLContext, PrincipalMapper]] | None = None,
                  ssl_handshake_timeout_ms: int = SSL_HANDSHAKE_TIMEOUT_MS,
-                 initial_frame_limits: dict[str, int] | None = None) -> None:
+                 initial_frame_limits: dict[str, int] | None = None,
+                 connection_quotas: Any = None) -> None:
         if not listeners:
             raise ValueError("at least one listener is needed")
         self.listeners = listeners
@@ -457,6 +459,7 @@ class SocketServer:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.initial_frame_limits = dict(initial_frame_limits or {})  # listener -> bytes, before auth
+        self.connection_quotas: Any = connection_quotas  # quota.connection_quotas.ConnectionQuotas, or None
         # listener name -> (server context, principal mapper) for SSL and SASL_SSL listeners
         self.tls = dict(tls or {})
         missing = [li.name for li in listeners if li.security_protocol in ("SSL", "SASL_SSL")
@@ -566,6 +569,8 @@ class SocketServer:
                 log.warning("accept on %s failed: %s", listener.name, exc)
                 time.sleep(0.1)  # EMFILE and friends: let connections close
                 continue
+            if not self._admit(listener, client):
+                continue
             try:
                 self._configure(client)
                 with self._lock:
@@ -577,6 +582,7 @@ class SocketServer:
                     self._connections.add(conn)
                 conn.start()
             except Exception as exc:  # noqa: BLE001 - one bad accept must not stop the listener
+                self._uncount(listener.name, client)
                 log.info("could not set up a connection on %s: %s", listener.name, exc)
                 try:
                     client.close()
@@ -598,3 +604,40 @@ class SocketServer:
     def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
+        if self.connection_quotas is not None:
+            self.connection_quotas.dec(conn.listener, conn.peer_address[0])
+
+    # --- connection quotas (broker.server.quota.connection_quotas) ---
+
+    def _admit(self, listener: Listener, client: socket.socket) -> bool:
+        """Count a new connection (the acceptor may block here for a slot); False: it was
+        refused (closed now, or after its IP's throttle)."""
+        quotas = self.connection_quotas
+        if quotas is None:
+            return True
+        try:
+            ip = client.getpeername()[0]
+        except OSError:
+            client.close()
+            return False
+        try:
+            quotas.inc(listener.name, ip)
+            return True
+        except TooManyConnectionsError as exc:
+            log.info("closing connection from %s on %s: %s", ip, listener.name, exc)
+            quotas.dec(listener.name, ip)
+        except ConnectionThrottledError as exc:  # held, then closed, as Kafka's delayed close
+            log.debug("throttling connection from %s on %s: %s", ip, listener.name, exc)
+            timer = threading.Timer(exc.throttle_ms / 1000.0, client.close)
+            timer.daemon = True
+            timer.start()
+            return False
+        client.close()
+        return False
+
+    def _uncount(self, listener: str, client: socket.socket) -> None:
+        if self.connection_quotas is not None:
+            try:
+                self.connection_quotas.dec(listener, client.getpeername()[0])
+            except OSError:
+                pass
