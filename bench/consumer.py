@@ -12,18 +12,24 @@ client touches each value (its length) as an application would; the columnar cas
 touches the value column's buffers once per batch (what pandas / Arrow compute do). Fetch
 settings are each client's defaults; max.poll.records / max_records 500 (Kafka's).
 confluent-kafka reads with consume(num_messages=500), its fastest Python path.
+(Its defaults hold it down on small records: librdkafka stops fetching once
+queued.min.messages are queued and waits fetch.queue.backoff.ms, 1 s, before fetching
+again; the README gives its figure with that backoff off.)
 
-Prints a table, then, as its very last line, one JSON object with records/s per case and
-the ratios the issue sets goals for (columnar >= 2x confluent-kafka; per-record >= 5x
-kafka-python).
+Each topic is read ``--runs`` times (default 3) by every client, the clients' order
+rotating from run to run. Prints each result, a table of the median and range (min-max)
+of records/s, the ratios the issue sets goals for (columnar >= 2x confluent-kafka;
+per-record >= 5x kafka-python) computed within each run, with their median and range,
+then, as its very last line, one JSON object with all those figures.
 
-Usage: python bench/consumer.py [--quick]
+Usage: python bench/consumer.py [--quick] [--runs N]
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -131,51 +137,87 @@ def _child(argv: list[str]) -> None:
 # -- the driver ------------------------------------------------------------------------
 
 
+def _run_child(client: str, bootstrap: str, topic: str, n: int, label: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", client, bootstrap, topic,
+         str(n)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not line:
+        print(f"{client} {label} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}",
+              file=sys.stderr)
+        return {"records": 0, "seconds": float("nan"), "rec_s": 0.0, "mb_s": 0.0}
+    return json.loads(line[-1][len("RESULT "):])
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
+    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
     log_dir = tempfile.mkdtemp(prefix="bench-consumer-")
     broker, bootstrap = start_broker(log_dir)
-    results: dict[str, dict[str, dict]] = {}
+    # results[label][client]: one result per run
+    results: dict[str, dict[str, list[dict]]] = {}
     try:
+        topics = {}
         for label, size, n in CASES:
             if quick:
                 n //= 10
             topic = f"bench-consume-{label}-{int(time.time() * 1000) % 100000}"
             _produce(bootstrap, topic, size, n)
-            for client in CLIENTS:
-                proc = subprocess.run(
-                    [sys.executable, os.path.abspath(__file__), "--child", client, bootstrap,
-                     topic, str(n)], cwd=ROOT, capture_output=True, text=True, timeout=900)
-                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-                if proc.returncode != 0 or not line:
-                    print(f"{client} {label} failed:\n{proc.stdout[-2000:]}\n"
-                          f"{proc.stderr[-4000:]}", file=sys.stderr)
-                    res = {"records": 0, "seconds": float("nan"), "rec_s": 0.0, "mb_s": 0.0}
-                else:
-                    res = json.loads(line[-1][len("RESULT "):])
-                results.setdefault(label, {})[client] = res
-                print(f"  {label:5s} {client:13s} {res['rec_s']:>12,.0f} rec/s "
-                      f"{res['mb_s']:>8.1f} MB/s", flush=True)
+            topics[label] = (topic, n)
+        for run in range(runs):
+            print(f"run {run + 1}/{runs}", flush=True)
+            for label, _size, _n in CASES:
+                topic, n = topics[label]
+                # Rotate the order of the clients from run to run, so that none always
+                # runs first (or last) while other work shares the machine.
+                order = CLIENTS[run % len(CLIENTS):] + CLIENTS[:run % len(CLIENTS)]
+                for client in order:
+                    res = _run_child(client, bootstrap, topic, n, label)
+                    results.setdefault(label, {}).setdefault(client, []).append(res)
+                    print(f"  {label:5s} {client:13s} {res['rec_s']:>12,.0f} rec/s "
+                          f"{res['mb_s']:>8.1f} MB/s", flush=True)
     finally:
         stop_broker(broker, log_dir)
 
+    summary: dict[str, object] = {"runs": runs}
     print()
-    print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'MB/s':>8s} {'seconds':>8s}")
+    print(f"median (min-max) of {runs} runs")
+    print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'min':>12s} {'max':>12s} {'MB/s':>8s}")
     for label, by_client in results.items():
-        for client, r in by_client.items():
-            print(f"{label:6s} {client:14s} {r['rec_s']:>12,.0f} {r['mb_s']:>8.1f} "
-                  f"{r['seconds']:>8.2f}")
-    summary: dict[str, float] = {}
+        for client, rs in by_client.items():
+            rates = [r["rec_s"] for r in rs]
+            print(f"{label:6s} {client:14s} {_median(rates):>12,.0f} {min(rates):>12,.0f} "
+                  f"{max(rates):>12,.0f} {_median([r['mb_s'] for r in rs]):>8.1f}")
+            summary[f"{client}_rec_s_{label}"] = round(_median(rates), 1)
+            summary[f"{client}_rec_s_{label}_range"] = [round(min(rates), 1),
+                                                       round(max(rates), 1)]
+    # Ratios within each run (both figures measured minutes apart on the same broker),
+    # then their median and range over the runs.
+    goals = {"columnar_vs_confluent": 2.0, "poll_vs_kafka_python": 5.0}
+    pairs = {"columnar_vs_confluent": ("columnar", "confluent"),
+             "poll_vs_kafka_python": ("poll", "kafka_python"),
+             "poll_vs_confluent": ("poll", "confluent")}
+    print()
     for label, by_client in results.items():
-        for client, r in by_client.items():
-            summary[f"{client}_rec_s_{label}"] = round(r["rec_s"], 1)
-        c = by_client.get("confluent", {}).get("rec_s") or float("nan")
-        k = by_client.get("kafka_python", {}).get("rec_s") or float("nan")
-        p = by_client.get("poll", {}).get("rec_s", 0.0)
-        col = by_client.get("columnar", {}).get("rec_s", 0.0)
-        summary[f"ratio_columnar_vs_confluent_{label}"] = round(col / c, 3)
-        summary[f"ratio_poll_vs_kafka_python_{label}"] = round(p / k, 3)
-        summary[f"ratio_poll_vs_confluent_{label}"] = round(p / c, 3)
+        for name, (a, b) in pairs.items():
+            rs = [_ratio(x["rec_s"], y["rec_s"]) for x, y in zip(by_client[a], by_client[b])]
+            med = _median(rs)
+            summary[f"ratio_{name}_{label}"] = round(med, 3)
+            summary[f"ratio_{name}_{label}_range"] = [round(min(rs), 3), round(max(rs), 3)]
+            goal = goals.get(name)
+            verdict = "" if goal is None else (f" goal >= {goal}: "
+                                               + ("met" if med >= goal else "NOT met"))
+            print(f"{label:6s} {name:24s} {med:6.2f} ({min(rs):.2f}-{max(rs):.2f}){verdict}")
+            if goal is not None:
+                summary[f"goal_{name}_{label}_met"] = med >= goal
     print(json.dumps(summary))
 
 

@@ -5,7 +5,9 @@ Owns: ``ConfigDef`` (a table of keys with type, default, validator and documenta
 Kafka's ``ConfigDef``), ``ConfigError`` (one clear message that names the key), Java
 properties files (``load_properties``), and ``KafkaConfig``: the keys of
 ``server.properties`` this broker reads. Topic-level keys live in ``broker/log/config.py``
-(``LogConfig``); the producer's in ``broker/client/producer/config.py``. Every layer may use
+(``LogConfig``); the producer's in ``broker/client/producer/config.py``. Also the JAAS
+grammar of ``sasl.jaas.config`` values (``parse_jaas_config`` -> ``JaasEntry``), shared by
+the broker's SASL and the client's. Every layer may use
 this module; of the project's it imports only ``broker.record.limits`` (``LONG_MAX`` and
 ``INT_MAX``, Kafka's ``Long.MAX_VALUE`` / ``Integer.MAX_VALUE`` defaults, are its
 ``INT64_MAX`` and ``INT32_MAX`` under ConfigDef's names).
@@ -60,6 +62,19 @@ class ConfigKey:
     aliases: tuple[str, ...] = ()
 
 
+def _connection_overrides(key: str, value: Any) -> None:
+    for item in str(value or "").split(","):
+        host, sep, count = item.strip().rpartition(":")
+        if item.strip() and (not sep or not host or not count.strip().isdigit()):
+            raise ConfigError(key, value, "entries are host:count, comma-separated")
+
+
+def _known_rebalance_protocols(key: str, value: Any) -> None:
+    unknown = [p for p in value or () if p not in ("classic", "consumer")]
+    if unknown or "classic" not in (value or ()):
+        raise ConfigError(key, value, "the protocols are classic (always) and consumer")
+
+
 def at_least(minimum: float) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         if value is not None and value < minimum:
@@ -72,6 +87,12 @@ def between(low: float, high: float) -> Callable[[str, Any], None]:
         if value is not None and not low <= value <= high:
             raise ConfigError(key, value, f"Value must be in [{low}, {high}]")
     return check
+
+
+def _known_assignors(name: str, value: Any) -> None:
+    unknown = [v for v in value or () if v not in ("uniform", "range")]
+    if not value or unknown:
+        raise ConfigError(name, value, "the assignors are uniform and range")
 
 
 def one_of(*choices: str) -> Callable[[str, Any], None]:
@@ -105,7 +126,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
                 return [p.strip() for p in s.split(",") if p.strip()]
             return s
         except ValueError:
-            raise ConfigError(key.name, raw, f"Expected value to be a {t}") from None
+            raise ConfigError(key.name, "[hidden]" if t == PASSWORD else raw, f"Expected value to be a {t}") from None
     if t in (INT, LONG) and isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     if t == DOUBLE and isinstance(raw, (int, float)) and not isinstance(raw, bool):
@@ -116,7 +137,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
         return [str(x) for x in raw]
     if t in (STRING, PASSWORD) and isinstance(raw, str):
         return raw
-    raise ConfigError(key.name, raw, f"Expected value to be a {t}")
+    raise ConfigError(key.name, "[hidden]" if t == PASSWORD else raw, f"Expected value to be a {t}")
 
 
 @dataclass
@@ -163,6 +184,12 @@ class ConfigDef:
         return list(self.keys)
 
 
+def redacted(config_def: ConfigDef, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the password-typed keys' values replaced by ``[hidden]`` (for reprs and logs)."""
+    return {k: "[hidden]" if v is not None and k in config_def.keys and config_def.keys[k].type == PASSWORD
+            else v for k, v in values.items()}
+
+
 def load_properties(path: str | Path) -> dict[str, str]:
     """A Java-properties file: ``key=value`` or ``key: value`` or ``key value``; ``#`` and
     ``!`` comments; backslash continuations; ``\\`` escapes."""
@@ -192,6 +219,76 @@ def _listeners(key: str, value: Any) -> None:
                               f"listener {item!r} is not of the form NAME://host:port")
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's default listener.security.protocol.map: each protocol's name as a listener name.
+DEFAULT_SECURITY_PROTOCOL_MAP = tuple(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
+
+def parse_protocol_map(value: Iterable[str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` entries as {LISTENER: PROTOCOL} (names upper-case)."""
+    out = {}
+    for item in value:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{item!r} is not LISTENER:PROTOCOL with a protocol of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name] = protocol
+    return out
+
+
+def _protocol_map(key: str, value: Any) -> None:
+    try:
+        parse_protocol_map(value or [])
+    except ValueError as exc:
+        raise ConfigError(key, ",".join(value), str(exc)) from None
+
+
+STORE_TYPES = ("JKS", "PKCS12", "PEM")
+TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+
+
+def _protocol_names(key: str, value: Any) -> None:
+    for v in value or []:
+        if v not in TLS_PROTOCOLS:
+            raise ConfigError(key, ",".join(value), f"unknown protocol {v!r} (one of {', '.join(TLS_PROTOCOLS)})")
+
+
+def define_ssl_keys(config_def: ConfigDef, *, client: bool) -> ConfigDef:
+    """Add Kafka's SSL keys (Kafka's ``SslConfigs``) to ``config_def``; the broker also
+    takes ``ssl.client.auth`` and ``ssl.principal.mapping.rules``."""
+    d = config_def
+    d.define("ssl.protocol", STRING, "TLSv1.3", "The TLS protocol family (TLSv1.2, TLSv1.3, TLS); "
+             "ssl.enabled.protocols decides what is negotiated.", one_of("TLS", "TLSv1.1", "TLSv1.2", "TLSv1.3"))
+    d.define("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], "Protocols enabled for TLS connections.",
+             _protocol_names)
+    d.define("ssl.cipher.suites", LIST, [], "Cipher suites (Java/IANA or OpenSSL names); empty: OpenSSL's "
+             "defaults. TLSv1.3 suites cannot be narrowed from Python.")
+    d.define("ssl.keystore.type", STRING, "JKS", "PEM or PKCS12 (JKS is unsupported: convert it to PKCS12).",
+             one_of(*STORE_TYPES))
+    d.define("ssl.keystore.location", STRING, None, "The key store file (PEM: key and certificate chain).")
+    d.define("ssl.keystore.password", PASSWORD, None, "The key store's password (PKCS12).")
+    d.define("ssl.key.password", PASSWORD, None, "The private key's password (PEM, PKCS12).")
+    d.define("ssl.keystore.certificate.chain", PASSWORD, None, "Inline PEM certificate chain (KIP-651).")
+    d.define("ssl.keystore.key", PASSWORD, None, "Inline PEM private key (KIP-651).")
+    d.define("ssl.truststore.type", STRING, "JKS", "PEM or PKCS12 (JKS is unsupported: convert it).",
+             one_of(*STORE_TYPES))
+    d.define("ssl.truststore.location", STRING, None, "The trust store file.")
+    d.define("ssl.truststore.password", PASSWORD, None, "The trust store's password (PKCS12).")
+    d.define("ssl.truststore.certificates", PASSWORD, None, "Inline PEM trusted certificates (KIP-651).")
+    d.define("ssl.endpoint.identification.algorithm", STRING, "https",
+             "https: verify the server's host name against its certificate; empty: do not.")
+    for name in ("ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.provider",
+                 "ssl.secure.random.implementation", "ssl.engine.factory.class"):
+        d.define(name, STRING, None, "Accepted for compatibility (Java only); no effect.")
+    if not client:
+        d.define("ssl.client.auth", STRING, "none", "Client certificates: none, requested or required.",
+                 one_of("none", "requested", "required"))
+        d.define("ssl.principal.mapping.rules", STRING, "DEFAULT",
+                 "Rules mapping a client certificate's subject DN to a principal name.")
+    return d
+
+
+
 # The broker's own keys (server.properties). The topic-level defaults (log.segment.bytes,
 # log.retention.hours, message.max.bytes ...) are defined in broker/log/config.py and
 # accepted here as they are.
@@ -205,6 +302,13 @@ SERVER_CONFIG_DEF = (
             "Addresses to listen on, NAME://host:port (port 0 picks a free one).", _listeners)
     .define("advertised.listeners", LIST, None,
             "Addresses given to clients in Metadata; defaults to listeners.", _listeners)
+    .define("listener.security.protocol.map", LIST, list(DEFAULT_SECURITY_PROTOCOL_MAP),
+            "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), "
+            "NAME:PROTOCOL pairs.", _protocol_map)
+    .define("inter.broker.listener.name", STRING, None,
+            "Accepted (a single node talks to no other broker); must name a listener.")
+    .define("security.inter.broker.protocol", STRING, "PLAINTEXT", "Accepted; no effect on a single node.",
+            one_of(*SECURITY_PROTOCOLS))
     .define("num.partitions", INT, 1, "Partitions of an auto-created topic.", at_least(1))
     .define("default.replication.factor", INT, 1, "Always 1 on a single node.", between(1, 1))
     .define("auto.create.topics.enable", BOOLEAN, True,
@@ -220,6 +324,23 @@ SERVER_CONFIG_DEF = (
             "Requests read ahead on one connection before reading pauses.", at_least(1))
     .define("connections.max.idle.ms", LONG, 600000, "Close idle connections after this.",
             at_least(-1))
+    # SASL (broker/server/security): Kafka's keys and defaults. Per-listener JAAS configs
+    # (listener.name.<listener>.<mechanism>.sasl.jaas.config) are read by prefix.
+    .define("sasl.enabled.mechanisms", LIST, ["GSSAPI"],
+            "The SASL mechanisms enabled on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+            "and OAUTHBEARER with unsecured JWTs are implemented).")
+    .define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
+            "Accepted for compatibility (a single node has no inter-broker traffic).")
+    .define("sasl.jaas.config", PASSWORD, None,
+            "JAAS login context for SASL connections, in the format of a JAAS configuration file.")
+    .define("sasl.server.max.receive.size", INT, 524288,
+            "The largest request accepted before and during SASL authentication.", at_least(1))
+    .define("connections.max.reauth.ms", LONG, 0,
+            "When positive, the session lifetime of SASL connections (KIP-368): past it a client "
+            "must re-authenticate or is disconnected.", at_least(0))
+    .define("connection.failed.authentication.delay.ms", INT, 100,
+            "How long the answer to a failed authentication is delayed (slows password guessing).",
+            at_least(0))
     .define("log.retention.check.interval.ms", LONG, 300000,
             "How often retention is enforced.", at_least(1))
     .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,
@@ -255,6 +376,20 @@ SERVER_CONFIG_DEF = (
             "The maximum allowed session timeout for registered consumers.", at_least(0))
     .define("group.max.size", INT, 2147483647,
             "The maximum number of consumers that a single consumer group can accommodate.", at_least(1))
+    # KIP-848 consumer groups (broker/server/group/consumer_membership.py): Kafka's keys and defaults.
+    .define("group.consumer.heartbeat.interval.ms", INT, 5000,
+            "The heartbeat interval given to the members of a consumer group.", at_least(1))
+    .define("group.consumer.session.timeout.ms", INT, 45000,
+            "The timeout to detect client failures when using the consumer group protocol.", at_least(1))
+    .define("group.consumer.max.size", INT, 2147483647,
+            "The maximum number of consumers that a single consumer group can accommodate.", at_least(1))
+    .define("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer"],
+            "The group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
+            "ConsumerGroupHeartbeat); without consumer its APIs are not advertised.",
+            _known_rebalance_protocols)
+    .define("group.consumer.assignors", LIST, ["uniform", "range"],
+            "The server side assignors as a list of names (uniform, range); the first one is used "
+            "by default.", _known_assignors)
     .define("offsets.topic.replication.factor", INT, 1, "Always 1 on a single node.")
     # The group coordinator's offsets topic (broker/server/group): Kafka's keys and defaults.
     .define("offsets.topic.num.partitions", INT, 50,
@@ -309,12 +444,25 @@ SERVER_CONFIG_DEF = (
     .define("controller.quota.window.num", INT, 11, "Samples of the controller mutation quota.", at_least(1))
     .define("controller.quota.window.size.seconds", INT, 1, "Width of one controller mutation sample.",
             at_least(1))
+    # Connection quotas in the acceptor (broker/server/quota/connection_quotas.py); per
+    # listener also listener.name.<l>.max.connections / .max.connection.creation.rate
+    .define("max.connections", INT, INT_MAX, "Connections the broker accepts at once (all listeners).",
+            at_least(0))
+    .define("max.connections.per.ip", INT, INT_MAX, "Connections accepted at once from one address.",
+            at_least(0))
+    .define("max.connections.per.ip.overrides", STRING, "",
+            "Per-address exceptions to max.connections.per.ip: host:count,...", _connection_overrides)
+    .define("max.connection.creation.rate", INT, INT_MAX, "New connections per second the broker accepts.",
+            at_least(0))
     # Client telemetry (KIP-714, broker/server/telemetry/)
     .define("telemetry.max.bytes", INT, 1048576, "Largest PushTelemetry payload accepted.", at_least(1))
     # The operators' metrics endpoint (broker/server/telemetry/prometheus.py): off unless set
     .define("kafkalog.metrics.port", INT, None, "Port of the Prometheus /metrics endpoint (0: any free one).")
     .define("kafkalog.metrics.host", STRING, "127.0.0.1", "Address of the Prometheus /metrics endpoint.")
 )
+# TLS (broker/server/ssl_context.py): Kafka's ssl.* keys, each also per listener as
+# listener.name.<listener lowercase>.ssl.* (which wins).
+define_ssl_keys(SERVER_CONFIG_DEF, client=False)
 
 
 def server_config(props: Mapping[str, Any]) -> dict[str, Any]:
@@ -332,3 +480,71 @@ def server_config(props: Mapping[str, Any]) -> dict[str, Any]:
     if not values.get("log.dirs"):
         values["log.dirs"] = [values["log.dir"]]
     return values
+
+
+# --- JAAS (sasl.jaas.config) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class JaasEntry:
+    """One login module of a ``sasl.jaas.config`` value (Kafka's ``JaasConfig``):
+    ``<LoginModule class> <flag> key=value ... ;``. ``repr`` hides the option values
+    (they hold passwords)."""
+
+    login_module: str
+    flag: str
+    options: dict[str, str]
+
+    def __repr__(self) -> str:
+        return f"JaasEntry({self.login_module} {self.flag} {sorted(self.options)})"
+
+
+_JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+_JAAS_TOKEN = re.compile(r'\s*(?:(?P<q>"(?:[^"\\]|\\.)*")|(?P<w>[^\s=;"]+)|(?P<p>[=;]))', re.S)
+
+
+def parse_jaas_config(key: str, text: str) -> list[JaasEntry]:
+    """Parse a JAAS configuration value; ConfigError (naming ``key``, never echoing the
+    value, which holds passwords) when it does not follow Kafka's grammar."""
+    def fail(reason: str) -> ConfigError:
+        return ConfigError(key, "[hidden]", reason)
+
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    text = text or ""
+    while True:
+        m = _JAAS_TOKEN.match(text, pos)
+        if m is None:
+            if text[pos:].strip():
+                raise fail("unterminated quoted value in JAAS configuration")
+            break
+        pos = m.end()
+        if m.group("q") is not None:
+            tokens.append(("q", re.sub(r"\\(.)", r"\1", m.group("q")[1:-1])))
+        elif m.group("w") is not None:
+            tokens.append(("w", m.group("w")))
+        else:
+            tokens.append(("p", m.group("p")))
+    entries: list[JaasEntry] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i][0] != "w":
+            raise fail("expected a login module class name in JAAS configuration")
+        module = tokens[i][1]
+        if i + 1 >= len(tokens) or tokens[i + 1][0] != "w" or tokens[i + 1][1].lower() not in _JAAS_FLAGS:
+            raise fail(f"login module control flag not specified for {module}")
+        flag = tokens[i + 1][1].lower()
+        i += 2
+        options: dict[str, str] = {}
+        while i < len(tokens) and tokens[i] != ("p", ";"):
+            if (tokens[i][0] != "w" or i + 2 >= len(tokens) or tokens[i + 1] != ("p", "=")
+                    or tokens[i + 2][0] == "p"):
+                raise fail(f"invalid option for {module}: expected key=value")
+            options[tokens[i][1]] = tokens[i + 2][1]
+            i += 3
+        if i >= len(tokens):
+            raise fail("JAAS config entry not terminated by semi-colon")
+        i += 1
+        entries.append(JaasEntry(module, flag, options))
+    if not entries:
+        raise fail("JAAS config has no login module")
+    return entries

@@ -27,7 +27,9 @@ Rules kept from Spark's Kafka source:
   only, i.e. it needs ``kafka.bootstrap.servers``); the
   consumer-tuning options (``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
   ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``) are validated and used by network
-  mode only.
+  mode only; this project's ``kafkalog.snapshot`` (``true``: the latest value of each key,
+  ``snapshot.py``) is for batch queries only, refused in streaming queries and with
+  ``minPartitions`` / ``maxRecordsPerPartition``.
 
 Unlike Spark's Kafka source, an unknown option is an error (``KafkaLogOptionError``) that
 names it and lists the valid ones, so that a typo never silently reads something else.
@@ -92,9 +94,11 @@ _NETWORK_ONLY_OPTIONS = [
 _STREAMING_ONLY_OPTIONS = ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
                            "kafkalog.commitOffsetsToGroup"]
 _OWN_OPTIONS = ["path", "paths", "maxBytesPerBatch"]
+_BATCH_ONLY_OPTIONS = ["kafkalog.snapshot"]
 OPTION_NAMES: dict[str, str] = {
     name.lower(): name
-    for name in _SPARK_OPTIONS + _NETWORK_ONLY_OPTIONS + _STREAMING_ONLY_OPTIONS + _OWN_OPTIONS
+    for name in (_SPARK_OPTIONS + _NETWORK_ONLY_OPTIONS + _STREAMING_ONLY_OPTIONS + _OWN_OPTIONS
+                 + _BATCH_ONLY_OPTIONS)
 }
 
 _STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
@@ -166,7 +170,8 @@ class ReadOptions:
     include_headers: bool = False
     paths: tuple[str, ...] = ()  # direct mode: the log directories (absolute)
     bootstrap_servers: str | None = None
-    kafka_params: Mapping[str, str] = field(default_factory=dict)
+    # repr=False: may hold secrets (kafka.sasl.jaas.config, kafka.ssl.keystore.password ...)
+    kafka_params: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH
     poll_timeout_ms: int | None = None
     fetch_offset_num_retries: int = 3
@@ -178,6 +183,8 @@ class ReadOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     commit_offsets_to_group: str | None = None  # kafkalog.commitOffsetsToGroup (network mode)
+    # batch queries only: kafkalog.snapshot, the latest value of each key (snapshot.py)
+    snapshot: bool = False
 
     @property
     def mode(self) -> str:
@@ -447,6 +454,14 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     max_records = _long(opts, "maxrecordsperpartition", positive=True)
     fail_on_data_loss = _bool(opts, "failondataloss", True)
     include_headers = _bool(opts, "includeheaders", False)
+    snapshot = _bool(opts, "kafkalog.snapshot", False)
+    if snapshot and streaming:
+        raise _fail("Option 'kafkalog.snapshot' is not valid in streaming queries: a snapshot is "
+                    "the latest value of each key as of the end of a batch read's range")
+    if snapshot and (min_partitions is not None or max_records is not None):
+        raise _fail("Options 'minPartitions' and 'maxRecordsPerPartition' cannot be used with "
+                    "'kafkalog.snapshot': a snapshot reads each Kafka partition in one task (all "
+                    "the records of a key are in one partition, where they are reduced)")
     max_bytes = _long(opts, "maxbytesperbatch")
     if max_bytes is None:
         max_bytes = DEFAULT_MAX_BYTES_PER_BATCH
@@ -510,6 +525,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         streaming=bool(streaming), max_offsets_per_trigger=max_offsets if streaming else None,
         min_offsets_per_trigger=min_offsets if streaming else None,
         max_trigger_delay_ms=max_delay_ms, commit_offsets_to_group=commit_group,
+        snapshot=snapshot,
     )
 
 

@@ -52,6 +52,16 @@ into ranges as Spark's ``getOffsetRangesFromResolvedOffsets`` does (partitions t
 appeared start at their log start offset, vanished partitions and offsets are data loss)
 and then applies steps 3 and 5.
 
+Offsets are positions, not counts: a range [start, end) holds the records whose offsets
+lie in it, anywhere from none to ``end - start`` (compaction, transaction markers and
+aborted transactions leave gaps). Nothing here assumes a count: the data-loss checks
+compare offsets with the log start and end offsets only, so a gap, a range ending on a
+removed offset or a range with no record at all is never data loss, and the range
+readers stop at the first batch at or past ``end`` without waiting for the offsets
+before it. Sizes (``OffsetRange.size``, splitting, ``rate_limit``, ``pending_records``)
+count offsets, as Spark's do. A snapshot read (``kafkalog.snapshot``) is planned the
+same way; its options never split a range (``options.parse_options`` refuses them).
+
 Invariants: the output is sorted by (topic, partition, start) and depends only on the
 options, the filters and the offsets the reader reports (deterministic); ranges of one
 partition never overlap and together cover exactly the planned range; every filter

@@ -146,6 +146,40 @@ class KafkaLogDataSource(DataSource):
         ``true`` the query fails with an error naming the partition and the lost range;
         with ``false`` it logs a warning and returns the remaining rows.
 
+    Compacted topics (``cleanup.policy=compact``): the log cleaner removes records that a
+    later record of the same key superseded (and, after ``delete.retention.ms``, the
+    tombstones), leaving gaps in the offsets; offsets never change. Gaps are normal and
+    never data loss: a range [start, end) is where records can be, not a count, so a
+    range starting, ending or lying wholly in removed offsets reads the records that
+    exist in it (none, possibly) without waiting for the others, in both modes, batch
+    and streaming, and a streaming query restarted from a checkpointed offset the
+    cleaner removed goes on with the next offset that exists. Only offsets below the
+    log start offset (retention, DeleteRecords) are data loss. Counts based on offsets
+    (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxRecordsPerPartition``,
+    ``minPartitions``, the progress' offsets) count offsets, as in Spark, so they
+    overstate the records of a cleaned range. Direct mode reads a live broker's directory
+    while it cleans (a segment being swapped in, ``.swap``, is read as the live one).
+
+    ``kafkalog.snapshot`` (default ``false``; batch reads; this source's own)
+        ``true``: a table view of a compacted topic: one row per (topic, key) (per
+        partition too, for a key written to several partitions), the last
+        record of the key in the read's range (so as of ``endingOffsets`` /
+        ``endingTimestamp``, from ``startingOffsets``), leaving out keys whose last record
+        is a tombstone (null value) and records without a key; the same columns as a
+        normal read (the winning record's offset, timestamp, headers), in both modes, and
+        the same result before and after the cleaner ran. Computed on the executors:
+        a key's records all live in one Kafka partition, so each task reduces its whole
+        partition to a map key -> latest record (``spark_kafkalog.snapshot``: memory
+        about three times the partition's live keys and values, whatever the range's
+        size) - the distributed reduce by key, with no shuffle. Hence refused with
+        ``minPartitions`` / ``maxRecordsPerPartition`` (a partition is never split) and
+        in streaming queries; with filter pushdown only the ``topic`` / ``partition``
+        filters are taken over, those on ``offset`` / ``timestamp`` apply to the
+        snapshot's rows (Spark filters them). For partitions whose live keys do not fit
+        an executor, read normally and reduce in Spark:
+        ``df.groupBy("topic", "key").agg(max_by(struct("*"), "offset").alias("r"))``
+        then ``.where("r.value IS NOT NULL")``.
+
     Parallelism (one Spark task per range, planned on the driver, deterministic):
 
     ``minPartitions``

@@ -6,6 +6,7 @@ in a subprocess, the Spark sessions), and tests marked ``kcat`` skip where kcat 
 * ``tests/support/spark.py``: the local[2] SparkSession (``spark``), ``LogWriter``,
   ``pushdown``; ``tests/support/spark_write.py``: the sink tests' session with task
   retries (``wspark``) and broker (``sink_broker``).
+* ``tests/support/tls.py``: the TLS tests' certificates and stores (``pki``).
 * ``tests/support/producer.py``, ``fault_proxy.py``, ``txn_log.py``,
   ``protocol_strategies.py``: helpers imported by the tests that use them.
 * ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
@@ -19,7 +20,7 @@ import shutil
 
 import pytest
 
-pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.spark_write"]
+pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.spark_write", "tests.support.tls"]
 
 KCAT = shutil.which("kcat")
 

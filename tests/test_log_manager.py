@@ -264,3 +264,31 @@ def test_from_server_config_maps_broker_keys(tmp_path):
     assert m.retention_check_interval_ms == 1000 and m.node_id == 5
     assert [d.name for d in m.live_log_dirs] == ["a", "b"]
     m.shutdown()
+
+
+def test_concurrent_checkpoint_writes_keep_the_directory_online(tmp_path):
+    """The periodic checkpoints and the one a topic deletion writes (from a request thread)
+    share ``<file>.tmp``: written at once, one ``os.replace`` used to fail and the
+    directory went offline (librdkafka 0045 deleting many topics hit it)."""
+    import threading
+
+    env = Env(tmp_path)
+    m = env.manager()
+    for p in range(8):
+        m.get_or_create_log("t", p, topic_id=uuid.uuid4() if p == 0 else None)
+    errors = []
+
+    def writer():
+        try:
+            for _ in range(150):
+                m.checkpoint_high_watermarks()
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and m.offline_log_dirs == []
+    m.shutdown()

@@ -19,7 +19,7 @@ from broker.protocol.versions import (
 # PROTOCOL.md section 2, "Advertise" column (phase 1).
 EXPECTED = {
     ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.METADATA: (0, 8),
+    ApiKey.METADATA: (0, 12),  # v10+ topic ids (KIP-848)
     ApiKey.PRODUCE: (0, 8),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
@@ -28,8 +28,8 @@ EXPECTED = {
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),
-    ApiKey.OFFSET_COMMIT: (2, 7),
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_COMMIT: (2, 9),  # v9: KIP-848
+    ApiKey.OFFSET_FETCH: (1, 9),  # v9: KIP-848
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # transactions (issue 17); v2+ flexible
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
@@ -39,8 +39,8 @@ EXPECTED = {
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
-    ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),  # v4/v5 state and type filters
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_RECORDS: (0, 1),
@@ -49,6 +49,10 @@ EXPECTED = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),  # quotas (issue 18); v1 is flexible
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # KIP-554, flexible from v0
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),  # telemetry (issue 18)
     ApiKey.PUSH_TELEMETRY: (0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
@@ -62,24 +66,37 @@ def test_advertised_table_is_protocol_md_section_2() -> None:
     assert {a.api_key: (a.min_version, a.max_version) for a in ADVERTISED} == EXPECTED
     assert {a.api_key: (a.min_version, a.max_version) for a in SASL_ADVERTISED} == {
         ApiKey.SASL_HANDSHAKE: (0, 1),
-        ApiKey.SASL_AUTHENTICATE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
     keys = [a.api_key for a in advertised_apis(sasl=True)]
     assert keys == sorted(keys) and len(keys) == len(set(keys))
 
 
-def test_phase_1_advertises_no_flexible_version_but_api_versions_3() -> None:
+# Flexible versions advertised: ApiVersions v3, and what KIP-848 consumers need (Metadata
+# v9+ for topic ids, the v8+ offset APIs, ListGroups/DescribeGroups' newer versions and the
+# consumer group APIs, flexible only).
+FIRST_FLEXIBLE_ADVERTISED = {
+    ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 9, ApiKey.OFFSET_COMMIT: 8, ApiKey.OFFSET_FETCH: 6,
+    ApiKey.LIST_GROUPS: 3, ApiKey.DESCRIBE_GROUPS: 5, ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    # quotas and telemetry (issue 18)
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, ApiKey.ALTER_CLIENT_QUOTAS: 1, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: 0,
+    ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0,
+    # SASL (issue 16): SaslAuthenticate v2, the SCRAM credential APIs (flexible only)
+    ApiKey.SASL_AUTHENTICATE: 2, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+    # transactions (issue 17)
+    ApiKey.INIT_PRODUCER_ID: 2, ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3,
+    ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
+}
+
+
+def test_flexible_versions_are_only_those_listed() -> None:
     for api in advertised_apis(sasl=True):
         for version in range(api.min_version, api.max_version + 1):
             flexible = request_header_version(api.api_key, version) == 2
-            first_flexible = {ApiKey.API_VERSIONS: 3, ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
-                              ApiKey.ALTER_CLIENT_QUOTAS: 1, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: 0,
-                              ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0,
-                              ApiKey.INIT_PRODUCER_ID: 2, ApiKey.ADD_PARTITIONS_TO_TXN: 3,
-                              ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3,
-                              ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.DESCRIBE_TRANSACTIONS: 0,
-                              ApiKey.LIST_TRANSACTIONS: 0}.get(api.api_key)
-            assert flexible == (first_flexible is not None and version >= first_flexible), api
+            first = FIRST_FLEXIBLE_ADVERTISED.get(api.api_key)
+            assert flexible == (first is not None and version >= first), (api, version)
 
 
 def test_every_advertised_version_has_schemas() -> None:

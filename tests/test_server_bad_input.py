@@ -160,7 +160,7 @@ def test_f4_absurd_counts_inside_a_valid_header(kafka_broker, guard):
 
 @pytest.mark.parametrize("api_key, version", [
     (999, 0), (-1, 0), (ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 0), (ApiKey.FETCH, 3), (ApiKey.FETCH, 12),
-    (ApiKey.METADATA, 9), (ApiKey.JOIN_GROUP, 6), (ApiKey.FIND_COORDINATOR, 3), (ApiKey.SASL_HANDSHAKE, 1),
+    (ApiKey.METADATA, 13), (ApiKey.JOIN_GROUP, 6), (ApiKey.FIND_COORDINATOR, 3), (ApiKey.SASL_HANDSHAKE, 1),
     (ApiKey.LIST_OFFSETS, 0), (ApiKey.API_VERSIONS, -1),
 ])
 def test_unknown_api_keys_and_versions_close_the_connection(kafka_broker, guard, api_key, version):

@@ -194,7 +194,7 @@ def test_confluent_offsets_for_times_and_watermarks(kafka_broker):
     used = kafka_broker.api_versions_used("ck-times")
     assert used["LIST_OFFSETS"] == {5}
     assert used["API_VERSIONS"] == {3}
-    assert used["METADATA"] == {8}
+    assert used["METADATA"] == {12}
 
 
 def test_confluent_consumer_versions_and_auto_create(kafka_broker):
@@ -291,7 +291,7 @@ def test_kafka_python_admin_create_delete(kafka_broker):
     used = kafka_broker.api_versions_used("kp-admin")
     assert used["CREATE_TOPICS"] == {4}
     assert used["DELETE_TOPICS"] == {3}
-    assert used["METADATA"] == {8}
+    assert used["METADATA"] == {12}
 
 
 # --- aiokafka 0.14 ---

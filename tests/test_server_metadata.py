@@ -66,6 +66,7 @@ def test_producer_ids_reserve_blocks_before_use(tmp_path):
 def broker(tmp_path):
     b = KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
                      "advertised.listeners": "PLAINTEXT://kafka.example:0,OTHER://127.0.0.1:9999",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
                      "log.dirs": str(tmp_path / "logs"), "num.partitions": "3"})
     b.start()
     yield b

@@ -74,10 +74,10 @@ def test_api_versions_advertises_only_implemented_apis(raw_client):
     # the classic group membership protocol (non-flexible versions, PROTOCOL.md section 2)
     assert (table[ApiKey.JOIN_GROUP], table[ApiKey.SYNC_GROUP], table[ApiKey.HEARTBEAT],
             table[ApiKey.LEAVE_GROUP], table[ApiKey.OFFSET_DELETE]) == ((0, 5), (0, 3), (0, 3), (0, 3), (0, 0))
-    assert table[ApiKey.FIND_COORDINATOR] == (0, 2) and table[ApiKey.OFFSET_COMMIT] == (2, 7)
-    assert table[ApiKey.OFFSET_FETCH] == (1, 5)
+    assert table[ApiKey.FIND_COORDINATOR] == (0, 2) and table[ApiKey.OFFSET_COMMIT] == (2, 9)  # v9: KIP-848
+    assert table[ApiKey.OFFSET_FETCH] == (1, 9)
     assert table[ApiKey.PRODUCE] == (0, 8) and table[ApiKey.FETCH] == (4, 11)
-    assert table[ApiKey.API_VERSIONS] == (0, 3) and table[ApiKey.METADATA] == (0, 8)
+    assert table[ApiKey.API_VERSIONS] == (0, 3) and table[ApiKey.METADATA] == (0, 12)
     for key, (lo, hi) in table.items():  # served ⊇ advertised, except Produce v0-2 (KAFKA-18659)
         api = HANDLERS[key]
         assert api.max_version == hi and api.min_version == (3 if key == ApiKey.PRODUCE else lo)

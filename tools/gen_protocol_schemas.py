@@ -44,6 +44,7 @@ GENERATED_APIS = (
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
     "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeClientQuotas", "AlterClientQuotas",
     "GetTelemetrySubscriptions", "PushTelemetry", "ListClientMetricsResources",
+    "DescribeUserScramCredentials", "AlterUserScramCredentials",
 )
 
 FIELD_KEYS = {

@@ -75,7 +75,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from broker.client import admin_groups
+from broker.client import admin_groups, admin_scram
 from broker.client.admin_groups import OffsetResetSpec, ResetPlan
 from broker.client.consumer import group_offsets, offsets
 from broker.client.consumer.client import ConsumerNetworkClient
@@ -90,6 +90,8 @@ from broker.client.errors import (
     UnsupportedVersionError,
 )
 from broker.client.network import now_ms
+from broker.client.sasl import define_security_keys as define_sasl_keys
+from broker.client.ssl_context import define_security_keys
 from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
@@ -104,10 +106,9 @@ __all__ = [
 ]
 
 ADMIN_CONFIG_DEF = (
-    ConfigDef()
+    define_sasl_keys(ConfigDef())
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header (default adminclient-N).")
-    .define("security.protocol", STRING, "PLAINTEXT", "Only PLAINTEXT is supported.", one_of("PLAINTEXT"))
     .define("request.timeout.ms", INT, 30000, "Bound of one request round trip.", at_least(0))
     .define("default.api.timeout.ms", INT, 60000, "Bound of one admin call, retries included.",
             at_least(0))
@@ -128,13 +129,15 @@ ADMIN_CONFIG_DEF = (
             one_of("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"))
     .define("auto.include.jmx.reporter", BOOLEAN, True, "Accepted; no effect.")
 )
+define_security_keys(ADMIN_CONFIG_DEF)  # ssl.*; widens security.protocol to SSL, SASL_SSL (ssl_context.py)
 _ids = itertools.count(1)
 # The keys the blocking network driver (ConsumerNetworkClient) takes from this config.
 _DRIVER_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
                 "retry.backoff.ms", "retry.backoff.max.ms", "reconnect.backoff.ms",
                 "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
                 "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes",
-                "metadata.max.age.ms")
+                "metadata.max.age.ms", *(k for k in ADMIN_CONFIG_DEF.keys
+                                          if k == "security.protocol" or k.startswith(("ssl.", "sasl."))))
 
 # Highest versions this client builds; the broker's range decides (non-flexible and flexible
 # bodies are encoded alike by broker.protocol).
@@ -142,6 +145,7 @@ _VERSIONS = {
     ApiKey.METADATA: (1, 12), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CONFIGS: (1, 4), ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 
@@ -516,6 +520,35 @@ class AdminClient:
                 for r in keys], validate_only=validate_only)
 
         return self._by_node(ApiKey.ALTER_CONFIGS, list(values), build, _alter_parse, timeout_ms)
+
+    # -- SCRAM credentials (KIP-554; builders in broker.client.admin_scram) ------------
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
+                                        timeout_ms: float | None = None) -> AdminResults:
+        """user -> AdminResult({mechanism: iterations}); every user with credentials when
+        ``users`` is None (one request either way)."""
+        names = list(users or [])
+        with self._lock:
+            self._check_open()
+            body = self._request(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                                 lambda v: admin_scram.build_describe(v, names), self._deadline(timeout_ms))
+        found = admin_scram.parse_describe(body)
+        if "" in found and found[""][0]:
+            raise admin_error(found[""][0], found[""][1])
+        return AdminResults((u, AdminResult(mechs) if not code else AdminResult(error=admin_error(code, msg)))
+                            for u, (code, msg, mechs) in found.items())
+
+    def alter_user_scram_credentials(self, upsertions: Iterable[admin_scram.ScramCredentialUpsertion] = (),
+                                     deletions: Iterable[admin_scram.ScramCredentialDeletion] = (), *,
+                                     timeout_ms: float | None = None) -> AdminResults:
+        """user -> AdminResult(None) or its error; passwords are sent salted, never as is."""
+        ups, dels = list(upsertions), list(deletions)
+        with self._lock:
+            self._check_open()
+            body = self._request(None, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                                 lambda v: admin_scram.build_alter(v, ups, dels), self._deadline(timeout_ms))
+        return AdminResults((u, AdminResult(None) if not code else AdminResult(error=admin_error(code, msg)))
+                            for u, (code, msg) in admin_scram.parse_alter(body).items())
 
     # -- consumer groups -----------------------------------------------------------------
 

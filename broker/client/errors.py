@@ -16,6 +16,9 @@ Owns the exception hierarchy a client user sees, named after Kafka's client exce
                                     in flight (retriable)
       RequestTimedOutError          request.timeout.ms passed without a response (retriable)
       UnsupportedVersionError       the broker does not support an API version we need
+      AuthenticationError           AuthenticationException (not retriable)
+        SslAuthenticationError      SslAuthenticationException: the TLS handshake failed
+        SaslAuthenticationError     SaslAuthenticationException: SASL authentication failed
       DataLossError                 records a reader was asked for are gone (retention,
                                     DeleteRecords, a truncated log, a deleted topic);
                                     names the partition and the lost offsets
@@ -99,6 +102,19 @@ class RequestTimedOutError(KafkaError):
         super().__init__(message, ErrorCode.REQUEST_TIMED_OUT)
 
 
+class AuthenticationError(KafkaError):
+    """AuthenticationException: the broker and the client could not authenticate each
+    other; not retriable (the configuration must change)."""
+
+    retriable = False
+
+
+class SslAuthenticationError(AuthenticationError):
+    """SslAuthenticationException: the TLS handshake failed (a server certificate from an
+    untrusted CA, a host name it does not name, a client certificate the broker refused,
+    no common protocol or cipher)."""
+
+
 class UnsupportedVersionError(KafkaError):
     def __init__(self, message: str = "") -> None:
         super().__init__(message, ErrorCode.UNSUPPORTED_VERSION)
@@ -161,3 +177,14 @@ _BY_CODE: dict[int, type[KafkaError]] = {
     ErrorCode.REQUEST_TIMED_OUT: KafkaError,
     ErrorCode.PRODUCER_FENCED: ProducerFencedError,
 }
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed (Kafka's ``SaslAuthenticationException``): not retriable.
+    Raised by ``broker.client.sasl`` / ``oauthbearer``; the producer, consumer and admin
+    client surface it. The message is the broker's (never a password)."""
+
+    retriable = False
+
+    def __init__(self, message: str = "", code: int = ErrorCode.SASL_AUTHENTICATION_FAILED) -> None:
+        super().__init__(message, code, retriable=False)

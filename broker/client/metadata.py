@@ -22,6 +22,9 @@ Topic errors that will not go away by retrying (INVALID_TOPIC_EXCEPTION,
 TOPIC_AUTHORIZATION_FAILED) are kept per topic so that a waiting ``send()`` fails at once
 instead of timing out; retriable ones (LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
 while auto-creation runs) only trigger another refresh.
+An authentication failure of a connection (a failed TLS handshake, a SASL failure,
+reported by the NetworkClient through ``MetadataUpdater.handle_authentication_failure``)
+ends ``await_update``'s wait at once, and ``fatal_error`` returns it (once).
 
 Thread-safety: ``Cluster`` is immutable; ``Metadata`` guards its state with one
 ``Condition``. ``MetadataUpdater`` belongs to the network thread.
@@ -159,6 +162,7 @@ class Metadata:
         self._last_success_ms = 0.0
         self._closed = False
         self._fatal: dict[str, KafkaError] = {}
+        self._auth_error: KafkaError | None = None  # a SASL failure, raised once by fatal_error
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -215,7 +219,7 @@ class Metadata:
         ``timeout_ms``."""
         deadline = time.monotonic() + timeout_ms / 1000.0
         with self._cond:
-            while self.version <= last_version:
+            while self.version <= last_version and self._auth_error is None:
                 if self._closed:
                     raise KafkaError("metadata closed")
                 remaining = deadline - time.monotonic()
@@ -224,7 +228,20 @@ class Metadata:
                 self._cond.wait(remaining)
 
     def fatal_error(self, topic: str) -> KafkaError | None:
+        """The error waiting for ``topic`` must raise: an authentication failure (once),
+        else the topic's own fatal error."""
+        if self._auth_error is not None:
+            with self._cond:
+                error, self._auth_error = self._auth_error, None
+            if error is not None:
+                return error
         return self._fatal.get(topic)
+
+    def set_authentication_error(self, error: KafkaError) -> None:
+        """A connection failed SASL authentication: wake the waiters, who raise it."""
+        with self._cond:
+            self._auth_error = error
+            self._cond.notify_all()
 
     # -- updates (network thread) -------------------------------------------------------
 
@@ -349,6 +366,10 @@ class MetadataUpdater:
 
     def handle_disconnect(self, node_id: int) -> None:
         self.metadata.request_update()
+
+    def handle_authentication_failure(self, error: KafkaError) -> None:
+        self.in_flight = False
+        self.metadata.set_authentication_error(error)
 
 
 def _metadata_request(version: int, topics: list[str], auto_create: bool) -> Any:

@@ -4,7 +4,19 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
 
 * One non-blocking TCP connection per node, driven by a ``selectors`` selector on the
   thread that calls ``poll`` (the producer's Sender thread; later a consumer's or admin
-  client's). States: DISCONNECTED -> CONNECTING -> CHECKING_API_VERSIONS -> READY.
+  client's). States: DISCONNECTED -> CONNECTING -> [TLS_HANDSHAKING] -> CHECKING_API_VERSIONS
+  -> [AUTHENTICATING] -> READY. With an ``ssl_context`` (``broker.client.ssl_context``: security.protocol SSL or
+  SASL_SSL) the connected socket is wrapped and ``do_handshake`` is driven non-blocking by
+  the selector (WANT_READ / WANT_WRITE); a failed handshake (unknown CA, host name
+  mismatch, a peer that is not TLS) is an ``SslAuthenticationError``, not retried as a
+  network error: it completes the connection's requests, is kept for
+  ``take_authentication_error()`` (consumers and admin raise it from their poll) and handed
+  to the metadata updater (the producer's metadata waits raise it).
+  Through TLS, writes coalesce a request's buffers into large chunks (an SSL socket has no
+  sendmsg). The TLS steps (handshake, failure, writes) are ``TlsConnectionMixin``'s
+  (``broker.client.tls_connection``), a part of this class kept in its own module. With
+  SASL settings (SASL_PLAINTEXT, SASL_SSL: ``broker.client.sasl``) the AUTHENTICATING
+  state runs the SASL exchange after ApiVersions, over TLS for SASL_SSL.
   Connects time out after ``socket.connection.setup.timeout.ms``; failed nodes are retried
   after an exponential ``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms`` (x2 per
   failure, 20% jitter).
@@ -26,6 +38,14 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
   (``is_ready`` false, ``connection_delay`` says how long).
 * ``wakeup()`` (any thread) interrupts a blocking ``poll`` through a socket pair.
 * An optional ``MetadataUpdater`` (``broker.client.metadata``) is run inside ``poll``.
+* SASL (``sasl=SaslSettings``, ``broker.client.sasl``): after ApiVersions the connection is
+  AUTHENTICATING while SaslHandshake / SaslAuthenticate run (a ``SaslClientAuthenticator``);
+  then READY. A failure closes the connection, counts as a failed connection (backoff) and
+  is kept as ``take_authentication_error()`` (consumers and admin raise it from their
+  poll; the producer fails its batches with it) and passed to the metadata updater (the
+  producer's metadata waits raise it): a non-retriable ``SaslAuthenticationError``, not an
+  endless retry. KIP-368: when the broker gives a session lifetime, the connection
+  re-authenticates at 85-95% of it, once nothing is in flight (it is not ready meanwhile).
 
 Every request completes exactly once: with a body, or with ``error`` set (disconnect,
 timeout, close). Callbacks run on the polling thread, inside ``poll``.
@@ -40,6 +60,7 @@ import logging
 import random
 import selectors
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,6 +72,8 @@ from broker.client.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
+from broker.client.sasl import SaslAuthenticationError, SaslClientAuthenticator, SaslSettings, reauthentication_delay_ms
+from broker.client.tls_connection import TlsConnectionMixin
 from broker.protocol import (
     ApiKey,
     ErrorCode,
@@ -64,8 +87,11 @@ from broker.protocol import (
 
 log = logging.getLogger(__name__)
 
-DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
-_STATE_NAMES = ("DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY")
+DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY, TLS_HANDSHAKING, AUTHENTICATING = range(6)
+_STATE_NAMES = ("DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY", "TLS_HANDSHAKING",
+                "AUTHENTICATING")
+_SETUP_STATES = (CONNECTING, TLS_HANDSHAKING, CHECKING_API_VERSIONS, AUTHENTICATING)
+_NEVER = float("inf")
 
 # Bytes asked of recv() at a time: large enough for a big response in few calls.
 RECV_CHUNK = 256 * 1024
@@ -140,7 +166,8 @@ class ClientResponse:
 class _Connection:
     __slots__ = ("node_id", "host", "port", "sock", "state", "decoder", "in_flight",
                  "send_queue", "last_request", "api_versions", "throttle_until_ms",
-                 "connect_deadline_ms", "mask", "last_activity_ms")
+                 "connect_deadline_ms", "mask", "last_activity_ms", "authenticator", "reauth_at_ms",
+                 "tls", "tls_out", "tls_out_views")
 
     def __init__(self, node_id: int, host: str, port: int) -> None:
         self.node_id = node_id
@@ -157,6 +184,11 @@ class _Connection:
         self.connect_deadline_ms = 0.0
         self.mask = 0
         self.last_activity_ms = 0.0
+        self.authenticator: SaslClientAuthenticator | None = None
+        self.reauth_at_ms = _NEVER  # KIP-368: when to re-authenticate (inf: never)
+        self.tls = False
+        self.tls_out: memoryview | None = None  # a TLS chunk being written (retried as is)
+        self.tls_out_views = 0  # how many of the head request's views that chunk holds
 
 
 class _NodeState:
@@ -167,16 +199,19 @@ class _NodeState:
         self.backoff_until_ms = 0.0
 
 
-class NetworkClient:
-    """See the module docstring."""
+class NetworkClient(TlsConnectionMixin):
+    """See the module docstring (TLS steps: ``broker.client.tls_connection``)."""
 
     def __init__(self, *, metadata: Any = None, client_id: str = "",
                  request_timeout_ms: float = 30000, reconnect_backoff_ms: float = 50,
                  reconnect_backoff_max_ms: float = 1000, max_in_flight: int = 5,
                  connection_setup_timeout_ms: float = 10000, send_buffer_bytes: int = 131072,
                  receive_buffer_bytes: int = 65536, connections_max_idle_ms: float = 540000,
-                 metadata_updater: Any = None) -> None:
+                 metadata_updater: Any = None, sasl: SaslSettings | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.metadata = metadata
+        self.ssl_context = ssl_context
+        self._auth_error: KafkaError | None = None
         self.client_id = client_id or None
         self.request_timeout_ms = request_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -187,6 +222,7 @@ class NetworkClient:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.metadata_updater = metadata_updater
+        self.sasl = sasl
         self._selector = selectors.DefaultSelector()
         self._conns: dict[int, _Connection] = {}
         self._nodes: dict[int, _NodeState] = {}
@@ -222,7 +258,7 @@ class NetworkClient:
     def is_ready(self, node_id: int, now: float) -> bool:
         conn = self._conns.get(node_id)
         return (conn is not None and conn.state == READY and now >= conn.throttle_until_ms
-                and self._can_send_more(conn))
+                and now < conn.reauth_at_ms and self._can_send_more(conn))
 
     def _can_send_more(self, conn: _Connection) -> bool:
         last = conn.last_request
@@ -310,7 +346,7 @@ class NetworkClient:
                 load = len(conn.in_flight)
                 if best_load is None or load < best_load:
                     best, best_load = n, load
-            elif conn is not None and conn.state in (CONNECTING, CHECKING_API_VERSIONS):
+            elif conn is not None and conn.state in _SETUP_STATES:
                 connecting = n
             elif (conn is None or conn.state == DISCONNECTED) and self._can_connect(n.id, now):
                 can_connect = can_connect or n
@@ -367,10 +403,28 @@ class NetworkClient:
             self._connected(conn, now)
 
     def _connected(self, conn: _Connection, now: float) -> None:
+        if self.ssl_context is not None and not conn.tls:
+            self._selector.unregister(conn.sock)
+            conn.mask = 0
+            try:
+                conn.sock = self.ssl_context.wrap_socket(conn.sock, server_hostname=conn.host,
+                                                         do_handshake_on_connect=False)
+            except (ssl.SSLError, OSError) as e:
+                self._tls_failed(conn, now, e)
+                return
+            conn.tls = True
+            conn.state = TLS_HANDSHAKING
+            self._handshake(conn, now)
+            return
         conn.state = CHECKING_API_VERSIONS
         conn.connect_deadline_ms = now + self.connection_setup_timeout_ms
         self._set_mask(conn, selectors.EVENT_READ)
         self._send_api_versions(conn, API_VERSIONS_VERSION, now)
+
+    def take_authentication_error(self) -> KafkaError | None:
+        """The last authentication failure, once (None when none happened since)."""
+        error, self._auth_error = self._auth_error, None
+        return error
 
     def _send_api_versions(self, conn: _Connection, version: int, now: float) -> None:
         schema = request_schema(ApiKey.API_VERSIONS, version)
@@ -396,10 +450,77 @@ class NetworkClient:
                              KafkaError.from_code(body.error_code, "ApiVersions"), failed=True)
             return
         conn.api_versions = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
+        if self.sasl is not None:
+            self._start_authentication(conn, resp.received_ms)
+            return
+        self._ready(conn)
+
+    def _ready(self, conn: _Connection) -> None:
         conn.state = READY
         st = self._nodes.setdefault(conn.node_id, _NodeState())
         st.failures = 0
         st.backoff_until_ms = 0.0
+
+    # -- SASL ----------------------------------------------------------------------------
+
+    def _start_authentication(self, conn: _Connection, now: float) -> None:
+        """AUTHENTICATING: SaslHandshake then SaslAuthenticate (also for KIP-368
+        re-authentication of a READY connection with nothing in flight)."""
+        assert self.sasl is not None
+        if ApiKey.SASL_HANDSHAKE not in conn.api_versions or ApiKey.SASL_AUTHENTICATE not in conn.api_versions:
+            self._authentication_failed(conn, now, SaslAuthenticationError(
+                f"node {conn.node_id} does not support SASL (no SaslHandshake / SaslAuthenticate in ApiVersions)",
+                ErrorCode.ILLEGAL_SASL_STATE))
+            return
+        version = conn.api_versions[ApiKey.SASL_AUTHENTICATE][1]
+        conn.authenticator = SaslClientAuthenticator(self.sasl, version)
+        conn.state = AUTHENTICATING
+        conn.reauth_at_ms = _NEVER
+        conn.connect_deadline_ms = now + self.connection_setup_timeout_ms
+        self._send_sasl(conn, now)
+
+    def _send_sasl(self, conn: _Connection, now: float) -> None:
+        step = conn.authenticator.next_request() if conn.authenticator is not None else None
+        if step is None:
+            return
+        api_key, version, body = step
+        self._enqueue(conn, api_key, version, body, self._on_sasl_response, True, now,
+                      self.request_timeout_ms, None)
+
+    def _on_sasl_response(self, resp: ClientResponse) -> None:
+        conn = self._conns.get(resp.request.node_id)
+        if conn is None or resp.error is not None or conn.authenticator is None or conn.state != AUTHENTICATING:
+            return
+        auth = conn.authenticator
+        try:
+            auth.on_response(resp.request.api_key, resp.body)
+        except SaslAuthenticationError as e:
+            self._authentication_failed(conn, resp.received_ms, e)
+            return
+        if not auth.complete:
+            self._send_sasl(conn, resp.received_ms)
+            return
+        conn.authenticator = None
+        if auth.session_lifetime_ms > 0:
+            conn.reauth_at_ms = resp.received_ms + reauthentication_delay_ms(auth.session_lifetime_ms, self._rng)
+        self._auth_error = None
+        self._ready(conn)
+
+    def _authentication_failed(self, conn: _Connection, now: float, error: SaslAuthenticationError) -> None:
+        log.error("SASL authentication with node %s (%s:%s) failed: %s", conn.node_id, conn.host, conn.port, error)
+        conn.authenticator = None
+        self._auth_error = error
+        updater = self.metadata_updater
+        if updater is not None and hasattr(updater, "handle_authentication_failure"):
+            updater.handle_authentication_failure(error)
+        self._close_conn(conn, now, error, failed=True)
+
+    def _maybe_reauthenticate(self, now: float) -> None:
+        for conn in self._conns.values():
+            if (conn.state == READY and now >= conn.reauth_at_ms and not conn.in_flight
+                    and not conn.send_queue and conn.sock is not None):
+                log.debug("re-authenticating with node %s (KIP-368)", conn.node_id)
+                self._start_authentication(conn, now)
 
     def _connection_failed(self, conn: _Connection, now: float) -> None:
         st = self._nodes.setdefault(conn.node_id, _NodeState())
@@ -470,6 +591,9 @@ class NetworkClient:
         return req
 
     def _write(self, conn: _Connection, now: float) -> None:
+        if conn.tls:
+            self._write_tls(conn, now)
+            return
         sock = conn.sock
         q = conn.send_queue
         while q and sock is not None:
@@ -544,11 +668,16 @@ class NetworkClient:
                     continue
                 self._connected(conn, now)
                 continue
+            if conn.state == TLS_HANDSHAKING:
+                self._handshake(conn, now)
+                continue
             if mask & selectors.EVENT_READ:
                 self._read(conn, now)
             if mask & selectors.EVENT_WRITE and conn.sock is not None:
                 self._write(conn, now)
         self._check_timeouts(now)
+        if self.sasl is not None:
+            self._maybe_reauthenticate(now)
         done, self._completed = self._completed, []
         for resp in done:
             cb = resp.request.callback
@@ -573,8 +702,10 @@ class NetworkClient:
     def _next_timeout(self, now: float) -> float:
         t = 1e9
         for conn in self._conns.values():
-            if conn.state in (CONNECTING, CHECKING_API_VERSIONS):
+            if conn.state in _SETUP_STATES:
                 t = min(t, conn.connect_deadline_ms - now)
+            elif conn.state == READY and conn.reauth_at_ms > now:
+                t = min(t, conn.reauth_at_ms - now)
             if conn.in_flight:
                 r = conn.in_flight[0]
                 t = min(t, r.sent_ms + r.timeout_ms - now)
@@ -585,9 +716,15 @@ class NetworkClient:
         while sock is not None:
             try:
                 data = sock.recv(RECV_CHUNK)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as e:
+                if conn.tls and conn.state == CHECKING_API_VERSIONS and not conn.api_versions \
+                        and isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLEOFError):
+                    # TLSv1.3: the broker checks the client certificate after the client's
+                    # handshake has completed; its refusal arrives as the first read's alert
+                    self._tls_failed(conn, now, e)
+                    return
                 self._close_conn(conn, now, NetworkError(f"recv from node {conn.node_id}: {e}"))
                 return
             if not data:
@@ -606,7 +743,7 @@ class NetworkClient:
                     return
                 if conn.sock is None:
                     return
-            if len(data) < RECV_CHUNK:
+            if len(data) < RECV_CHUNK and not conn.tls:  # TLS: one record per recv, read to WANT_READ
                 return
 
     def _handle_frame(self, conn: _Connection, frame: memoryview, now: float) -> bool:
@@ -645,7 +782,7 @@ class NetworkClient:
 
     def _check_timeouts(self, now: float) -> None:
         for conn in list(self._conns.values()):
-            if conn.state in (CONNECTING, CHECKING_API_VERSIONS) and now >= conn.connect_deadline_ms:
+            if conn.state in _SETUP_STATES and now >= conn.connect_deadline_ms:
                 self._close_conn(conn, now, NetworkError(
                     f"connection setup to node {conn.node_id} timed out"), failed=True)
                 continue
@@ -678,11 +815,14 @@ class NetworkClient:
                 pass
             conn.sock = None
         conn.mask = 0
+        conn.tls_out = None
         pending = list(conn.in_flight) + [r for r, _ in conn.send_queue if not r.expect_response]
         conn.in_flight.clear()
         conn.send_queue.clear()
         conn.last_request = None
         conn.state = DISCONNECTED
+        conn.authenticator = None
+        conn.reauth_at_ms = _NEVER
         for r in pending:
             self._complete(r, None, error, now)
         if failed or not was_ready:

@@ -48,6 +48,10 @@ topic name (``[a-zA-Z0-9._-]``, at most 249 characters, not ``.`` or ``..``) plu
 
 Thread-safety: ``_lock`` guards the map of logs and serialises create/delete; it is never
 held while a log's own lock is taken for I/O, except briefly by ``delete_log`` (rename).
+``_checkpoint_lock`` serialises the writes of the checkpoint files (the scheduler's
+periodic checkpoints and the one a topic deletion writes from a request thread share the
+``<file>.tmp`` name: two writers at once made one ``os.replace`` fail and took the
+directory offline).
 Periodic tasks run on the scheduler's thread (``KafkaScheduler``) or, in tests, when the
 test calls ``run_pending`` on a ``Scheduler`` driven by a ``MockTime``; they work on a
 copy of the map. Each log protects itself (``unified_log.py``).
@@ -149,6 +153,7 @@ class LogManager:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.failure_channel.add_listener(self._on_log_dir_failure)
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()  # one writer of the checkpoint files at a time
         self._logs: dict[tuple[str, int], UnifiedLog] = {}
         self._had_clean_shutdown: dict[Path, bool] = {}
         self._directory_ids: dict[Path, str] = {}
@@ -509,7 +514,8 @@ class LogManager:
             if offset is not None:
                 entries[tp] = offset
         try:
-            files.write_offset_checkpoint(log_dir / file_name, entries)
+            with self._checkpoint_lock:
+                files.write_offset_checkpoint(log_dir / file_name, entries)
         except OSError as exc:
             self._mark_offline(log_dir, f"error while writing {file_name} in {log_dir}: {exc}", exc)
 

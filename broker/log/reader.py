@@ -25,9 +25,21 @@ decide it:
 - retention may delete a segment after it was listed: reads then fail with
   ``FileNotFoundError`` and the caller decides (data loss).
 
-Segment files are ``<20-digit base offset>.log`` (``files.py``); ``.deleted``,
-``.cleaned``, ``.swap`` files and ``-delete`` / ``-future`` / ``-stray`` directories are
-ignored.
+Indexes are read into memory (one ``pread`` each, when first needed; a preallocated index
+up to its first hole), never mapped: the broker trims the active segment's preallocated
+index when it rolls the segment, and a page of a mapping past the file's new end would
+kill the reading process with SIGBUS.
+
+Segment files are ``<20-digit base offset>.log`` (``files.py``); ``.deleted`` and
+``.cleaned`` files and ``-delete`` / ``-future`` / ``-stray`` directories are ignored. A
+``<base>.log.swap`` file is read as a live segment, as Kafka's recovery completes it: the
+log cleaner renames its new segment ``.cleaned`` -> ``.swap``, then the segments it
+replaces -> ``.deleted``, then ``.swap`` -> ``.log`` (``LocalLog.replace_segments``), so a
+listing taken between the last two steps holds the cleaned offsets only under the
+``.swap`` name. The live segments whose base offsets lie in a ``.swap`` segment's range
+[base, its next offset) are left out of the listing (either copy of those offsets is a
+valid view: cleaning never changes a record, it only removes some); its indexes are read
+under their ``.swap`` names too.
 
 Thread-safety: a ``PartitionReader`` lists its segments once, at construction, and caches
 the tail scan and opened indexes; use one per thread (they are cheap). ``LogDirReader``
@@ -68,7 +80,7 @@ __all__ = ["LogDirReader", "PartitionReader", "SegmentInfo", "SegmentRange", "Ab
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log(\.swap)?$")
 # Bytes read per step of a header walk: a few batches' headers at once when batches are
 # small, one pread per header when they are large.
 _WALK_CHUNK = 64 * 1024
@@ -77,10 +89,13 @@ _TXN_ENTRIES_PER_READ = 4096
 
 
 class SegmentInfo(NamedTuple):
-    """A segment as listed: base offset, the ``.log`` path and its size at listing time."""
+    """A segment as listed: base offset, the ``.log`` path and its size at listing time;
+    ``extra`` is ``.swap`` for a segment being swapped in by the cleaner (its files all
+    carry that suffix), else empty."""
     base_offset: int
     path: Path
     size: int
+    extra: str = ""
 
 
 class SegmentRange(NamedTuple):
@@ -226,14 +241,14 @@ class PartitionReader:
         if i not in self._offset_indexes:
             seg = self.segments[i]
             self._offset_indexes[i] = _open_index(OffsetIndex, files.offset_index_file(
-                self.directory, seg.base_offset), seg.base_offset)
+                self.directory, seg.base_offset, seg.extra), seg.base_offset)
         return self._offset_indexes[i]
 
     def _time_index(self, i: int) -> TimeIndex | None:
         if i not in self._time_indexes:
             seg = self.segments[i]
             self._time_indexes[i] = _open_index(TimeIndex, files.time_index_file(
-                self.directory, seg.base_offset), seg.base_offset)
+                self.directory, seg.base_offset, seg.extra), seg.base_offset)
         return self._time_indexes[i]
 
     def _floor_position(self, i: int, offset: int) -> int:
@@ -302,7 +317,7 @@ class PartitionReader:
             return found
         first = max(self.segment_index_for(start_offset), 0)
         for seg in self.segments[first:]:
-            path = files.txn_index_file(self.directory, seg.base_offset)
+            path = files.txn_index_file(self.directory, seg.base_offset, seg.extra)
             for txn in _iter_txn_index(path):
                 if txn.last_offset >= start_offset and txn.first_offset < end_offset:
                     found.append(txn)
@@ -430,14 +445,34 @@ class LogDirReader:
 # --- helpers ---
 
 def _list_segments(directory: Path) -> list[SegmentInfo]:
-    out = []
+    live: list[SegmentInfo] = []
+    swaps: list[SegmentInfo] = []
     with os.scandir(directory) as it:
         for entry in it:
             m = _SEGMENT_RE.match(entry.name)
-            if m and entry.is_file():
-                out.append(SegmentInfo(int(m.group(1)), Path(entry.path), entry.stat().st_size))
-    out.sort()
-    return out
+            if m is None:
+                continue
+            try:
+                if not entry.is_file():
+                    continue
+                size = entry.stat().st_size
+            except FileNotFoundError:  # renamed since the scan saw it (a swap going on)
+                continue
+            info = SegmentInfo(int(m.group(1)), Path(entry.path), size, m.group(2) or "")
+            (swaps if info.extra else live).append(info)
+    if swaps:
+        covered = []
+        for swap in swaps:
+            try:
+                with open(swap.path, "rb") as f:
+                    tail = PartitionReader._walk_valid(f.fileno(), 0, swap.size, swap.base_offset)
+            except FileNotFoundError:  # renamed to its live name meanwhile: list again
+                return _list_segments(directory)
+            covered.append((swap.base_offset, max(tail.next_offset if tail else 0, swap.base_offset + 1)))
+        live = [s for s in live if not any(lo <= s.base_offset < hi for lo, hi in covered)]
+        live += swaps
+    live.sort()
+    return live
 
 
 def _read_checkpoint(root: Path) -> dict[tuple[str, int], int]:
@@ -454,10 +489,48 @@ def _checkpoint_entry(root: Path, topic: str, partition: int) -> int | None:
     return _read_checkpoint(root).get((topic, partition))
 
 
+class _LoadedBytes(bytes):
+    """An index file's bytes as read once; ``close`` stands for an mmap's."""
+
+    def close(self) -> None:
+        pass
+
+
+class _LoadedIndex:
+    """Mixin: the index's entries come from one ``pread`` of the file instead of a
+    mapping (see the module docstring); a file cut short meanwhile gives fewer entries."""
+
+    def _map(self, fd: int, length: int):
+        if length == 0:
+            return None
+        # The active segment's index is preallocated (segment.index.bytes, sparse): read
+        # up to its first hole only, the entries' end (the rest reads as zeros anyway).
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except (OSError, AttributeError):  # no hole support: the whole file
+            hole = length
+        length = min(length, hole + (-hole % self.entry_size))
+        data = _LoadedBytes(os.pread(fd, length, 0))
+        self._length = len(data)
+        return data if data else None
+
+
+class _LoadedOffsetIndex(_LoadedIndex, OffsetIndex):
+    pass
+
+
+class _LoadedTimeIndex(_LoadedIndex, TimeIndex):
+    pass
+
+
+_LOADED = {OffsetIndex: _LoadedOffsetIndex, TimeIndex: _LoadedTimeIndex}
+
+
 def _open_index(cls, path: Path, base_offset: int):
-    """A read-only index, or None when the file is missing, empty or fails its checks."""
+    """A read-only index read into memory, or None when the file is missing, empty or
+    fails its checks."""
     try:
-        index = cls(path, base_offset, -1, writable=False)
+        index = _LOADED[cls](path, base_offset, -1, writable=False)
     except (FileNotFoundError, ValueError, OSError):
         return None
     try:

@@ -4,7 +4,8 @@ Owns:
 
 * ``ADVERTISED``: the (api_key, name, min_version, max_version) table the broker puts
   in its ApiVersions response, per PROTOCOL.md section 2 (phase 1: no flexible version
-  beyond what that table lists). ``SASL_ADVERTISED`` is added only when a SASL listener
+  beyond what that table lists; the KIP-554 SCRAM credential APIs and SaslAuthenticate v2
+  exist only in flexible versions). ``SASL_ADVERTISED`` is added only when a SASL listener
   is configured. The server may narrow the table to the APIs it implements.
 * ``request_schema(api_key, version)`` / ``response_schema(api_key, version)``: the
   generated ``Message`` tables, for any version Kafka defines (advertised or not).
@@ -44,16 +45,16 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.PRODUCE, 0, 8),  # min 0 for old librdkafka compression; only 3-8 served
     _api(ApiKey.FETCH, 4, 11),
     _api(ApiKey.LIST_OFFSETS, 1, 5),
-    _api(ApiKey.METADATA, 0, 8),
-    _api(ApiKey.OFFSET_COMMIT, 2, 7),
-    _api(ApiKey.OFFSET_FETCH, 1, 5),
+    _api(ApiKey.METADATA, 0, 12),  # v10+: topic ids (KIP-848 assignments carry ids)
+    _api(ApiKey.OFFSET_COMMIT, 2, 9),  # v9: KIP-848 member epochs
+    _api(ApiKey.OFFSET_FETCH, 1, 9),  # v8: batched groups, v9: KIP-848 member epochs
     _api(ApiKey.FIND_COORDINATOR, 0, 2),
     _api(ApiKey.JOIN_GROUP, 0, 5),
     _api(ApiKey.HEARTBEAT, 0, 3),
     _api(ApiKey.LEAVE_GROUP, 0, 3),
     _api(ApiKey.SYNC_GROUP, 0, 3),
-    _api(ApiKey.DESCRIBE_GROUPS, 0, 4),
-    _api(ApiKey.LIST_GROUPS, 0, 2),
+    _api(ApiKey.DESCRIBE_GROUPS, 0, 5),
+    _api(ApiKey.LIST_GROUPS, 0, 5),  # v4: states filter, v5: types filter
     _api(ApiKey.API_VERSIONS, 0, 3),
     _api(ApiKey.CREATE_TOPICS, 2, 4),
     _api(ApiKey.DELETE_TOPICS, 1, 3),
@@ -72,6 +73,10 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.OFFSET_DELETE, 0, 0),
     _api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
     _api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
+    _api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),  # KIP-554: flexible from v0
+    _api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
+    _api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),  # KIP-848 (librdkafka uses v1)
+    _api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0),
     _api(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),  # KIP-714 (flexible only)
     _api(ApiKey.PUSH_TELEMETRY, 0, 0),
     _api(ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664 (flexible only)
@@ -83,7 +88,7 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
 # Advertised only when SASL is enabled (kcat needs Handshake 0 and 1 in range).
 SASL_ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.SASL_HANDSHAKE, 0, 1),
-    _api(ApiKey.SASL_AUTHENTICATE, 0, 1),
+    _api(ApiKey.SASL_AUTHENTICATE, 0, 2),
 )
 
 # Kafka 4 closes the connection on Produce v0-2 although it advertises them (KAFKA-18659).

@@ -28,6 +28,10 @@ Invariants:
 - ``decompress()`` raises only ``DecodeError`` subclasses on bad input:
   ``UnsupportedCodecError`` (codec id outside 0-4), ``DecompressionError`` (the library
   failed, or the payload is truncated), ``RecordTooLargeError`` (over budget).
+- ``decompress_into()`` (lz4 only: cramjam's frame decoder, several times faster than
+  python-lz4's without a content size) writes into the caller's buffer, never past it,
+  and reports any failure (no such path, no room, bad payload) as -1: the caller then
+  calls ``decompress()``, which tells which.
 - ``compress()`` raises ``UnsupportedCodecError`` for an unknown id and ``EncodeError``
   for a bad level.
 
@@ -55,7 +59,7 @@ from broker.record.errors import (
     UnsupportedCodecError,
 )
 
-__all__ = ["CompressionType", "compress", "decompress"]
+__all__ = ["CompressionType", "compress", "decompress", "decompress_into"]
 
 
 class CompressionType(enum.IntEnum):
@@ -421,6 +425,18 @@ def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> 
     except (zlib.error, RuntimeError, zstandard.ZstdError, cramjam.CompressionError,
             ValueError, OverflowError) as exc:
         raise EncodeError(f"{_codec_name(codec)}: cannot compress: {exc}") from exc
+
+
+def decompress_into(codec: int, data: bytes | memoryview, out) -> int:
+    """``data`` decompressed into ``out`` (a writable buffer, e.g. a numpy uint8 slice):
+    the bytes written, or -1 when ``codec`` has no such path (only lz4 has), the output
+    does not fit in ``out`` or the payload is bad. Never raises on bad input."""
+    if codec != CompressionType.LZ4:
+        return -1
+    try:
+        return cramjam.lz4.decompress_into(_byte_view(data), out)
+    except _LIBRARY_ERRORS:
+        return -1
 
 
 def decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:

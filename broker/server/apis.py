@@ -20,8 +20,10 @@ SERVED) and the rules that apply before any handler runs:
   A response that fails to encode is logged and closes the connection.
 
 What is advertised is derived from this table: the ``broker.protocol.versions``
-ADVERTISED rows of the APIs implemented here (so the SASL APIs stay hidden until
-their handlers exist); ``advertised_versions()`` returns it.
+ADVERTISED rows of the APIs implemented here, plus SaslHandshake and SaslAuthenticate when
+a SASL listener exists (``advertised_versions(sasl=True)``: served by
+``broker.server.security.sasl.SaslGate``, which wraps ``handle`` on SASL brokers and sets
+``conn.principal``, copied into ``RequestContext.principal``).
 
 Request log: the first use of each (API, version) on a connection is logged at DEBUG on
 the ``kafka.request.logger`` logger (Kafka's name), with the client id and, for
@@ -54,6 +56,7 @@ from broker.server.handlers import (
     api_versions,
     client_quotas,
     configs,
+    consumer_group,
     fetch,
     group,
     group_membership,
@@ -62,6 +65,7 @@ from broker.server.handlers import (
     metadata,
     produce,
     producer_id,
+    scram_credentials,
     telemetry,
     throttling,
     topics,
@@ -69,6 +73,7 @@ from broker.server.handlers import (
 )
 
 log = logging.getLogger(__name__)
+ANONYMOUS = "User:ANONYMOUS"
 request_log = logging.getLogger("kafka.request.logger")
 
 
@@ -83,7 +88,7 @@ HANDLERS: dict[int, ApiHandler] = {
     ApiKey.PRODUCE: ApiHandler(produce.handle, produce.error_response, 3, 8),
     ApiKey.FETCH: ApiHandler(fetch.handle, fetch.error_response, 4, 11),
     ApiKey.LIST_OFFSETS: ApiHandler(list_offsets.handle, list_offsets.error_response, 1, 5),
-    ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 8),
+    ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 12),
     ApiKey.API_VERSIONS: ApiHandler(api_versions.handle, api_versions.error_response, 0, 3),
     ApiKey.CREATE_TOPICS: ApiHandler(topics.handle_create_topics, topics.create_topics_error_response, 2, 4),
     ApiKey.DELETE_TOPICS: ApiHandler(topics.handle_delete_topics, topics.delete_topics_error_response, 1, 3),
@@ -109,10 +114,10 @@ HANDLERS: dict[int, ApiHandler] = {
                                          topics.create_partitions_error_response, 0, 1),
     ApiKey.FIND_COORDINATOR: ApiHandler(group.handle_find_coordinator, group.find_coordinator_error_response,
                                         0, 2),
-    ApiKey.OFFSET_COMMIT: ApiHandler(group.handle_offset_commit, group.offset_commit_error_response, 2, 7),
-    ApiKey.OFFSET_FETCH: ApiHandler(group.handle_offset_fetch, group.offset_fetch_error_response, 1, 5),
-    ApiKey.LIST_GROUPS: ApiHandler(group.handle_list_groups, group.list_groups_error_response, 0, 2),
-    ApiKey.DESCRIBE_GROUPS: ApiHandler(group.handle_describe_groups, group.describe_groups_error_response, 0, 4),
+    ApiKey.OFFSET_COMMIT: ApiHandler(group.handle_offset_commit, group.offset_commit_error_response, 2, 9),
+    ApiKey.OFFSET_FETCH: ApiHandler(group.handle_offset_fetch, group.offset_fetch_error_response, 1, 9),
+    ApiKey.LIST_GROUPS: ApiHandler(group.handle_list_groups, group.list_groups_error_response, 0, 5),
+    ApiKey.DESCRIBE_GROUPS: ApiHandler(group.handle_describe_groups, group.describe_groups_error_response, 0, 5),
     ApiKey.DELETE_GROUPS: ApiHandler(group.handle_delete_groups, group.delete_groups_error_response, 0, 1),
     ApiKey.JOIN_GROUP: ApiHandler(group_membership.handle_join_group, group_membership.join_group_error_response,
                                   0, 5),
@@ -130,6 +135,14 @@ HANDLERS: dict[int, ApiHandler] = {
                                               client_quotas.describe_client_quotas_error_response, 0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: ApiHandler(client_quotas.handle_alter_client_quotas,
                                            client_quotas.alter_client_quotas_error_response, 0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiHandler(scram_credentials.handle_describe,
+                                                       scram_credentials.describe_error_response, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiHandler(scram_credentials.handle_alter,
+                                                    scram_credentials.alter_error_response, 0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiHandler(consumer_group.handle_heartbeat,
+                                                consumer_group.heartbeat_error_response, 0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ApiHandler(consumer_group.handle_describe,
+                                               consumer_group.describe_error_response, 0, 0),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiHandler(telemetry.handle_get_telemetry_subscriptions,
                                                    telemetry.get_telemetry_subscriptions_error_response, 0, 0),
     ApiKey.PUSH_TELEMETRY: ApiHandler(telemetry.handle_push_telemetry, telemetry.push_telemetry_error_response,
@@ -138,11 +151,15 @@ HANDLERS: dict[int, ApiHandler] = {
                                                      telemetry.list_client_metrics_resources_error_response, 0, 0),
 }
 
+# Served by broker.server.security.sasl.SaslGate in front of KafkaApis (never reach HANDLERS).
+SASL_APIS = frozenset((ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
+
 
 def advertised_versions(sasl: bool = False) -> tuple[tuple[int, int, int], ...]:
-    """(api_key, min, max) for ApiVersions: the ADVERTISED rows we have handlers for."""
+    """(api_key, min, max) for ApiVersions: the ADVERTISED rows we have handlers for
+    (with ``sasl``, also the SASL APIs the SASL gate serves)."""
     return tuple((int(a.api_key), a.min_version, a.max_version)
-                 for a in advertised_apis(sasl) if a.api_key in HANDLERS)
+                 for a in advertised_apis(sasl) if a.api_key in HANDLERS or (sasl and a.api_key in SASL_APIS))
 
 
 class KafkaApis:
@@ -150,8 +167,13 @@ class KafkaApis:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
-        if not state.api_versions:
-            state.api_versions = advertised_versions()
+        self.handlers = dict(HANDLERS)
+        protocols = (state.config or {}).get("group.coordinator.rebalance.protocols") or ["classic", "consumer"]
+        if "consumer" not in protocols:  # KIP-848 switched off: neither advertised nor served
+            for key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):
+                self.handlers.pop(key, None)
+        state.api_versions = tuple(v for v in (state.api_versions or advertised_versions())
+                                   if v[0] in self.handlers or v[0] in SASL_APIS)
         self._api_versions_max = HANDLERS[ApiKey.API_VERSIONS].max_version
         self.request_counts: Counter[tuple[int, int]] = Counter()
 
@@ -176,7 +198,7 @@ class KafkaApis:
         if key == ApiKey.API_VERSIONS and version > self._api_versions_max:
             body = api_versions.unsupported_version_body(self.state)
             return encode_response(header, body, version=0)
-        api = HANDLERS.get(key)
+        api = self.handlers.get(key)
         if api is None or not api.min_version <= version <= api.max_version:
             log.info("closing connection %s: unsupported api_key %d (%s) version %d from client_id %r",
                      conn.id, key, _api_name(key), version, header.client_id)
@@ -186,7 +208,8 @@ class KafkaApis:
         except ProtocolDecodeError as exc:
             log.info("closing connection %s: malformed %s v%d request: %s", conn.id, _api_name(key), version, exc)
             return CLOSE_CONNECTION
-        ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id)
+        ctx = RequestContext(header, conn.listener, conn.local_address, conn.peer_address, conn.id,
+                             principal=getattr(conn, "principal", ANONYMOUS))
         if conn.client_software is not None:
             ctx.extra["connection_software"] = conn.client_software
         quotas = self.state.quotas

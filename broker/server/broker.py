@@ -8,15 +8,24 @@ Owns the lifecycle:
   raises ``ConfigError`` naming the server.properties key for anything invalid, before
   touching a file or a socket.
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
-  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the
+  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the SCRAM
+  credential store (``broker.server.security.credentials``), the
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
   of ``__transaction_state`` (``broker.server.txn``), then the listeners
-  (``SocketServer``): the broker accepts connections only once every log is loaded. On
+  (``SocketServer``), whose handler is ``KafkaApis.handle``, wrapped by the SASL gate
+  (``broker.server.security.sasl.SaslGate``) when a listener's security protocol is
+  SASL_PLAINTEXT or SASL_SSL: the broker accepts connections only once every log is loaded. On
   failure everything started so far is stopped again and the exception propagates.
 * ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
   wait for their threads (no request is mid-append afterwards), then
   ``LogManager.shutdown`` (flush, checkpoints, clean-shutdown marker). Idempotent.
+
+Listeners: ``listeners`` with ``listener.security.protocol.map`` (Kafka's default map:
+PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL each as its own listener name); SSL and SASL_SSL
+listeners get a TLS context from the ``ssl.*`` keys (``listener.name.<l>.ssl.*`` first,
+``broker.server.ssl_context``), built in the constructor so a bad key store fails early.
+``inter.broker.listener.name`` is accepted (it must name a listener).
 
 Advertised endpoints (Metadata): ``advertised.listeners`` when set, else the listener
 itself; a port 0 means the listener's real bound port; an empty or wildcard host means
@@ -34,7 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError, server_config
+from broker.config import ConfigError, parse_protocol_map, server_config
 from broker.log.config import (
     LOG_CONFIG_DEF,
     SERVER_DEFAULT_KEYS,
@@ -43,7 +52,7 @@ from broker.log.config import (
     validate_topic_config,
 )
 from broker.log.manager import LogManager
-from broker.server.apis import KafkaApis
+from broker.server.apis import KafkaApis, advertised_versions
 from broker.server.cluster_metadata import ClusterMetadataStore
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
@@ -51,7 +60,11 @@ from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
-from broker.server.socket_server import SocketServer, parse_listeners
+from broker.server.quota.connection_quotas import ConnectionQuotas
+from broker.server.security.credentials import CredentialStore
+from broker.server.security.sasl import SaslGate
+from broker.server.socket_server import Listener, SocketServer, parse_listeners
+from broker.server.ssl_context import SSL_PROTOCOLS, PrincipalMapper, listener_ssl_values, server_context
 from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
 from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
 from broker.server.txn import TransactionCoordinator
@@ -68,16 +81,21 @@ def _topic_key_to_server_keys(topic_key: str) -> list[str]:
 def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
     """The broker's typed config; ConfigError names the server.properties key at fault."""
     config = server_config(props)
+    protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
     try:
-        parse_listeners(config["listeners"])
+        listeners = parse_listeners(config["listeners"], protocol_map)
     except ValueError as exc:
         raise ConfigError("listeners", ",".join(config["listeners"]), str(exc)) from None
+    names = {listener.name for listener in listeners}
     if config.get("advertised.listeners"):
-        names = {listener.name for listener in parse_listeners(config["listeners"])}
-        for adv in parse_listeners(config["advertised.listeners"]):
+        any_name = {item.split("://", 1)[0].upper(): "PLAINTEXT" for item in config["advertised.listeners"]}
+        for adv in parse_listeners(config["advertised.listeners"], any_name):  # names checked here:
             if adv.name not in names:
                 raise ConfigError("advertised.listeners", ",".join(config["advertised.listeners"]),
                                   f"listener {adv.name} is not in listeners")
+    inter = config.get("inter.broker.listener.name")
+    if inter and inter.upper() not in names:
+        raise ConfigError("inter.broker.listener.name", inter, f"listener {inter} is not in listeners")
     try:
         topic_defaults = topic_defaults_from_server(config)
         validate_topic_config(LogConfig.from_props(defaults=topic_defaults), topic_defaults)
@@ -109,14 +127,23 @@ class KafkaBroker:
         self.props = dict(props)
         self.config = validate_config(self.props)
         self.node_id = int(self.config["node.id"])
-        self.listeners = parse_listeners(self.config["listeners"])
-        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [])}
+        protocol_map = parse_protocol_map(self.config["listener.security.protocol.map"])
+        self.listeners = parse_listeners(self.config["listeners"], protocol_map)
+        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [],
+                                                                    protocol_map)}
+        # TLS contexts are built here, so a bad key store or password fails before any file
+        # or socket is touched, with a ConfigError naming the key.
+        self.tls = {li.name: self._tls_for(li) for li in self.listeners if li.security_protocol in SSL_PROTOCOLS}
         self.log_manager: LogManager | None = None
         self.topics: TopicManager | None = None
         self.socket_server: SocketServer | None = None
         self.apis: KafkaApis | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
+        self.credentials: CredentialStore | None = None
+        # SASL listeners (validated here: a bad mechanism or JAAS config fails the constructor)
+        gate = SaslGate(self.config, [listener.name for listener in self.listeners])
+        self.sasl_gate: SaslGate | None = gate if gate.enabled else None
         self.cluster_metadata: ClusterMetadataStore | None = None
         self.quotas: QuotaManagers | None = None
         self.client_quotas: ClientQuotaStore | None = None
@@ -129,6 +156,11 @@ class KafkaBroker:
         self._logs_started = False
         self._stopped = threading.Event()
         self._shutdown_lock = threading.Lock()
+
+    def _tls_for(self, listener: Listener) -> tuple[Any, PrincipalMapper]:
+        values = listener_ssl_values(self.config, self.props, listener.name)
+        context = server_context(values, listener.name)
+        return context, PrincipalMapper(values.get("ssl.principal.mapping.rules") or "DEFAULT")
 
     @classmethod
     def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
@@ -151,6 +183,8 @@ class KafkaBroker:
             self.topics.load()
             producer_ids = ProducerIdManager(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
             producer_ids.load()
+            self.credentials = CredentialStore(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
+            self.credentials.load()
             self.log_manager.startup()
             self._logs_started = True
             self.topics.startup()
@@ -177,16 +211,28 @@ class KafkaBroker:
                 producer_ids=producer_ids, watchers=self.watchers,
                 advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
-                quotas=self.quotas, client_quotas=self.client_quotas, telemetry=self.telemetry,
-                client_metrics=self.client_metrics, stats=self.stats, txn_coordinator=self.txn_coordinator)
+                credentials=self.credentials, quotas=self.quotas, client_quotas=self.client_quotas,
+                telemetry=self.telemetry, client_metrics=self.client_metrics, stats=self.stats,
+                txn_coordinator=self.txn_coordinator)
+            if self.sasl_gate is not None:
+                state.api_versions = advertised_versions(sasl=True)
             self.apis = KafkaApis(state)
+            # The SASL hook: on a broker with a SASL listener every frame passes the gate.
+            handler = self.apis.handle
+            if self.sasl_gate is not None:
+                handler = self.sasl_gate.wrap(self.apis.handle, self.credentials)
             self.socket_server = SocketServer(
-                self.listeners, self.apis.handle,
+                self.listeners, handler,
                 max_request_bytes=config["socket.request.max.bytes"],
                 queued_max_requests=config["queued.max.requests"],
                 send_buffer_bytes=config["socket.send.buffer.bytes"],
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
-                connections_max_idle_ms=config["connections.max.idle.ms"])
+                connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls,
+                initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None,
+                connection_quotas=ConnectionQuotas(
+                    config, self.quotas.metrics, [listener.name for listener in self.listeners],
+                    protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
+                    ip_rate=self.quotas.ip_connection_rate))
             self.socket_server.startup()
             if config.get("kafkalog.metrics.port") is not None:
                 collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,

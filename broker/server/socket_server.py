@@ -14,10 +14,16 @@ before taking the next. So:
   often yields several frames, served without another system call;
 * memory per connection is bounded by one receive chunk plus one partial frame: a size
   prefix above ``socket.request.max.bytes`` or negative closes the connection as soon as
-  its 4 bytes arrive, before anything is allocated for the frame (F1); a frame is only
+  its 4 bytes arrive, before anything is allocated for the frame (F1) (a listener in
+  ``initial_frame_limits``, i.e. SASL before authentication, starts with a lower limit on
+  ``Connection.decoder`` that the SASL gate raises once the client is authenticated); a frame is only
   ever as large as the bytes actually received, and while a request is being served
   nothing more is read, so TCP back-pressure reaches a client that sends too fast.
   ``queued.max.requests`` is accepted for compatibility; no queue exists to bound;
+* a throttled request (a client quota, ``broker.server.quota``) mutes its connection:
+  the response, carrying ``throttle_time_ms``, is sent at once, then the connection's
+  thread serves nothing more (pipelined requests wait in the decoder and the kernel) until
+  the quota manager's reaper ends the throttle (``throttle_callback``);
 * a handler result of ``NO_RESPONSE`` (acks=0) writes nothing; ``CLOSE_CONNECTION`` (bad
   input) closes the connection; every exception is contained to its connection.
 
@@ -47,6 +53,15 @@ Timeouts: a connection with nothing received for ``connections.max.idle.ms`` is 
 a send blocked that long (a client that stopped reading) fails through ``SO_SNDTIMEO``
 and closes the connection.
 
+TLS (SSL and SASL_SSL listeners, ``tls`` contexts from ``broker.server.ssl_context``): the
+connection's thread does the handshake (``_handshake``: it blocks no other connection),
+bounded by ``SSL_HANDSHAKE_TIMEOUT_MS`` or ``connections.max.idle.ms`` if shorter; a
+failure closes the connection, logged at INFO. Then the socket runs with a Python timeout
+of ``connections.max.idle.ms`` (blocking SSL sockets retry after SO_RCVTIMEO for ever), and
+sends go through ``_send_tls``: no sendmsg or sendfile through TLS, so buffers are staged
+into ``TLS_WRITE_CHUNK`` writes and file slices read into the stage with ``os.preadv``. A
+large frame is received a whole chunk at a time (TLS yields one 16-KiB record per receive).
+
 Thread-safety: ``SocketServer`` methods are called by the broker's main thread; the set
 of connections is guarded by a lock; a connection's socket and decoder belong to its own
 thread; ``Connection.close`` may be called from any thread (it only shuts the socket
@@ -59,14 +74,18 @@ import errno
 import logging
 import os
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from broker.config import SECURITY_PROTOCOLS
 from broker.protocol import FrameDecoder, ProtocolDecodeError
 from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE
+from broker.server.quota.connection_quotas import ConnectionThrottledError, TooManyConnectionsError
+from broker.server.ssl_context import ANONYMOUS, NoMatchingRule, PrincipalMapper, peer_principal
 
 log = logging.getLogger(__name__)
 
@@ -84,24 +103,42 @@ MAX_IOV = 512
 # Types that are always plain byte buffers (anything else may be a file slice: fileno()).
 _PLAIN_BUFFERS = frozenset((bytes, bytearray, memoryview))
 ACCEPT_BACKLOG = 512
+# TLS sends (no sendmsg / sendfile through an SSL socket): small buffers are copied into a
+# staging buffer of TLS_WRITE_CHUNK bytes and written with one SSL_write each (file slices
+# are read into it with os.preadv); buffers of TLS_DIRECT_MIN bytes or more are written as
+# they are. Measured in bench/broker_ingest.py --tls (see README).
+TLS_WRITE_CHUNK = 256 * 1024
+TLS_DIRECT_MIN = 64 * 1024
+# A TLS handshake must complete within this many ms (and within connections.max.idle.ms):
+# a client that connects and sends nothing does not hold its thread longer.
+SSL_HANDSHAKE_TIMEOUT_MS = 10000
 
 
 class Listener(NamedTuple):
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
 
 
-def parse_listeners(values: list[str]) -> list[Listener]:
-    """``NAME://host:port`` entries (already validated by ``broker.config``)."""
+def parse_listeners(values: list[str], protocol_map: dict[str, str] | None = None) -> list[Listener]:
+    """``NAME://host:port`` entries (already validated by ``broker.config``), each with its
+    security protocol from ``protocol_map`` (``listener.security.protocol.map``, Kafka's
+    default when None: each protocol's name as a listener name)."""
+    if protocol_map is None:
+        protocol_map = {p: p for p in SECURITY_PROTOCOLS}
     out = []
     for item in values:
         name, rest = item.split("://", 1)
         host, _, port = rest.rpartition(":")
-        out.append(Listener(name.upper(), host.strip("[]"), int(port)))
+        out.append(Listener(name.upper(), host.strip("[]"), int(port), protocol_map.get(name.upper(), "")))
     names = [listener.name for listener in out]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate listener names in {values}")
+    for listener in out:
+        if not listener.security_protocol:
+            raise ValueError(f"no security protocol defined for listener {listener.name} in "
+                             f"listener.security.protocol.map")
     return out
 
 
@@ -112,13 +149,25 @@ class Connection:
         self.server = server
         self.sock = sock
         self.listener = listener.name
+        # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; the principal is Kafka's default for
+        # the listener (User:ANONYMOUS; on TLS with a client certificate User:<subject DN>),
+        # for the authorizer; SASL replaces it once authenticated.
+        self.security_protocol = listener.security_protocol
+        self.principal = ANONYMOUS
         self.local_address = sock.getsockname()[:2]
         self.peer_address = sock.getpeername()[:2]
         self.id = (f"{self.local_address[0]}:{self.local_address[1]}-"
                    f"{self.peer_address[0]}:{self.peer_address[1]}-{number}")
         self.seen_apis: set[tuple[int, int]] = set()
         self.client_software: tuple[str, str] | None = None
+        self.decoder: FrameDecoder | None = None  # set by the connection's thread (SASL widens its limit)
+        # TLS listeners: the staging buffer of _send_tls (b"" until the first send), None on plain sockets
+        self._stage: memoryview | bytes | None = b"" if listener.name in server.tls else None
         self._closing = False
+        self._unmuted = threading.Event()  # cleared while a quota throttle mutes the connection
+        self._unmuted.set()
+        self._mutes = 0
+        self._mute_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"kafka-connection-{number}", daemon=True)
 
     def start(self) -> None:
@@ -131,8 +180,9 @@ class Connection:
         if self._closing:
             return
         self._closing = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
+        self._unmuted.set()  # a muted thread wakes up and sees _closing
+        try:  # socket.socket's shutdown: SSLSocket.shutdown would also drop its TLS state
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
         except OSError:
             pass
 
@@ -141,6 +191,9 @@ class Connection:
 
     def _run(self) -> None:
         try:
+            tls = self.server.tls.get(self.listener)
+            if tls is not None and not self._handshake(*tls):
+                return
             self._serve()
         except OSError as exc:
             if not self._closing:
@@ -155,25 +208,81 @@ class Connection:
                 pass
             self.server._forget(self)
 
+    def _handshake(self, context: ssl.SSLContext, mapper: PrincipalMapper) -> bool:
+        """The TLS handshake, on this connection's thread (it blocks no other connection),
+        bounded by the handshake timeout. A failure (garbage instead of a ClientHello, a
+        client certificate from an unknown CA, a client that sends nothing) is logged at
+        INFO and closes this connection only."""
+        timeout_ms = self.server.ssl_handshake_timeout_ms
+        try:
+            self.sock.settimeout(timeout_ms / 1000.0)
+            self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+            if self._closing:
+                return False
+            self.sock.do_handshake()
+            # An SSL socket in blocking mode retries SSL_read after SO_RCVTIMEO's EAGAIN for
+            # ever (CPython's _ssl loop): the idle bound is the socket's own timeout instead
+            # (TimeoutError from recv or send after connections.max.idle.ms).
+            idle_ms = self.server.connections_max_idle_ms
+            self.sock.settimeout(idle_ms / 1000.0 if idle_ms > 0 else None)
+            self.principal = peer_principal(self.sock, mapper)
+        except TimeoutError:
+            log.info("closing connection %s on %s: no TLS handshake within %d ms", self.id, self.listener,
+                     timeout_ms)
+            return False
+        except (ssl.SSLError, NoMatchingRule) as exc:
+            log.info("closing connection %s on %s: TLS handshake failed: %s", self.id, self.listener,
+                     getattr(exc, "reason", None) or exc)
+            return False
+        except OSError as exc:
+            if not self._closing:
+                log.info("closing connection %s on %s: TLS handshake failed: %s", self.id, self.listener, exc)
+            return False
+        log.debug("connection %s on %s: %s %s, principal %s", self.id, self.listener, self.sock.version(),
+                  self.sock.cipher()[0], self.principal)
+        return True
+
+    # --- throttling (quotas): the channel is muted while a throttle runs ---
+
+    def throttle_callback(self) -> _ConnectionThrottle:
+        """A quota manager's ``ThrottleCallback`` for this connection: while a throttle
+        runs, the connection's thread reads and serves nothing more (its response, with
+        ``throttle_time_ms``, has been sent), as Kafka mutes a throttled channel."""
+        return _ConnectionThrottle(self)
+
+    def _wait_unmuted(self) -> None:
+        while not self._closing and not self._unmuted.wait(1.0):
+            pass
+
     def _serve(self) -> None:
         server = self.server
         handler = server.handler
         sock = self.sock
-        decoder = FrameDecoder(server.max_request_bytes)
+        # Frame limit: socket.request.max.bytes, or the listener's initial_frame_limits entry
+        # (SASL listeners: sasl.server.max.receive.size until the SASL gate widens it).
+        decoder = self.decoder = FrameDecoder(server.initial_frame_limits.get(self.listener, server.max_request_bytes))
         idle_ms = server.connections_max_idle_ms
         large: memoryview | None = None  # receive buffer for large frames, made on first need
+        tls = self._stage is not None
         while not self._closing:
             wanted = decoder.bytes_wanted
             try:  # blocks at most connections.max.idle.ms (SO_RCVTIMEO, set by _configure)
                 if wanted > RECV_MIN:
                     if large is None:
                         large = memoryview(bytearray(RECV_LARGE))
-                    n = sock.recv_into(large, min(wanted, RECV_LARGE))
+                    want = min(wanted, RECV_LARGE)
+                    n = sock.recv_into(large, want)
+                    if tls and n:  # one TLS record (16 KiB) per receive: fill the chunk first,
+                        while n < want:  # the frame's bytes are promised (one push per chunk)
+                            got = sock.recv_into(large[n:], want - n)
+                            if not got:
+                                break
+                            n += got
                     data = large[:n]
                 else:
                     data = sock.recv(RECV_MIN)
                     n = len(data)
-            except BlockingIOError:
+            except (BlockingIOError, TimeoutError):  # TimeoutError: the same, through TLS
                 log.debug("closing connection %s: idle for %d ms", self.id, idle_ms)
                 return
             if not n:
@@ -187,12 +296,13 @@ class Connection:
                         break
                     result = handler(self, frame)
                     del frame
-                    if result is NO_RESPONSE:
-                        continue
                     if result is CLOSE_CONNECTION:
                         return
-                    self.send(result)
+                    if result is not NO_RESPONSE:
+                        self.send(result)
                     del result
+                    if not self._unmuted.is_set():  # throttled: read nothing more until released
+                        self._wait_unmuted()
             except ProtocolDecodeError as exc:  # a size prefix < 0 or above the limit (F1)
                 log.info("closing connection %s: %s", self.id, exc)
                 return
@@ -200,7 +310,11 @@ class Connection:
     # --- sending ---
 
     def send(self, buffers: list[Any]) -> None:
-        """Write one response: byte buffers with sendmsg, file slices with sendfile."""
+        """Write one response: byte buffers with sendmsg, file slices with sendfile (through
+        TLS: ``_send_tls``)."""
+        if self._stage is not None:
+            self._send_tls(buffers)
+            return
         plain = _PLAIN_BUFFERS
         for part in buffers:
             if type(part) not in plain:
@@ -224,6 +338,46 @@ class Connection:
                 pending.append(part)
         if pending:
             self._sendmsg_all(pending)
+
+    def _send_tls(self, buffers: list[Any]) -> None:
+        """Write one response through TLS in large SSL writes (see TLS_WRITE_CHUNK)."""
+        stage = self._stage
+        if not stage:
+            stage = self._stage = memoryview(bytearray(TLS_WRITE_CHUNK))
+        sendall = self.sock.sendall
+        plain = _PLAIN_BUFFERS
+        fill = 0
+        for part in buffers:
+            if type(part) not in plain and hasattr(part, "fileno"):
+                src, offset, count = part.fileno(), part.position, part.size_in_bytes
+                while count > 0:
+                    if fill == TLS_WRITE_CHUNK:
+                        sendall(stage)
+                        fill = 0
+                    n = os.preadv(src, [stage[fill:fill + min(count, TLS_WRITE_CHUNK - fill)]], offset)
+                    if n == 0:
+                        raise OSError(errno.EIO, f"file slice of {part} ended {count} bytes early")
+                    fill += n
+                    offset += n
+                    count -= n
+                continue
+            view = part if type(part) is memoryview else memoryview(part)
+            if view.format != "B":
+                view = view.cast("B")
+            size = view.nbytes
+            if size >= TLS_DIRECT_MIN:
+                if fill:
+                    sendall(stage[:fill])
+                    fill = 0
+                sendall(view)
+                continue
+            if fill + size > TLS_WRITE_CHUNK:
+                sendall(stage[:fill])
+                fill = 0
+            stage[fill:fill + size] = view
+            fill += size
+        if fill:
+            sendall(stage[:fill])
 
     def _sendmsg_all(self, buffers: list[Any], skip: int = 0) -> None:
         """Send ``buffers`` whole, less their first ``skip`` bytes (already sent)."""
@@ -261,13 +415,40 @@ class Connection:
             count -= sent
 
 
+class _ConnectionThrottle:
+    """Mutes a connection from ``start_throttling`` to ``end_throttling`` (nested throttles
+    of several quota types count: the connection is unmuted when the last one ends)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def start_throttling(self) -> None:
+        c = self.conn
+        with c._mute_lock:
+            c._mutes += 1
+            c._unmuted.clear()
+
+    def end_throttling(self) -> None:
+        c = self.conn
+        with c._mute_lock:
+            c._mutes = max(0, c._mutes - 1)
+            if c._mutes == 0:
+                c._unmuted.set()
+
+
 class SocketServer:
     """Listeners and their connections (threading model in the module docstring)."""
 
     def __init__(self, listeners: list[Listener], handler: Callable[[Connection, memoryview], Any], *,
                  max_request_bytes: int = 104857600, queued_max_requests: int = 500,
                  send_buffer_bytes: int = 102400, receive_buffer_bytes: int = 102400,
-                 connections_max_idle_ms: int = 600000) -> None:
+                 connections_max_idle_ms: int = 600000,
+                 tls: dict[str, tuple[ssl.SSLContext, PrincipalMapper]] | None = None,
+                 ssl_handshake_timeout_ms: int = SSL_HANDSHAKE_TIMEOUT_MS,
+                 initial_frame_limits: dict[str, int] | None = None,
+                 connection_quotas: Any = None) -> None:
         if not listeners:
             raise ValueError("at least one listener is needed")
         self.listeners = listeners
@@ -277,6 +458,17 @@ class SocketServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
+        self.initial_frame_limits = dict(initial_frame_limits or {})  # listener -> bytes, before auth
+        self.connection_quotas: Any = connection_quotas  # quota.connection_quotas.ConnectionQuotas, or None
+        # listener name -> (server context, principal mapper) for SSL and SASL_SSL listeners
+        self.tls = dict(tls or {})
+        missing = [li.name for li in listeners if li.security_protocol in ("SSL", "SASL_SSL")
+                   and li.name not in self.tls]
+        if missing:
+            raise ValueError(f"no TLS context for listener(s) {', '.join(missing)}")
+        if connections_max_idle_ms > 0:
+            ssl_handshake_timeout_ms = min(ssl_handshake_timeout_ms, connections_max_idle_ms)
+        self.ssl_handshake_timeout_ms = ssl_handshake_timeout_ms
         self._sockets: dict[str, socket.socket] = {}
         self._bound: dict[str, tuple[str, int]] = {}
         self._acceptors: list[threading.Thread] = []
@@ -377,6 +569,8 @@ class SocketServer:
                 log.warning("accept on %s failed: %s", listener.name, exc)
                 time.sleep(0.1)  # EMFILE and friends: let connections close
                 continue
+            if not self._admit(listener, client):
+                continue
             try:
                 self._configure(client)
                 with self._lock:
@@ -388,6 +582,7 @@ class SocketServer:
                     self._connections.add(conn)
                 conn.start()
             except Exception as exc:  # noqa: BLE001 - one bad accept must not stop the listener
+                self._uncount(listener.name, client)
                 log.info("could not set up a connection on %s: %s", listener.name, exc)
                 try:
                     client.close()
@@ -409,3 +604,40 @@ class SocketServer:
     def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
+        if self.connection_quotas is not None:
+            self.connection_quotas.dec(conn.listener, conn.peer_address[0])
+
+    # --- connection quotas (broker.server.quota.connection_quotas) ---
+
+    def _admit(self, listener: Listener, client: socket.socket) -> bool:
+        """Count a new connection (the acceptor may block here for a slot); False: it was
+        refused (closed now, or after its IP's throttle)."""
+        quotas = self.connection_quotas
+        if quotas is None:
+            return True
+        try:
+            ip = client.getpeername()[0]
+        except OSError:
+            client.close()
+            return False
+        try:
+            quotas.inc(listener.name, ip)
+            return True
+        except TooManyConnectionsError as exc:
+            log.info("closing connection from %s on %s: %s", ip, listener.name, exc)
+            quotas.dec(listener.name, ip)
+        except ConnectionThrottledError as exc:  # held, then closed, as Kafka's delayed close
+            log.debug("throttling connection from %s on %s: %s", ip, listener.name, exc)
+            timer = threading.Timer(exc.throttle_ms / 1000.0, client.close)
+            timer.daemon = True
+            timer.start()
+            return False
+        client.close()
+        return False
+
+    def _uncount(self, listener: str, client: socket.socket) -> None:
+        if self.connection_quotas is not None:
+            try:
+                self.connection_quotas.dec(listener, client.getpeername()[0])
+            except OSError:
+                pass

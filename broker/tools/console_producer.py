@@ -180,16 +180,19 @@ def preflight(settings: dict[str, Any], topic: str, partition: int | None) -> in
     from broker.client.errors import KafkaTimeoutError
     from broker.client.network import now_ms
     from broker.client.producer.config import ProducerConfig
+    from broker.client.ssl_context import security_settings
 
     cfg = ProducerConfig(settings)
     servers = ",".join(cfg["bootstrap.servers"])
     max_block = cfg.max_block_ms
     client_keys = ("client.id", "request.timeout.ms", "reconnect.backoff.ms",
                    "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
-                   "retry.backoff.ms", "retry.backoff.max.ms")
+                   "retry.backoff.ms", "retry.backoff.max.ms", "security.protocol", "sasl.mechanism",
+                   "sasl.jaas.config", "sasl.username", "sasl.password", "sasl.oauthbearer.token.endpoint.url")
     consumer_cfg = ConsumerConfig({"bootstrap.servers": cfg["bootstrap.servers"],
                                    "allow.auto.create.topics": True,
-                                   **{k: cfg[k] for k in client_keys}})
+                                   **{k: cfg[k] for k in client_keys},
+                                   **security_settings(cfg.values)})
     with ConsumerNetworkClient(consumer_cfg) as client:
         md = client.metadata
         md.add_topic(topic)

@@ -13,6 +13,13 @@ returns the pushdown reader only when it is called by pyspark's filter-pushdown 
 (``data_source_pushdown_filters``), which Spark runs only with the setting on; otherwise
 the plain reader, which works with the setting on or off.
 
+Snapshot reads (``kafkalog.snapshot=true``): each task reduces its partition's range to
+the latest record of each key (``snapshot.LatestByKey``) before the rows go to Spark; the
+planner never splits a partition then (the options that would are refused), and the
+pushdown reader takes over only the filters on ``topic`` and ``partition`` (they select
+whole partitions; a filter on offset or timestamp is left to Spark, which applies it to
+the snapshot's rows, not to the records the snapshot is computed from).
+
 Invariants: ``partitions()`` is deterministic for the same options, filters and log
 offsets; ``read()`` yields only batches whose schema equals ``spark_arrow_schema`` (and
 no empty batch), the rows of its range in offset order, after the exact row filters of
@@ -74,7 +81,15 @@ class KafkaLogBatchReader(DataSourceReader):
         builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
         filters = self.filters if self.filters.needs_row_filter else None
         reader = open_range_reader(self.options)
-        for decoded in reader.read(partition.topic, partition.partition, partition.start, partition.end):
+        batches = reader.read(partition.topic, partition.partition, partition.start, partition.end)
+        if self.options.snapshot:
+            from ..snapshot import LatestByKey
+
+            latest = LatestByKey()
+            for decoded in batches:
+                latest.add(decoded)
+            batches = latest.rows()
+        for decoded in batches:
             if filters is not None:
                 decoded = decoded.filter(filters.row_mask(decoded))
             if decoded.num_rows:
@@ -87,5 +102,18 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
 
     def pushFilters(self, filters):
         for flt in filters:
-            if not self.filters.accept(flt):
+            if self.options.snapshot and _column_of(flt) not in _SNAPSHOT_PUSHED_COLUMNS:
+                yield flt  # applies to the snapshot's rows: Spark filters them
+            elif not self.filters.accept(flt):
                 yield flt
+
+
+# The columns whose filters select whole partitions: safe to take over in a snapshot read.
+_SNAPSHOT_PUSHED_COLUMNS = ("topic", "partition")
+
+
+def _column_of(flt) -> str | None:
+    """The column a pushed filter constrains (through a ``Not``), None when not one."""
+    inner = getattr(flt, "child", flt)
+    attr = getattr(inner, "attribute", None)
+    return attr[0] if isinstance(attr, tuple) and len(attr) == 1 else None

@@ -112,7 +112,9 @@ SINK_PRODUCER_DEFAULTS: dict[str, str] = {
 class WriteOptions:
     """The validated options of one write."""
     topic: str | None
-    producer_config: Mapping[str, str]  # kafka.* without the prefix, sink defaults applied
+    # kafka.* without the prefix, sink defaults applied; out of the repr: it may hold secrets
+    # (kafka.sasl.jaas.config, kafka.ssl.keystore.password ...)
+    producer_config: Mapping[str, str] = field(repr=False)
     write_batch_headers: bool = False
 
     @property

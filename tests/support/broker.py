@@ -2,7 +2,8 @@
 
 * ``BrokerProcess``: runs ``python -m broker`` with ``--override`` flags (listeners on
   127.0.0.1 port 0, a temporary log directory), waits for the ready line on stdout and
-  parses the bound port from it; ``stop()`` sends SIGTERM and waits (clean shutdown),
+  parses the bound ports from it (``port``: the PLAINTEXT listener's, else the first's;
+  ``ports``: every listener's by name); ``stop()`` sends SIGTERM and waits (clean shutdown),
   ``kill()`` sends SIGKILL, ``restart()`` starts again on the same log directory.
   stdout/stderr go to files in the test's directory (``stderr_text()``), with
   ``kafka.request.logger`` at DEBUG so tests can see which API versions clients used
@@ -36,7 +37,9 @@ import pytest
 from broker.protocol import FrameDecoder, RequestHeader, decode_response, encode_request
 
 ROOT = Path(__file__).resolve().parents[2]
-READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ]+):(\d+) ")
+READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ,]+):(\d+)[ ,]")
+READY_LISTENERS_RE = re.compile(r"started \(kafkalog\) listening on (\S+) ")
+LISTENER_RE = re.compile(r"(\w+)://([^ ,]+):(\d+)")
 REQUEST_LOG_RE = re.compile(r"client_id='([^']*)': api_key=(\d+) \((\w+)\) version=(\d+)")
 
 
@@ -59,6 +62,7 @@ class BrokerProcess:
         }
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
+        self.ports: dict[str, int] = {}  # listener name -> bound port (several listeners)
         self.host = "127.0.0.1"
         self._starts = 0
 
@@ -87,15 +91,26 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.stdout_path.read_text()
-            m = READY_RE.search(text)
+            m = READY_LISTENERS_RE.search(text)
             if m:
-                self.host, self.port = m.group(1), int(m.group(2))
+                self.ports = {name: int(port) for name, _, port in LISTENER_RE.findall(m.group(1))}
+                first = LISTENER_RE.search(m.group(1))
+                plain = READY_RE.search(text)
+                self.host, self.port = (plain.group(1), int(plain.group(2))) if plain else \
+                    (first.group(2), int(first.group(3)))
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.stderr_text()[-3000:]}")
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker not ready after {timeout}s: {self.stderr_text()[-3000:]}")
+
+    def listener_port(self, name: str) -> int:
+        """The bound port of listener ``name`` (e.g. SASL_PLAINTEXT), from the ready line."""
+        m = re.search(rf"listening on \S*?\b{re.escape(name)}://[^ ,]+:(\d+)", self.stdout_text())
+        if m is None:
+            raise KeyError(f"no listener {name} in {self.stdout_text()!r}")
+        return int(m.group(1))
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; returns the exit code."""

@@ -111,6 +111,9 @@ class MockClient:
     def wakeup(self) -> None:
         pass
 
+    def take_authentication_error(self) -> None:
+        return None  # the scripted broker never fails SASL
+
     def has_in_flight_requests(self) -> bool:
         return bool(self.in_flight)
 

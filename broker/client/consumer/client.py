@@ -19,9 +19,12 @@ adds what request/response flows need:
 * ``sleep(ms)``: a retry backoff that keeps polling (connections and metadata progress).
 
 Deadlines are absolute ``now_ms()`` values; a passed deadline raises
-``KafkaTimeoutError``. A connection lost with a request in flight completes that request
-with ``NetworkError`` (retriable): retry policy belongs to the callers (offsets.py,
-fetcher.py), which know what a retry means for them.
+``KafkaTimeoutError``. With ``security.protocol=SSL`` the NetworkClient speaks TLS
+(``broker.client.ssl_context``); a failed handshake makes the next ``poll`` raise its
+``SslAuthenticationError`` (not retried). A
+connection lost with a request in flight completes that request with ``NetworkError``
+(retriable): retry policy belongs to the callers (offsets.py, fetcher.py), which know what
+a retry means for them.
 
 Thread-safety: none. A ConsumerNetworkClient belongs to the one thread that calls it
 (a Spark task, the driver's planning thread), like Kafka's KafkaConsumer.
@@ -36,6 +39,8 @@ from typing import Any
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.metadata import Cluster, Metadata, MetadataUpdater
 from broker.client.network import ClientResponse, NetworkClient, now_ms
+from broker.client.sasl import SaslSettings
+from broker.client.ssl_context import client_context
 from broker.protocol import ApiKey, request_schema
 
 from .config import ConsumerConfig
@@ -93,7 +98,8 @@ class ConsumerNetworkClient:
             send_buffer_bytes=cfg["send.buffer.bytes"],
             receive_buffer_bytes=cfg["receive.buffer.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
-            metadata_updater=MetadataUpdater(self.metadata))
+            metadata_updater=MetadataUpdater(self.metadata),
+            sasl=SaslSettings.from_config(cfg), ssl_context=client_context(cfg.values))
         self.retry_backoff_ms: float = cfg["retry.backoff.ms"]
         self.retry_backoff_max_ms: float = cfg["retry.backoff.max.ms"]
         self.default_timeout_ms: float = cfg["default.api.timeout.ms"]
@@ -133,6 +139,9 @@ class ConsumerNetworkClient:
         if self._closed:
             raise KafkaError("the consumer client is closed")
         self.client.poll(max(0.0, min(timeout_ms, MAX_POLL_MS)))
+        error = self.client.take_authentication_error()
+        if error is not None:  # not retriable: the caller (consumer poll, admin call) raises it
+            raise error
 
     def sleep(self, ms: float, deadline: float | None = None) -> None:
         """Wait ``ms`` (not past ``deadline``) while polling the network."""

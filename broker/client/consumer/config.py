@@ -11,8 +11,10 @@ Deliberate differences from Kafka's defaults, with their reasons:
   fetcher keeps its next Fetch in flight while it decodes the previous response, and the
   overlap is only as large as what the kernel may buffer meanwhile.
 * ``allow.auto.create.topics`` is false: reading a range must never create a topic.
-* ``security.protocol`` accepts PLAINTEXT only (the client core has no TLS or SASL yet):
-  anything else raises ``ConfigError`` rather than failing at connect time.
+* ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the SASL keys
+  (``broker.client.sasl``) and the ``ssl.*`` keys (``broker.client.ssl_context``);
+  anything else raises ``ConfigError`` rather than failing at connect time; secrets are
+  ``[hidden]`` in the repr.
 
 Keys may be given with dots (``"fetch.max.bytes"``) or as Python keywords with
 underscores (``fetch_max_bytes=...``). Unknown keys raise ``ConfigError``.
@@ -25,19 +27,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of
+from broker.client.sasl import define_security_keys as define_sasl_keys
+from broker.client.ssl_context import define_security_keys
+from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigError, at_least, one_of, redacted
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = {READ_UNCOMMITTED: 0, READ_COMMITTED: 1}
 
 CONSUMER_CONFIG_DEF = (
-    ConfigDef()
+    define_sasl_keys(ConfigDef())
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header.")
     .define("client.rack", STRING, "", "Sent as the rack id of Fetch v11+.")
-    .define("security.protocol", STRING, "PLAINTEXT", "Only PLAINTEXT is supported.",
-            one_of("PLAINTEXT"))
     .define("isolation.level", STRING, READ_UNCOMMITTED,
             "read_committed hides aborted transactions and reads up to the LSO.",
             one_of(*ISOLATION_LEVELS))
@@ -92,6 +94,7 @@ CONSUMER_CONFIG_DEF = (
             "Where a partition without a committed offset (or out of range) starts.",
             one_of("latest", "earliest", "none"))
 )
+define_security_keys(CONSUMER_CONFIG_DEF)  # ssl.*; widens security.protocol to SSL, SASL_SSL (ssl_context.py)
 
 
 def _normalise_keys(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,7 +142,7 @@ class ConsumerConfig:
         return ISOLATION_LEVELS[self.values["isolation.level"]]
 
     def __repr__(self) -> str:
-        return f"ConsumerConfig({ {k: self.values[k] for k in sorted(self.explicit)} })"
+        return f"ConsumerConfig({redacted(CONSUMER_CONFIG_DEF, {k: self.values[k] for k in sorted(self.explicit)})})"
 
 
 __all__ = ["CONSUMER_CONFIG_DEF", "ConfigError", "ConsumerConfig", "ISOLATION_LEVELS",

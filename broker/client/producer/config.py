@@ -18,6 +18,9 @@ Post-processing, as ``ProducerConfig.postProcessAndValidateIdempotenceConfigs`` 
   explicitly, else it is raised to that sum.
 * ``batch.size`` 0 is coerced to 1 (Kafka does the same: no way to disable batching).
 
+``security.protocol`` and the ``ssl.*`` keys: ``broker.client.ssl_context`` (secrets are
+``[hidden]`` in the repr).
+
 Keys may be given with dots (``"linger.ms"``) or as Python keywords with underscores
 (``linger_ms=5``). Unknown keys raise ``ConfigError`` (a typo is never silently ignored).
 
@@ -29,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from broker.client.sasl import define_security_keys as define_sasl_keys
+from broker.client.ssl_context import define_security_keys
 from broker.config import (
     BOOLEAN,
     INT,
@@ -40,6 +45,7 @@ from broker.config import (
     ConfigError,
     at_least,
     one_of,
+    redacted,
 )
 
 # ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE: the broker keeps
@@ -62,7 +68,7 @@ def _callable_or_none(key: str, value: Any) -> None:
 
 
 PRODUCER_CONFIG_DEF = (
-    ConfigDef()
+    define_sasl_keys(ConfigDef())
     .define("bootstrap.servers", LIST, ["localhost:9092"], "host:port pairs to bootstrap from.")
     .define("client.id", STRING, "", "Sent in every request header; names the network thread.")
     .define("acks", STRING, "all", "all (-1), 1 or 0.", _acks)
@@ -122,6 +128,7 @@ PRODUCER_CONFIG_DEF = (
     .define("value.serializer", _CALLABLE, None, "callable(topic, value) -> bytes, or None.",
             _callable_or_none)
 )
+define_security_keys(PRODUCER_CONFIG_DEF)  # ssl.*; widens security.protocol to SSL, SASL_SSL (ssl_context.py)
 
 def _normalise_keys(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -192,6 +199,9 @@ class ProducerConfig:
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def __repr__(self) -> str:
+        return f"ProducerConfig({redacted(PRODUCER_CONFIG_DEF, {k: self.values[k] for k in sorted(self.explicit)})})"
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)

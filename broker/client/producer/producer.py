@@ -75,6 +75,8 @@ from broker.client.producer.partitioner import custom_partition
 from broker.client.producer.sender import Sender
 from broker.client.producer.transaction_manager import TransactionManager
 from broker.client.producer.transactional import TransactionalManager
+from broker.client.sasl import SaslSettings
+from broker.client.ssl_context import client_context
 from broker.record.batch import RECORD_BATCH_OVERHEAD
 from broker.record.codecs import CompressionType
 
@@ -122,7 +124,8 @@ class KafkaProducer:
             send_buffer_bytes=cfg["send.buffer.bytes"],
             receive_buffer_bytes=cfg["receive.buffer.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
-            metadata_updater=MetadataUpdater(self.metadata))
+            metadata_updater=MetadataUpdater(self.metadata),
+            sasl=SaslSettings.from_config(cfg), ssl_context=client_context(cfg.values))
         self._metrics: dict[str, float] = {}
         self.sender = Sender(client=self.client, metadata=self.metadata,
                              accumulator=self.accumulator, config=cfg,

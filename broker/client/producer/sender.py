@@ -156,9 +156,16 @@ class Sender(threading.Thread):
             if not tm.has_producer_id():
                 timeout = self._maybe_init_producer_id(now)
                 self.client.poll(timeout, now)
+                self._check_authentication()
                 return
         timeout = self.send_producer_data(now)
         self.client.poll(timeout, now)
+        self._check_authentication()
+
+    def _check_authentication(self) -> None:
+        auth_error = self.client.take_authentication_error()
+        if auth_error is not None:  # SASL failed: fail what waits rather than retry forever
+            self.acc.abort_undrained_batches(auth_error)
 
     # -- idempotence: InitProducerId -----------------------------------------------------
 

@@ -10,7 +10,7 @@ deltas are relative to the batch's base offset and base timestamp, which do not 
 so no record is decoded nor encoded one by one.
 
 The walk of the length varints across batches is the columnar reader's
-(``broker.record.columnar._vec.walk_record_lengths``). numpy is imported by the first
+(``broker.record.columnar._walk.walk_records``). numpy is imported by the first
 cleaning, not with the broker; pyarrow never is.
 
 Invariants: the batches given are v2 data batches of the log (validated when appended);
@@ -67,7 +67,8 @@ class RecordLayout:
     def __init__(self, buf, batches: list[tuple[int, BatchHeader]], max_decompressed: int) -> None:
         import numpy as np
 
-        from ...record.columnar._vec import MIN_RECORD_BODY, read_varints, walk_record_lengths
+        from ...record.columnar._vec import read_varints
+        from ...record.columnar._walk import MIN_RECORD_BODY, walk_records
         self.np = np
         nb = len(batches)
         sizes = np.fromiter((h.size_in_bytes for _, h in batches), np.int64, nb)
@@ -103,7 +104,7 @@ class RecordLayout:
             self.offsets = self.ts_delta = self.key_start = self.key_len = empty
             self.value_len = self.raw_start = self.raw_end = empty
             return
-        body_start, body_end = walk_record_lengths(region, bstart, bend, counts, first, n)
+        body_start, body_end = walk_records(region, bstart, bend, counts, first, n)
         if (body_end - body_start < MIN_RECORD_BODY).any() or (body_end > bend[batch]).any():
             raise CorruptRecordError("record length out of bounds of its batch")
         # a record's bytes start where the previous one of its batch ends (its length varint)

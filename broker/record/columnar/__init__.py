@@ -2,9 +2,10 @@
 
 Owns: the public API of ``decode.py`` (log entries -> ``pyarrow.RecordBatch``es) and
 ``encode.py`` (Arrow columns -> v2 batches), loaded on first use (so ``_vec.py``, the
-vectorised varints and record-length walk both use, which the log cleaner uses too,
-imports numpy only). Neither path creates a Python object per record on its hot path (legacy magic
-0/1 entries, rare and old, are read record by record through ``legacy.py``).
+vectorised varints, and ``_walk.py``, the walk of the records' lengths, both of which the
+log cleaner uses too, import numpy only). Neither path creates a Python object per record
+on its hot path (legacy magic 0/1 entries, rare and old, are read record by record
+through ``legacy.py``).
 
 Decoded schema (``arrow_schema()``), one row per record, in log order::
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import importlib
 
 # name -> the module defining it; imported on first use (PEP 562), so that the numpy-only
-# ``_vec`` (the log cleaner's record walk) can be imported without pyarrow.
+# ``_vec`` and ``_walk`` (the log cleaner's record walk) can be imported without pyarrow.
 _EXPORTS = {
     "DEFAULT_MAX_BYTES_PER_BATCH": "decode",
     "DEFAULT_MAX_ROWS_PER_BATCH": "decode",

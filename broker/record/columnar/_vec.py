@@ -1,10 +1,9 @@
 """Vectorised zigzag varints: numpy readers and writers of many varints at once.
 
 Owns: reading the varints that start at an array of positions of one byte buffer, and
-writing arrays of varints at arrays of positions (the format is ``varint.py``'s); and
-``walk_record_lengths``, the walk of the records' length varints across many v2 batches
-(the one sequential dependency of a record walk), shared by the columnar reader and the
-log cleaner, numpy only (the broker does not load pyarrow for it).
+writing arrays of varints at arrays of positions (the format is ``varint.py``'s), numpy
+only (the log cleaner uses them without pyarrow; ``_walk.py`` walks the records with
+them).
 
 Invariants: the readers never index outside ``data`` (``np.take(mode="clip")``): a
 position past the end reads the last byte, and it is the caller's job to check, once per
@@ -19,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CorruptRecordError, TruncatedError
-from ..varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES, decode_varint
+from ..errors import CorruptRecordError
+from ..varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
 
 _ONE = np.uint64(1)
 
@@ -36,12 +35,6 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 VALUE2, SIZE2 = _tables()
-# Below this many batches still walking, one numpy step (a dozen calls of 1-10 us) costs
-# more than walking their remaining records in Python (~0.5 us a record; measured).
-VECTOR_WALK_MIN_BATCHES = 24
-# The smallest record body: attributes, timestampDelta, offsetDelta, keyLength,
-# valueLength, headersCount, one byte each.
-MIN_RECORD_BODY = 6
 _VALUE1 = VALUE2[:256].copy()  # the 1-byte patterns (entries >= 0x80 unused)
 
 
@@ -117,88 +110,3 @@ def put_varints(out: np.ndarray, pos: np.ndarray, z: np.ndarray, size: np.ndarra
         if j + 1 < longest:
             byte[sj > j + 1] |= 0x80
         out[pj] = byte
-
-
-def walk_record_lengths(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,
-          first_rec: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of every record body, from the length varints walked across batches.
-    Checks only that each batch's records end at its end: the caller checks the rest."""
-    rec_start = np.empty(n, np.int64)
-    rec_end = np.empty(n, np.int64)
-    order = np.argsort(-counts, kind="stable")
-    cnt = counts[order]
-    pos = bstart[order]
-    end = bend[order]
-    first = first_rec[order]
-    longest = int(cnt[0]) if cnt.size else 0
-    # active[k]: batches with more than k records (a prefix, counts being sorted)
-    active = np.searchsorted(-cnt, -np.arange(longest), side="left").tolist()
-    steps = 0
-    while steps < longest and active[steps] >= VECTOR_WALK_MIN_BATCHES:
-        steps += 1
-    if steps:
-        # Step k reads record k of the active batches; the steps' results are put in
-        # record order once at the end (no padding: counts may be very uneven).
-        bodies, stops = [], []
-        for k in range(steps):
-            m = active[k]
-            p = pos[:m]
-            w = region.take(p + 1, mode="clip").astype(np.intp)
-            w <<= 8
-            w |= region.take(p, mode="clip")
-            size = SIZE2.take(w)
-            if size.all():  # 1- and 2-byte lengths: records below 8 KiB
-                body = p + size
-                stop = body + VALUE2.take(w)
-            else:
-                length, body = read_varints(region, p)
-                stop = body + length
-            bodies.append(body)
-            stops.append(stop)
-            pos[:m] = stop
-        per_step = np.array(active[:steps], np.int64)
-        step_of = np.repeat(np.arange(steps), per_step)
-        batch_of = np.arange(step_of.size) - np.repeat(np.cumsum(per_step) - per_step, per_step)
-        idx = first[batch_of] + step_of
-        rec_start[idx] = np.concatenate(bodies)
-        rec_end[idx] = np.concatenate(stops)
-    if steps < longest:  # the few batches longer than the rest: scalar walk
-        for i in range(active[steps]):
-            pos[i] = _walk_python(region, int(pos[i]), int(end[i]), int(first[i]) + steps,
-                                  int(cnt[i]) - steps, rec_start, rec_end)
-    if not np.array_equal(pos, end):
-        raise CorruptRecordError("the records of a batch do not end at its end")
-    return rec_start, rec_end
-
-
-def _walk_python(region: np.ndarray, p: int, e: int, first: int, count: int,
-                 rec_start: np.ndarray, rec_end: np.ndarray) -> int:
-    """The scalar walk of ``count`` records from ``p``; returns the position after them."""
-    mv = memoryview(region)
-    starts = [0] * count
-    ends = [0] * count
-    if p < 0:  # the vectorised steps went astray (a negative length)
-        raise CorruptRecordError("record length out of bounds")
-    for i in range(count):
-        if p >= e:
-            raise TruncatedError("records count larger than the records present")
-        b0 = mv[p]
-        if b0 < 0x80:  # fast paths: 1- and 2-byte lengths (records up to 8 KiB)
-            length = (b0 >> 1) ^ -(b0 & 1)
-            p += 1
-        else:
-            b1 = mv[p + 1] if p + 1 < e else 0x80
-            if b1 < 0x80:
-                z = (b0 & 0x7F) | (b1 << 7)
-                length = (z >> 1) ^ -(z & 1)
-                p += 2
-            else:
-                length, p = decode_varint(mv, p, e)
-        if length < MIN_RECORD_BODY or length > e - p:
-            raise CorruptRecordError(f"record length {length} with {e - p} bytes left")
-        starts[i] = p
-        p += length
-        ends[i] = p
-    rec_start[first:first + count] = starts
-    rec_end[first:first + count] = ends
-    return p

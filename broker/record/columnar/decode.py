@@ -8,10 +8,14 @@ How it works: the entry walker groups v2 batches into *units* bounded by
 ``max_rows_per_batch`` / ``max_bytes_per_batch`` (so a reader holds a bounded amount of
 memory: about twice the budget, plus one batch of at most ``max_decompressed``). A unit's
 record bytes sit in one *region*: a zero-copy window of the input when none of its
-batches is compressed, else the decompressed payloads joined. The only sequential
-dependency, each record's length varint, is walked with numpy *across batches* (step k
-reads record k of every batch at once) and ends in a plain-Python loop for the few
-batches longer than the rest. Every other field is then decoded for all the records of
+batches is compressed; else a slice of the *arena* that lz4 payloads are decompressed
+into back to back (``codecs.decompress_into``), or, for the other codecs and mixed units,
+the decompressed payloads joined. The only sequential dependency, each record's length
+varint, is walked with numpy *across batches* (step k reads record k of every batch at
+once) when a unit has many batches; the batches longer than the rest, and the batches of
+a unit with few of them, are walked one at a time: runs of records of one size by
+speculation checked in numpy (the record at p takes s bytes: are the length varints at
+p + s, p + 2s, ... the same?), the rest by a plain-Python loop. Every other field is then decoded for all the records of
 the unit at once (``_vec.read_varints``), and keys, values and headers become Arrow
 arrays by one C++ copy each: a binary_view array over the region cast to binary, or a
 ``take`` of the odd elements of a gap/value/gap/value binary array over the region.
@@ -81,8 +85,8 @@ from ..errors import (
 )
 from ..limits import INT64_MAX, INT64_MIN
 from ..varint import MAX_VARLONG_BYTES, decode_varint
-from ._vec import MIN_RECORD_BODY, VECTOR_WALK_MIN_BATCHES, read_varints
-from ._vec import walk_record_lengths as _walk
+from ._vec import read_varints
+from ._walk import MIN_RECORD_BODY, MIN_RECORD_SIZE, VECTOR_WALK_MIN_BATCHES, walk_records
 
 # Rows per decoded RecordBatch: large enough to amortise numpy's per-call cost (each
 # vectorised step costs microseconds whatever its row count), small enough for Spark.
@@ -91,13 +95,16 @@ DEFAULT_MAX_ROWS_PER_BATCH = 1 << 16
 # (smaller units pay numpy's per-call cost more often; past that, the joined payloads of
 # compressed batches get slow to allocate). A reader holds about twice this.
 DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
-# The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength,
-# valueLength, headersCount, one byte each; counts are checked against it.
-MIN_RECORD_SIZE = MIN_RECORD_BODY + 1  # the body and its 1-byte length
 MIN_HEADER_SIZE = 2  # keyLength and valueLength varints
 # Mean length from which a binary_view cast beats ``take`` over gap/value spans
 # (pyarrow 26: the cast sizes its output once; take wins on short values).
 VIEW_MIN_MEAN_LENGTH = 256
+# lz4 payloads are decompressed into arenas of ARENA_RATIO times the input left (at least
+# ARENA_RATIO times the batch's compressed size), at most the unit budget within these
+# bounds: a batch that does not fit the space left gets a fresh arena.
+ARENA_MIN_BYTES = 1 << 20
+ARENA_MAX_BYTES = 64 << 20
+ARENA_RATIO = 8
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -175,12 +182,13 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
         aborted_by_pid.setdefault(pid, []).append((first, last))
     schema = arrow_schema(include_headers)
     progress = progress if progress is not None else DecodeProgress()
+    arena = _Arena(min(max(max_bytes_per_batch, ARENA_MIN_BYTES), ARENA_MAX_BYTES))
 
     # The unit being gathered: v2 batches (headers, positions, payloads: None when not
     # compressed) or one run [legacy_start, legacy_end) of legacy entries.
     headers: list[tuple] = []
     positions: list[int] = []
-    payloads: list[bytes | None] = []
+    payloads: list[bytes | np.ndarray | None] = []
     legacy_start = legacy_end = -1
     unit_rows = unit_bytes = 0
 
@@ -260,8 +268,8 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                         raise CorruptRecordError(f"CRC {actual:#010x} != stored "
                                                  f"{header[H_CRC]:#010x}")
                 if codec:
-                    payload = codecs.decompress(codec, view[pos + RECORDS_OFFSET:pos + size],
-                                                max_decompressed)
+                    payload = _inflate(codec, view[pos + RECORDS_OFFSET:pos + size],
+                                       max_decompressed, arena, end - pos)
                     nbytes = len(payload)
                 else:
                     nbytes = size - RECORDS_OFFSET
@@ -327,6 +335,8 @@ def _bad_batch(view: memoryview, header: tuple, pos: int, payload: bytes | None,
     told by the scalar decoder (it names the record), else by ``exc``."""
     if payload is None:
         payload = view[pos + RECORDS_OFFSET:pos + header[H_BATCH_LENGTH] + LOG_OVERHEAD]
+    elif isinstance(payload, np.ndarray):
+        payload = memoryview(payload)
     reason = str(exc)
     try:
         decode_records(payload, BatchHeader(*header))
@@ -392,12 +402,14 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
         lengths = np.fromiter(map(len, pieces), np.int64, nb)
         bend = np.cumsum(lengths)
         bstart = bend - lengths
-        region = np.frombuffer(b"".join(pieces), np.uint8)
+        region = _in_one_arena(pieces)
+        if region is None:
+            region = np.frombuffer(b"".join(pieces), np.uint8)
     counts = hv[:, 12].copy()
     n = int(counts.sum())
     first_rec = np.cumsum(counts) - counts
 
-    rec_start, rec_end = _walk(region, bstart, bend, counts, first_rec, n)
+    rec_start, rec_end = walk_records(region, bstart, bend, counts, first_rec, n)
     rb_idx = np.repeat(np.arange(nb), counts)  # the batch of every record
     if n and ((rec_end - rec_start < MIN_RECORD_BODY).any() or (rec_end > bend[rb_idx]).any()):
         raise CorruptRecordError("record length out of bounds of its batch")
@@ -444,6 +456,62 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
     if include_headers:
         columns.append(_headers_array(region, hcount, hdr, m))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class _Arena:
+    """Where lz4 payloads are decompressed, back to back: the payloads of a unit usually
+    end up adjacent, and the unit's region is then a slice of the arena (no join). An
+    arena is replaced by a fresh one when full; the old one lives on as long as payloads
+    point into it (at most about one unit)."""
+
+    __slots__ = ("buf", "used", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.buf: np.ndarray | None = None  # allocated at the first lz4 batch
+        self.used = 0
+        self.capacity = capacity
+
+
+def _inflate(codec: int, data: memoryview, max_decompressed: int, arena: _Arena,
+             rest: int):
+    """The decompressed payload of a batch: for lz4 a numpy slice of ``arena``, else
+    ``codecs.decompress``'s bytes (which also tells what is wrong when the fast path
+    fails: a bad payload, or one over ``max_decompressed``). ``rest``: the input's bytes
+    from this batch on, which size a fresh arena (ARENA_RATIO times, within the unit
+    budget), so that a small input never reserves a large arena."""
+    if codec != codecs.CompressionType.LZ4:
+        return codecs.decompress(codec, data, max_decompressed)
+    limit = max_decompressed + 1
+    size = max(min(arena.capacity, ARENA_RATIO * rest), min(limit, ARENA_RATIO * len(data)))
+    for fresh in (arena.buf is None, True):
+        if fresh:
+            arena.buf = np.empty(size, np.uint8)
+            arena.used = 0
+        room = arena.buf[arena.used:arena.used + limit]
+        n = codecs.decompress_into(codec, data, room)
+        if 0 <= n <= max_decompressed:
+            start = arena.used
+            arena.used += n
+            return arena.buf[start:arena.used]
+        if fresh or n > max_decompressed \
+                or len(room) >= min(limit, size):
+            break  # a fresh arena would not help: bad data, or over the budget
+    return codecs.decompress(codec, data, max_decompressed)
+
+
+def _in_one_arena(pieces: list) -> np.ndarray | None:
+    """The pieces as one slice when they are adjacent slices of one arena, else None."""
+    first = pieces[0]
+    if type(first) is not np.ndarray:
+        return None
+    base = first.base
+    start = at = first.ctypes.data
+    for piece in pieces:
+        if type(piece) is not np.ndarray or piece.base is not base or piece.ctypes.data != at:
+            return None
+        at += piece.size
+    offset = start - base.ctypes.data
+    return base[offset:offset + at - start]
 
 
 def _read_headers(region: np.ndarray, p: np.ndarray, rec_end: np.ndarray, hcount: np.ndarray):

@@ -10,10 +10,15 @@ Modules:
     group.py         GroupMetadata: one group, its state machine and protocol selection
     member.py        Member (one member of a group) and Waiter (a delayed answer)
     records.py       the key and value codecs of the topic's records (Kafka's layout)
+    consumer_membership.py  the KIP-848 consumer group protocol (ConsumerGroupHeartbeat,
+                     ConsumerGroupDescribe, member epochs of commits, timers, records)
+    consumer_group.py       ConsumerGroup / ConsumerGroupMember and the reconciliation
+    assignors.py     the server-side assignors ("uniform", "range")
+    consumer_records.py     the ConsumerGroup* record codecs (key types 3-8)
 
-Both kinds of consumer are served: standalone consumers that assign() partitions and
-commit offsets (generation -1), and subscribe()-style consumers of the classic group
-protocol (KIP-848's ConsumerGroupHeartbeat is not served).
+Every kind of consumer is served: standalone consumers that assign() partitions and
+commit offsets (generation -1), subscribe()-style consumers of the classic group
+protocol, and KIP-848 consumers (group.protocol=consumer).
 
 Imports go down only (``broker.protocol``, ``broker.log``, ``broker.record``, and
 ``broker.server.errors`` / ``broker.server.handlers`` for the shared request types).

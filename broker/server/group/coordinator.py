@@ -1,8 +1,10 @@
-"""``GroupCoordinator``: Kafka's classic group coordinator. The groups' committed offsets
-and their generations are kept in ``__consumer_offsets``; the membership protocol
+"""``GroupCoordinator``: Kafka's group coordinator. The groups' committed offsets
+and their generations are kept in ``__consumer_offsets``; the classic membership protocol
 (JoinGroup / SyncGroup / Heartbeat / LeaveGroup, rebalances, sessions) is the mixed-in
 ``ClassicMembership`` (``membership.py``), over the ``GroupMetadata`` state machine
-(``group.py``).
+(``group.py``); the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, member
+epochs, server-side assignment) the mixed-in ``ConsumerMembership``
+(``consumer_membership.py``), over ``GroupMetadata.consumer``.
 
 Owns:
 
@@ -28,16 +30,20 @@ Owns:
 * loading: ``startup()`` replays every partition of the topic from its log start offset
   before the broker accepts connections (so COORDINATOR_LOAD_IN_PROGRESS never happens):
   records apply in log order, a tombstone removes, transactional offset commits apply at
-  their COMMIT marker and are dropped at ABORT, unreadable batches or records and record
-  types this broker does not use (KIP-848, share groups) are logged and skipped.
+  their COMMIT marker and are dropped at ABORT, the KIP-848 consumer group records (key
+  types 3-8) rebuild consumer groups (``consumer_membership._replay_consumer``),
+  unreadable batches or records and record types this broker does not use (share
+  groups) are logged and skipped.
 * expiration (``offsets.retention.minutes``, checked every
   ``offsets.retention.check.interval.ms`` on the log manager's scheduler), as Kafka 2.1+
   (KIP-211): an offset committed with an explicit retention (OffsetCommit v2-v4
   ``retention_time_ms``) expires at its expire timestamp; otherwise an offset of a simple
   group expires ``offsets.retention.minutes`` after its commit, and all offsets of a group
-  with a protocol type expire that long after the group became empty. Expired offsets are
-  removed with tombstones; an Empty group left without offsets disappears (its group
-  record too, with a tombstone, at the next check).
+  with a protocol type expire that long after the group became empty; in a Stable group
+  of the "consumer" protocol (KIP-496) and in a KIP-848 group, the offsets of the topics
+  no member subscribes to expire that long after their commit (``_expiration_condition``).
+  Expired offsets are removed with tombstones; an Empty group left without offsets
+  disappears (its group record too, with a tombstone, at the next check).
 
 Validation of a commit (Kafka's ``ClassicGroup.validateOffsetCommit``): a group that
 does not exist accepts generation -1 (a simple consumer, an admin tool; the group is
@@ -52,7 +58,7 @@ Append failures map as Kafka's ``GroupMetadataManager.storeOffsets``: a missing 
 partition -> COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a batch too
 large -> INVALID_COMMIT_OFFSET_SIZE. Empty group ids are refused with INVALID_GROUP_ID.
 
-Offsets of a group with members never expire (only Empty groups' do).
+Offsets of subscribed topics never expire while the group has members.
 DeleteGroups answers NON_EMPTY_GROUP for a group with members; OffsetDelete
 GROUP_SUBSCRIBED_TO_TOPIC for a partition of a topic a member subscribes to ("consumer"
 protocol), NON_EMPTY_GROUP when members use another protocol type.
@@ -83,6 +89,8 @@ from broker.protocol import ErrorCode
 from broker.record.batch import decode_records, encode_batch, ensure_valid, iter_batch_headers, records_payload
 from broker.record.control import ControlRecordType, parse_control_type
 from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.group import consumer_records
+from broker.server.group.consumer_membership import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, ConsumerMembership
 from broker.server.group.group import (
     STATE_COMPLETING_REBALANCE,
     STATE_DEAD,
@@ -157,9 +165,10 @@ class GroupSummary:
     protocol_type: str
     protocol: str
     members: tuple = ()  # (member_id, group_instance_id, client_id, client_host, metadata, assignment)
+    group_type: str = GROUP_TYPE_CLASSIC  # "classic" or "consumer" (ListGroups v5)
 
 
-class GroupCoordinator(ClassicMembership):
+class GroupCoordinator(ClassicMembership, ConsumerMembership):
     """See the module docstring. ``topics`` is the broker's ``TopicManager``; ``config`` the
     parsed server config; ``on_append((topic, partition))`` wakes fetches waiting on it."""
 
@@ -185,6 +194,7 @@ class GroupCoordinator(ClassicMembership):
         self._mlock = threading.RLock()  # membership; taken before the partition locks
         self._timer = KafkaScheduler(time, thread_name="group-coordinator-timer")
         self._init_membership(config)
+        self._init_consumer(config)
         self.num_partitions = self.configured_partitions
         self._partition_locks: list[threading.Lock] = []
         self._expiry_task = None
@@ -213,6 +223,7 @@ class GroupCoordinator(ClassicMembership):
         self._timer.startup()
         with self._mlock:
             self._resume_loaded_members()
+            self._resume_consumer_members()
         self._started = True
 
     def shutdown(self) -> None:
@@ -222,6 +233,7 @@ class GroupCoordinator(ClassicMembership):
             self._expiry_task.cancel()
             self._expiry_task = None
         self._close_membership()
+        self._close_consumer_membership()
         self._timer.shutdown()
         self._started = False
 
@@ -285,7 +297,10 @@ class GroupCoordinator(ClassicMembership):
         p = self.partition_for(group_id)
         with self._mlock, self._partition_locks[p]:
             group = self._groups.get(group_id)
-            code = self._validate_commit(group, generation_id, member_id, group_instance_id)
+            if group is not None and group.consumer is not None:
+                code = self.validate_consumer_commit(group.consumer, member_id, generation_id)
+            else:
+                code = self._validate_commit(group, generation_id, member_id, group_instance_id)
             if code != ErrorCode.NONE:
                 return [code] * len(entries)
             now = self.time.milliseconds()
@@ -348,12 +363,21 @@ class GroupCoordinator(ClassicMembership):
 
     # --- fetches and descriptions ---
 
-    def fetch_offsets(self, group_id: str, tps: Iterable[tuple[str, int]] | None
-                      ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+    def fetch_offsets(self, group_id: str, tps: Iterable[tuple[str, int]] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> dict[tuple[str, int], OffsetAndMetadata | None]:
         """The committed offset of each of ``tps`` (None: not committed), or with ``tps``
-        None every committed offset of the group. ApiError(INVALID_GROUP_ID) for ""."""
+        None every committed offset of the group. ApiError(INVALID_GROUP_ID) for "";
+        for a KIP-848 consumer group, OffsetFetch v9's member id and epoch are checked
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH; epoch -1: no check)."""
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        if member_id is not None:  # OffsetFetch v9 (classic groups ignore the member, as Kafka)
+            with self._mlock:
+                group = self._groups.get(group_id)
+                if group is not None and group.consumer is not None:
+                    code = self.validate_consumer_commit(group.consumer, member_id, member_epoch, for_fetch=True)
+                    if code != ErrorCode.NONE:
+                        raise ApiError(code, f"member {member_id!r} epoch {member_epoch}")
         with self._lock:
             group = self._groups.get(group_id)
             committed = dict(group.offsets) if group is not None else {}
@@ -367,12 +391,14 @@ class GroupCoordinator(ClassicMembership):
                           key=lambda s: s.group_id)
 
     def describe_group(self, group_id: str) -> GroupSummary:
-        """The group's summary; a group that does not exist is ``Dead`` (Kafka's answer)."""
+        """The group's summary; a group that does not exist is ``Dead`` (Kafka's answer), and
+        so is a consumer group (Kafka 4 up to DescribeGroups v5: it only describes classic
+        groups; ConsumerGroupDescribe describes the others)."""
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
         with self._mlock:
             group = self._groups.get(group_id)
-            if group is None:
+            if group is None or group.consumer is not None:
                 return GroupSummary(group_id, STATE_DEAD, "", "")
             return self._summary(group)
 
@@ -380,6 +406,9 @@ class GroupCoordinator(ClassicMembership):
     def _summary(group: GroupMetadata, members: bool = True) -> GroupSummary:
         """Kafka's ``GroupMetadata.summary``: the protocol name, the members' metadata of the
         selected protocol and their assignments only when the group is Stable."""
+        if group.consumer is not None:
+            return GroupSummary(group.group_id, group.consumer.state(), group.protocol_type or "consumer", "",
+                                group_type=GROUP_TYPE_CONSUMER)
         stable = group.state == STATE_STABLE and group.protocol is not None
         listed = ()
         if members:
@@ -402,10 +431,14 @@ class GroupCoordinator(ClassicMembership):
             group = self._groups.get(group_id)
             if group is None:
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-            if group.state != STATE_EMPTY or group.members or group.pending_members:
+            if group.state != STATE_EMPTY or group.members or group.pending_members or \
+                    (group.consumer is not None and group.consumer.members):
                 raise ApiError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members")
             records = [(encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(group.offsets)]
-            records.append((encode_key(GroupMetadataKey(group_id)), None))
+            if group.consumer is not None:
+                records.extend(self._group_tombstones(group.consumer))
+            else:
+                records.append((encode_key(GroupMetadataKey(group_id)), None))
             self._append(p, records)
             with self._lock:
                 self._groups.pop(group_id, None)
@@ -424,7 +457,9 @@ class GroupCoordinator(ClassicMembership):
             if group is None:
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
             subscribed: set[str] = set()
-            if group.members:
+            if group.consumer is not None and group.consumer.members:
+                subscribed = group.consumer.subscribed_topic_names()
+            elif group.members:
                 topics = group.subscribed_topics()
                 if topics is None:
                     raise ApiError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members")
@@ -497,16 +532,23 @@ class GroupCoordinator(ClassicMembership):
             p = self.partition_for(group_id)
             with self._mlock, self._partition_locks[p]:
                 group = self._groups.get(group_id)
-                if group is None or group.state != STATE_EMPTY or group.members or group.pending_members:
-                    continue  # only the offsets of a group without members expire
-                expired = [tp for tp, om in group.offsets.items() if self._expired(group, om, now)]
-                if not expired and (group.offsets or not group.has_metadata_record or group.join_task is not None):
+                condition = self._expiration_condition(group) if group is not None else None
+                if condition is None:
+                    continue  # a rebalancing group, or one whose subscriptions are unknown: nothing expires
+                since_empty, subscribed = condition
+                expired = [tp for tp, om in group.offsets.items()
+                           if tp[0] not in subscribed and self._expired(group, om, now, since_empty)]
+                has_record = group.has_metadata_record or (group.consumer is not None and group.consumer.has_records)
+                if not expired and (group.offsets or not has_record or group.join_task is not None):
                     continue  # (an Empty group without offsets goes, as Kafka's cleanupGroupMetadata)
                 records: list[tuple[bytes, bytes | None]] = [
                     (encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in sorted(expired)]
-                dead = len(expired) == len(group.offsets)
+                dead = len(expired) == len(group.offsets) and not group.members and not group.pending_members \
+                    and (group.consumer is None or not group.consumer.members)
                 if dead and group.has_metadata_record and group.generation > 0:
                     records.append((encode_key(GroupMetadataKey(group_id)), None))
+                if dead and group.consumer is not None and group.consumer.has_records:
+                    records.extend(self._group_tombstones(group.consumer))
                 try:
                     if records:
                         self._append(p, records)
@@ -523,10 +565,33 @@ class GroupCoordinator(ClassicMembership):
             log.info("removed %d expired offsets", removed)
         return removed
 
-    def _expired(self, group: GroupMetadata, om: OffsetAndMetadata, now: int) -> bool:
+    @staticmethod
+    def _expiration_condition(group: GroupMetadata) -> tuple[bool, set[str]] | None:
+        """Kafka's offsetExpirationCondition and isSubscribedToTopic: (whether retention
+        counts from the group becoming empty rather than from each commit, the topics whose
+        offsets never expire), or None when nothing may expire now.
+
+        * a classic group without members: every offset, counted from the group becoming
+          Empty (from each commit for a simple group);
+        * a Stable classic group of the "consumer" protocol: the offsets of the topics no
+          member subscribes to, counted from their commit (KIP-496);
+        * a KIP-848 group: the offsets of the topics no member subscribes to (all of them
+          once it has no members), counted from their commit;
+        * any other group (rebalancing, another protocol type): none."""
+        if group.consumer is not None and (group.consumer.members or not group.members):
+            return False, group.consumer.subscribed_topic_names()
+        if group.state == STATE_EMPTY and not group.members and not group.pending_members:
+            return True, set()
+        if group.state == STATE_STABLE:
+            subscribed = group.subscribed_topics()
+            if subscribed is not None:
+                return False, subscribed
+        return None
+
+    def _expired(self, group: GroupMetadata, om: OffsetAndMetadata, now: int, since_empty: bool = True) -> bool:
         if om.expire_timestamp >= 0:
             return now >= om.expire_timestamp
-        if group.protocol_type and group.current_state_timestamp >= 0:
+        if since_empty and group.protocol_type and group.current_state_timestamp >= 0:
             base = group.current_state_timestamp  # since the group became empty
         else:
             base = om.commit_timestamp
@@ -622,6 +687,10 @@ class GroupCoordinator(ClassicMembership):
                 gm: GroupMetadataValue = decode_group_metadata_value(value_bytes)
                 group = self._groups.setdefault(key.group, GroupMetadata(key.group))
                 self._restore_group(group, gm)
+                return True
+            ckey = consumer_records.decode_consumer_key(key_bytes)
+            if ckey is not None:
+                self._replay_consumer(ckey, value_bytes)
                 return True
             log.debug("%s: skipping a record of type %d (not used by this broker)", name, key.version)
             return False

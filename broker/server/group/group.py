@@ -79,6 +79,8 @@ class GroupMetadata:
     sync_task: Any = None  # removes the members that never sync (the rebalance timeout after the join)
     new_member_added: bool = False
     join_task: Any = None  # the scheduled completion of the current join phase
+    # a KIP-848 consumer group (``consumer_group.ConsumerGroup``); None for classic / simple groups
+    consumer: Any = None
 
     @property
     def leader_id(self) -> str | None:
@@ -86,7 +88,8 @@ class GroupMetadata:
 
     def is_empty_shell(self) -> bool:
         """No offsets, no group record and no members: the group no longer exists."""
-        return not self.offsets and not self.has_metadata_record and not self.members and not self.pending_members
+        return not self.offsets and not self.has_metadata_record and not self.members and not self.pending_members \
+            and (self.consumer is None or (not self.consumer.members and not self.consumer.has_records))
 
     # --- members ---
 

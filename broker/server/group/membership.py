@@ -32,6 +32,11 @@ Owns the rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
   group.max.session.timeout.ms] get INVALID_SESSION_TIMEOUT; a new member beyond
   group.max.size gets GROUP_MAX_SIZE_REACHED; an empty protocol type or list, or protocols
   the members have none in common with, INCONSISTENT_GROUP_PROTOCOL.
+* KIP-848 consumer groups (``consumer_membership.py``): a JoinGroup for one with members
+  gets INCONSISTENT_GROUP_PROTOCOL (Kafka 4 would let the classic member join the
+  consumer group; that online migration is not done here); an empty one is converted to
+  a classic group (its consumer-group records become tombstones, its offsets stay). The
+  other classic requests find no classic member there (UNKNOWN_MEMBER_ID).
 
 Timers run on the coordinator's own ``KafkaScheduler`` thread (``group-coordinator-timer``):
 join completion (rebalance timeout, initial delay), pending syncs, pending members and
@@ -137,6 +142,10 @@ class ClassicMembership:
                 if member_id:
                     return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
                 group = self._groups[group_id] = GroupMetadata(group_id)
+            if group.consumer is not None:
+                if group.consumer.members:
+                    return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                self._convert_to_classic(group)
             if not group.supports_protocols(protocol_type, names) or len(set(names)) != len(names):
                 self._drop_if_shell(group)
                 return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -598,6 +607,16 @@ class ClassicMembership:
             self._prepare_rebalance(group, reason)
         elif group.state == STATE_PREPARING_REBALANCE:
             self._try_complete_join(group)
+
+    def _convert_to_classic(self, group: GroupMetadata) -> None:
+        """An empty KIP-848 consumer group becomes a classic group (its records become
+        tombstones; its offsets stay), as Kafka 4 does for an empty group."""
+        cg = group.consumer
+        if cg.has_records:
+            self._append_consumer(group.group_id, self._group_tombstones(cg))
+        group.consumer = None
+        group.protocol_type = None
+        log.info("group %s: the empty consumer group is converted to a classic group", group.group_id)
 
     def _drop_if_shell(self, group: GroupMetadata) -> None:
         if group.state == STATE_EMPTY and group.is_empty_shell() and group.join_task is None:

@@ -8,7 +8,8 @@ Owns the codecs of:
 
 * the record KEY: ``int16 version`` then the key struct. Versions 0 and 1 are an
   ``OffsetCommitKey``, version 2 a ``GroupMetadataKey``; 3 and above are the records of
-  KIP-848 / share groups (``UnknownKey``: recognised and skipped by the loader)::
+  KIP-848 / share groups (``UnknownKey`` here; the KIP-848 types 3-8 are read by
+  ``consumer_records.py``, the others skipped by the loader)::
 
       OffsetCommitKey  v0-1 (written: 1)    group string, topic string, partition int32
       GroupMetadataKey v2                   group string
@@ -77,7 +78,7 @@ class GroupMetadataKey:
 
 @dataclass(frozen=True)
 class UnknownKey:
-    """A key of a record type this broker does not use (KIP-848 and share-group records)."""
+    """A key of another record type (KIP-848 records, read by ``consumer_records``; share groups)."""
 
     version: int
 

@@ -28,8 +28,11 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
                         (66), and InitProducerId with a transactional id
     leader_epoch.py     OffsetForLeaderEpoch (23)
     configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
+    scram_credentials.py DescribeUserScramCredentials (50), AlterUserScramCredentials (51)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
+    consumer_group.py   ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69): the KIP-848
+                        consumer group protocol
     group_membership.py JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
                         OffsetDelete (47): the classic group protocol (JoinGroup and
                         SyncGroup block their connection's thread until answered)
@@ -84,6 +87,8 @@ class ServerState:
     static_keys: frozenset = frozenset()
     # broker.server.group.GroupCoordinator (None: group APIs answer COORDINATOR_NOT_AVAILABLE)
     group_coordinator: Any = None
+    # broker.server.security.credentials.CredentialStore (None: the SCRAM credential APIs fail)
+    credentials: Any = None
     # broker.server.quota.client_quotas.QuotaManagers / ClientQuotaStore (None: no quotas)
     quotas: Any = None
     client_quotas: Any = None
@@ -108,6 +113,8 @@ class RequestContext:
     peer_address: tuple = ("", 0)
     connection_id: str = ""
     extra: dict = field(default_factory=dict)
+    # who sent the request: User:<name> after SASL, User:ANONYMOUS otherwise (for the authorizer)
+    principal: str = "User:ANONYMOUS"
 
     @property
     def api_version(self) -> int:

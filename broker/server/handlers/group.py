@@ -1,8 +1,7 @@
-"""Consumer-group offset APIs: FindCoordinator (10) v0-2, OffsetCommit (8) v2-7, OffsetFetch
-(9) v1-5, ListGroups (16) v0-2, DescribeGroups (15) v0-4, DeleteGroups (42) v0-1, over the
-``GroupCoordinator`` (``broker.server.group``). The versions are PROTOCOL.md section 2's
-(no flexible version; OffsetFetch v8+, the batched multi-group form, is flexible-only and
-no client needs it while v5 is offered).
+"""Consumer-group offset APIs: FindCoordinator (10) v0-2, OffsetCommit (8) v2-9, OffsetFetch
+(9) v1-9, ListGroups (16) v0-5, DescribeGroups (15) v0-5, DeleteGroups (42) v0-1, over the
+``GroupCoordinator`` (``broker.server.group``). OffsetCommit v9 / OffsetFetch v9 are what
+KIP-848 consumers need (librdkafka requires them for group.protocol=consumer).
 
 Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
 
@@ -14,20 +13,29 @@ Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
   count) gets UNKNOWN_TOPIC_OR_PARTITION; the others go to the coordinator, which
   answers INVALID_GROUP_ID for an empty group id, the generation / member checks of
   Kafka (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
-  REBALANCE_IN_PROGRESS; see ``broker.server.group.coordinator``), and
+  REBALANCE_IN_PROGRESS; see ``broker.server.group.coordinator``; for a KIP-848 consumer
+  group ``generation_id_or_member_epoch`` is the member epoch: UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH when older than the member's, FENCED_MEMBER_EPOCH when newer;
+  an admin commit, empty member id and epoch -1, only into an empty group), and
   OFFSET_METADATA_TOO_LARGE per partition for metadata longer than
   offset.metadata.max.bytes. A commit is answered once its batch is in the log.
   retention_time_ms (v2-v4) other than -1 sets the offsets' expire timestamp.
 * OffsetFetch: -1 / leader epoch -1 / metadata "" for a partition without a committed
   offset (error NONE); a null topic list (v2+) returns every committed offset of the
   group. A group-level error (INVALID_GROUP_ID) is the top-level error_code at v2+, and
-  each requested partition's error at v1 (which has no top-level code).
+  each requested partition's error at v1 (which has no top-level code). v8+ is the batched
+  form (one answer per requested group, a group-level error in that group's entry);
+  v9's member id / epoch are checked for consumer groups (UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH; no member id: no check).
 * ListGroups: every group, with its protocol type ("" for a simple group; "consumer" for
-  a consumer group). No filter at v0-2.
+  a consumer group of either protocol), its state (v4+) and type (v5+: "classic" or
+  "consumer"). v4's states_filter and v5's types_filter keep the groups whose state /
+  type is listed (case-insensitive, as Kafka); an empty filter keeps all.
 * DescribeGroups: the group's state and protocol type; when Stable its protocol and each
   member's id, instance id, client id, host, metadata and assignment (other states list
   the members without metadata or assignment, as Kafka); Dead
-  for one that does not (error NONE, as Kafka up to DescribeGroups v5);
+  for one that does not (error NONE, as Kafka up to DescribeGroups v5), and for a KIP-848
+  consumer group (Kafka 4 describes those with ConsumerGroupDescribe only);
   INVALID_GROUP_ID for "". authorized_operations (v3+) when asked: READ, DELETE and
   DESCRIBE (no authorizer).
 * DeleteGroups: the group's offsets and its record become tombstones;
@@ -64,6 +72,9 @@ CommitPartition = OFFSET_COMMIT_RESPONSE.structs["OffsetCommitResponsePartition"
 OffsetFetchResponse = OFFSET_FETCH_RESPONSE.cls
 FetchTopic = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponseTopic"]
 FetchPartition = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponsePartition"]
+FetchGroup = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponseGroup"]
+FetchTopics = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponseTopics"]
+FetchPartitions = OFFSET_FETCH_RESPONSE.structs["OffsetFetchResponsePartitions"]
 ListGroupsResponse = LIST_GROUPS_RESPONSE.cls
 ListedGroup = LIST_GROUPS_RESPONSE.structs["ListedGroup"]
 DescribeGroupsResponse = DESCRIBE_GROUPS_RESPONSE.cls
@@ -158,23 +169,48 @@ def _fetch_partition(index: int, om, code: int = ErrorCode.NONE) -> object:
                           committed_leader_epoch=om.leader_epoch, metadata=om.metadata, error_code=code)
 
 
-def handle_offset_fetch(state: ServerState, ctx: RequestContext, body) -> object:
-    requested = body.topics
+def _fetch_group(state: ServerState, group_id: str, requested, member_id=None, member_epoch=-1,
+                 partition_cls=None) -> tuple[int, dict[str, list]]:
+    """(group error, topic -> partition entries) of one group of an OffsetFetch."""
+    make = partition_cls or FetchPartition
     try:
         coordinator = _coordinator(state)
         tps = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
-        committed = coordinator.fetch_offsets(body.group_id, tps)
+        committed = coordinator.fetch_offsets(group_id, tps, member_id, member_epoch)
     except ApiError as exc:
-        return offset_fetch_error_response(state, ctx, body, exc.code)
+        return exc.code, {}
     topics: dict[str, list] = {}
+
+    def entry(index, om):
+        if om is None:
+            return make(partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
+                        metadata=NO_METADATA, error_code=ErrorCode.NONE)
+        return make(partition_index=index, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
+                    metadata=om.metadata, error_code=ErrorCode.NONE)
     if requested is None:
         for (topic, partition), om in committed.items():
-            topics.setdefault(topic, []).append(_fetch_partition(partition, om))
+            topics.setdefault(topic, []).append(entry(partition, om))
     else:
         for t in requested:
             parts = topics.setdefault(t.name, [])
             for p in t.partition_indexes:
-                parts.append(_fetch_partition(p, committed.get((t.name, p))))
+                parts.append(entry(p, committed.get((t.name, p))))
+    return ErrorCode.NONE, topics
+
+
+def handle_offset_fetch(state: ServerState, ctx: RequestContext, body) -> object:
+    if ctx.api_version >= 8:
+        groups = []
+        for g in body.groups:
+            code, topics = _fetch_group(state, g.group_id, g.topics,
+                                        g.member_id if ctx.api_version >= 9 else None,
+                                        g.member_epoch if ctx.api_version >= 9 else -1, FetchPartitions)
+            groups.append(FetchGroup(group_id=g.group_id, error_code=code, topics=[
+                FetchTopics(name=name, partitions=parts) for name, parts in topics.items()]))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    code, topics = _fetch_group(state, body.group_id, body.topics)
+    if code != ErrorCode.NONE:
+        return offset_fetch_error_response(state, ctx, body, code)
     return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                topics=[FetchTopic(name=name, partitions=parts) for name, parts in topics.items()])
 
@@ -182,6 +218,9 @@ def handle_offset_fetch(state: ServerState, ctx: RequestContext, body) -> object
 def offset_fetch_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
     """Kafka's ``OffsetFetchRequest.getErrorResponse``: the top-level code at v2+, each
     requested partition's code below v2."""
+    if ctx.api_version >= 8:
+        return OffsetFetchResponse(throttle_time_ms=0, groups=[
+            FetchGroup(group_id=g.group_id, error_code=code, topics=[]) for g in body.groups])
     topics = []
     if ctx.api_version < 2:
         topics = [FetchTopic(name=t.name, partitions=[_fetch_partition(p, None, code) for p in t.partition_indexes])
@@ -193,9 +232,12 @@ def offset_fetch_error_response(state: ServerState, ctx: RequestContext, body, c
 
 def handle_list_groups(state: ServerState, ctx: RequestContext, body) -> object:
     groups = _coordinator(state).list_groups()
+    states = {s.lower() for s in body.states_filter} if ctx.api_version >= 4 else set()
+    types = {t.lower() for t in body.types_filter} if ctx.api_version >= 5 else set()
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
-        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
-        for g in groups])
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+        for g in groups
+        if (not states or g.state.lower() in states) and (not types or g.group_type.lower() in types)])
 
 
 def list_groups_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:

@@ -1,9 +1,13 @@
-"""Metadata (key 3), v0-v8: brokers, controller, cluster id and topic partitions.
+"""Metadata (key 3), v0-v12: brokers, controller, cluster id and topic partitions (v10+ with
+topic ids: KIP-848 assignments name topics by id, and librdkafka resolves them with
+Metadata v12 requests by id).
 
 Wire behaviour (PROTOCOL.md 3.7):
 
 * Which topics: v0 with an empty list, or v1+ with a null list, means every topic; v1+
-  with an empty list means none. Repeated names are answered once.
+  with an empty list means none. Repeated names are answered once. A requested topic
+  with a null name (v10+) is looked up by its topic id: UNKNOWN_TOPIC_ID when no topic
+  has it (never auto-created).
 * Unknown topics are created with the broker defaults (num.partitions) when
   auto.create.topics.enable is true and the request allows it (v4+
   ``allow_auto_topic_creation``; always allowed below v4, as in Kafka). The new topic is
@@ -69,9 +73,20 @@ def _topic_entry(state: ServerState, name: str, include_ops: bool) -> object:
                  topic_authorized_operations=TOPIC_OPERATIONS if include_ops else INT32_MIN)
 
 
-def _error_topic(name, code: int) -> object:
-    return Topic(error_code=code, name=name, is_internal=False, partitions=[],
-                 topic_authorized_operations=INT32_MIN)
+def _error_topic(name, code: int, topic_id=None) -> object:
+    topic = Topic(error_code=code, name=name, is_internal=False, partitions=[],
+                  topic_authorized_operations=INT32_MIN)
+    if topic_id is not None:
+        topic.topic_id = topic_id
+    return topic
+
+
+def _name_of(state: ServerState, topic_id) -> str | None:
+    for name in state.topics.topics():
+        info = state.topics.get(name)
+        if info is not None and info.topic_id == topic_id:
+            return name
+    return None
 
 
 def _brokers(state: ServerState, ctx: RequestContext) -> list:
@@ -92,11 +107,15 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
         seen = set()
         for t in requested:
             name = t.name
-            if name in seen:
+            if name is not None and name in seen:
                 continue
             seen.add(name)
-            if name is None:  # v10+ lookup by topic id: not served at v0-8
-                topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_ID))
+            if name is None:  # v10+ lookup by topic id
+                found = _name_of(state, t.topic_id)
+                if found is None:
+                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, t.topic_id))
+                else:
+                    topics.append(_topic_entry(state, found, include_ops))
                 continue
             if state.topics.get(name) is None:
                 try:
@@ -119,8 +138,8 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
 
 
 def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
-    names = [t.name for t in body.topics or []]
     return MetadataResponse(
         throttle_time_ms=0, brokers=_brokers(state, ctx), cluster_id=state.cluster_id,
-        controller_id=state.node_id, topics=[_error_topic(n, code) for n in names],
+        controller_id=state.node_id, topics=[_error_topic(t.name, code, getattr(t, "topic_id", None))
+                                             for t in body.topics or []],
         cluster_authorized_operations=INT32_MIN)

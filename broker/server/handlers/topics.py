@@ -234,9 +234,10 @@ def _broker_configs(state: ServerState, name: str, keys, version: int, include_s
             continue
         value = state.config.get(key, key_def.default)
         source = SOURCE_STATIC_BROKER_CONFIG if key in static else SOURCE_DEFAULT_CONFIG
-        synonyms = [Synonym(name=key, value=config_text(value), source=source)]
+        shown = (lambda v: None) if key_def.type in _SENSITIVE_TYPES else config_text  # never a secret
+        synonyms = [Synonym(name=key, value=shown(value), source=source)]
         if source != SOURCE_DEFAULT_CONFIG:
-            synonyms.append(Synonym(name=key, value=config_text(key_def.default), source=SOURCE_DEFAULT_CONFIG))
+            synonyms.append(Synonym(name=key, value=shown(key_def.default), source=SOURCE_DEFAULT_CONFIG))
         entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
     return entries
 

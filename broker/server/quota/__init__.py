@@ -5,6 +5,9 @@
 * ``client_quota_manager.py``: ``ClientQuotaManager`` (PRODUCE / FETCH byte rates, the
   REQUEST percentage): entity precedence, recording, throttle times, the delay queue and
   its reaper.
+* ``client_quotas.py``: the quota limits as cluster metadata (AlterClientQuotas /
+  DescribeClientQuotas) and ``QuotaManagers``.
+* ``connection_quotas.py``: the acceptor's connection counts and creation rates.
 * ``controller_mutation.py``: the KIP-599 token-bucket quota of CreateTopics /
   CreatePartitions / DeleteTopics (strict and permissive).
 

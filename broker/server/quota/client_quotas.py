@@ -137,6 +137,11 @@ class QuotaManagers:
         return bool(self.produce.quota_types_enabled or self.fetch.quota_types_enabled
                     or self.request.quota_types_enabled or self.controller_mutation.quota_types_enabled)
 
+    def ip_connection_rate(self, ip: str) -> float | None:
+        """The connection_creation_rate of ``ip``'s entity, else of the default IP entity."""
+        rate = self.ip_quotas.get(ip)
+        return rate if rate is not None else self.ip_quotas.get(None)
+
     def all(self) -> tuple[ClientQuotaManager, ...]:
         return (self.produce, self.fetch, self.request, self.controller_mutation)
 

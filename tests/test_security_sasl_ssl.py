@@ -1,0 +1,113 @@
+"""SASL_SSL end to end (issue 16): SCRAM-SHA-512 and PLAIN over a TLS listener whose
+certificate the clients check against a PEM CA: confluent-kafka, kafka-python and this
+project's producer/consumer round-trip records; a wrong password and an untrusted CA fail
+cleanly; the broker's principal is the SASL user's."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.client.errors import AuthenticationError
+from tests.support.broker import BrokerProcess
+from tests.support.tls import pki  # noqa: F401 - the session PKI fixture
+from tests.test_security_sasl import PLAIN_JAAS
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_broker(tmp_path_factory, pki):  # noqa: F811
+    broker = BrokerProcess(tmp_path_factory.mktemp("sasl-ssl"), {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem"),
+    }, name="sasl-ssl")
+    broker.start()
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    admin = AdminClient({**client_conf(broker, pki, "PLAIN", "admin", "admin-secret")})
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-secret")]).values():
+        assert f.result(30) is None
+    yield broker
+    broker.stop()
+
+
+def client_conf(broker: BrokerProcess, pki, mech: str, user: str, password: str) -> dict:  # noqa: F811
+    return {"bootstrap.servers": f"localhost:{broker.listener_port('SASL_SSL')}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": pki.path("ca.pem"), "sasl.mechanism": mech, "sasl.username": user,
+            "sasl.password": password}
+
+
+def ours_conf(broker: BrokerProcess, pki, mech: str, user: str, password: str) -> dict:  # noqa: F811
+    return {"bootstrap.servers": f"localhost:{broker.listener_port('SASL_SSL')}", "security.protocol": "SASL_SSL",
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem"),
+            "sasl.mechanism": mech, "sasl.username": user, "sasl.password": password}
+
+
+@pytest.mark.parametrize("mech, user, password", [("SCRAM-SHA-512", "bob", "bob-secret"),
+                                                  ("PLAIN", "alice", "alice-secret")])
+def test_confluent_kafka_over_sasl_ssl(sasl_ssl_broker, pki, mech, user, password):  # noqa: F811
+    from confluent_kafka import Consumer, Producer
+    topic = unique("ss")
+    conf = client_conf(sasl_ssl_broker, pki, mech, user, password)
+    p = Producer(conf)
+    for i in range(20):
+        p.produce(topic, b"v%d" % i)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": unique("g"), "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+    for _ in range(100):
+        got += [m.value() for m in c.consume(50, 0.5) if m.error() is None]
+        if len(got) >= 20:
+            break
+    c.close()
+    assert sorted(got) == sorted(b"v%d" % i for i in range(20))
+
+
+def test_kafka_python_over_sasl_ssl(sasl_ssl_broker, pki):  # noqa: F811
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = unique("kp")
+    common = {"bootstrap_servers": f"localhost:{sasl_ssl_broker.listener_port('SASL_SSL')}",
+              "security_protocol": "SASL_SSL", "ssl_cafile": pki.path("ca.pem"), "sasl_mechanism": "SCRAM-SHA-512",
+              "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}
+    p = KafkaProducer(**common)
+    for i in range(10):
+        p.send(topic, b"k%d" % i)
+    p.flush()
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **common)
+    got = sorted(m.value for m in c)
+    c.close()
+    assert got == sorted(b"k%d" % i for i in range(10))
+
+
+def test_our_client_over_sasl_ssl_and_clean_failures(sasl_ssl_broker, pki):  # noqa: F811
+    from broker.client.consumer import KafkaConsumer
+    from broker.client.producer import KafkaProducer
+    topic = unique("ours")
+    with KafkaProducer(ours_conf(sasl_ssl_broker, pki, "SCRAM-SHA-512", "bob", "bob-secret")) as p:
+        for i in range(10):
+            p.send(topic, value=b"o%d" % i)
+        p.flush(30)
+    with KafkaConsumer({**ours_conf(sasl_ssl_broker, pki, "SCRAM-SHA-512", "bob", "bob-secret"),
+                        "auto.offset.reset": "earliest"}) as c:
+        c.assign([(topic, 0)])
+        got = []
+        for _ in range(50):
+            got += [r.value for r in c.poll(500)]
+            if len(got) >= 10:
+                break
+    assert sorted(got) == sorted(b"o%d" % i for i in range(10))
+    # a wrong password, and a CA the client does not trust: a clear authentication error
+    for conf in (ours_conf(sasl_ssl_broker, pki, "SCRAM-SHA-512", "bob", "wrong"),
+                 {**ours_conf(sasl_ssl_broker, pki, "SCRAM-SHA-512", "bob", "bob-secret"),
+                  "ssl.truststore.location": pki.path("other-ca.pem")}):
+        with KafkaConsumer(conf) as c, pytest.raises(AuthenticationError):
+            c.list_topics(timeout_ms=20000)
+    assert "Traceback" not in sasl_ssl_broker.stderr_text()
