@@ -53,3 +53,21 @@ def test_request_percentage_quota_throttles_any_api(broker_factory):
         assert r.throttle_time_ms <= 1000  # the request quota is capped at one window
         v = c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert v.throttle_time_ms == 0  # ApiVersions is exempt
+
+
+def test_controller_mutation_quota_throttles_topic_creation(broker_factory):
+    """KIP-599 on the served (permissive) versions: partitions created past the token
+    bucket are created, and the response is throttled (the bucket's debt / the rate)."""
+    broker = broker_factory({"controller.quota.window.num": "2", "controller.quota.window.size.seconds": "1"})
+    with RawClient(broker.host, broker.port, client_id="admin") as c:
+        assert alter(c, [([("client-id", "mutator")], [("controller_mutation_rate", 5, False)])]) == [(0, None)]
+    with RawClient(broker.host, broker.port, client_id="mutator") as c:
+        def create(name: str, partitions: int):
+            return c.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+                {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                 "configs": []}], "timeout_ms": 10000, "validate_only": False})
+        first = create(unique("m"), 8)  # burst 2 x 1 s x 5/s = 10 credits: fine
+        assert first.topics[0].error_code == 0 and first.throttle_time_ms == 0
+        second = create(unique("m"), 8)  # 10 - 16 = -6 credits: created, then throttled 1.2 s
+        assert second.topics[0].error_code == 0 and second.throttle_time_ms > 0
+    assert "Traceback" not in broker.stderr_text()

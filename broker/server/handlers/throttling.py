@@ -20,6 +20,10 @@ Owns the per-request decisions, made on the request's own thread:
   long-poll wait included) as a percentage of one second
   (``NANOS_TO_PERCENTAGE_PER_SECOND``) against the REQUEST quota (``KafkaApis`` calls
   ``request_throttle`` after the handler).
+* **Controller mutations** (KIP-599): CreateTopics, CreatePartitions and DeleteTopics
+  record the partitions they create or delete against the entity's token bucket
+  (``mutation_quota``): from the strict versions an exhausted bucket refuses a topic with
+  THROTTLING_QUOTA_EXCEEDED, below them the response is throttled (``note_mutation``).
 * **Mute:** the larger throttle of a request is written into the response's
   ``throttle_time_ms`` and the connection is muted for that long through the manager of
   the quota that throttled (its reaper unmutes it exactly once): the client sees the
@@ -104,6 +108,24 @@ def request_throttle(state: ServerState, ctx: RequestContext) -> int:
     return ms
 
 
+def mutation_quota(state: ServerState, ctx: RequestContext, api: str) -> Any:
+    """The controller-mutation quota of one CreateTopics / CreatePartitions / DeleteTopics
+    request (KIP-599: strict from the version Kafka makes strict, permissive before)."""
+    quotas = state.quotas
+    if quotas is None or not quotas.controller_mutation.quotas_enabled():
+        from broker.server.quota.controller_mutation import UNBOUNDED
+        return UNBOUNDED
+    return quotas.controller_mutation.new_quota_for(user_of(ctx), client_of(ctx), api, ctx.api_version)
+
+
+def note_mutation(state: ServerState, ctx: RequestContext, quota: Any) -> int:
+    """After the mutations: the quota's throttle goes to the response and the connection."""
+    ms = quota.throttle_time()
+    if ms > 0 and state.quotas is not None:
+        _note(ctx, state.quotas.controller_mutation, ms)
+    return ms
+
+
 def finish(state: ServerState, ctx: RequestContext, conn: Any, response: Any, exempt: bool = False) -> None:
     """After the handler: the request quota, then the largest throttle into the response
     and onto the connection (see the module docstring)."""
@@ -122,5 +144,5 @@ def finish(state: ServerState, ctx: RequestContext, conn: Any, response: Any, ex
         manager.throttle(user_of(ctx), client_of(ctx), callback(), ms)
 
 
-__all__ = ["ANONYMOUS", "START_NS", "fetch_max_bytes", "finish", "record_fetch", "record_produce",
-           "request_throttle", "user_of"]
+__all__ = ["ANONYMOUS", "START_NS", "fetch_max_bytes", "finish", "mutation_quota", "note_mutation", "record_fetch",
+           "record_produce", "request_throttle", "user_of"]

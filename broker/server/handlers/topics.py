@@ -49,7 +49,7 @@ from broker.protocol.messages.delete_topics import DELETE_TOPICS_RESPONSE
 from broker.protocol.messages.describe_configs import DESCRIBE_CONFIGS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
-from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers import RequestContext, ServerState, throttling
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ def handle_create_topics(state: ServerState, ctx: RequestContext, body) -> objec
     counts = Counter(t.name for t in body.topics)
     results = []
     manager = state.topics
+    quota = throttling.mutation_quota(state, ctx, "CreateTopics")
     for t in body.topics:
         name = t.name
         try:
@@ -103,6 +104,8 @@ def handle_create_topics(state: ServerState, ctx: RequestContext, body) -> objec
             partitions = manager.resolve_partitions(t.num_partitions, t.replication_factor, assignments)
             configs = {c.name: c.value for c in t.configs}
             manager.validate_configs(configs)
+            if not body.validate_only:
+                quota.record(partitions)
             info = manager.create_topic(name, partitions, configs, validate_only=body.validate_only)
             results.append(CreatableTopicResult(name=name, topic_id=info.topic_id, error_code=ErrorCode.NONE,
                                                 error_message=None, num_partitions=partitions,
@@ -111,7 +114,7 @@ def handle_create_topics(state: ServerState, ctx: RequestContext, body) -> objec
             code, message = _failure(exc, f"CreateTopics {name}")
             results.append(CreatableTopicResult(name=name, error_code=code, error_message=message,
                                                 num_partitions=-1, replication_factor=-1))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=throttling.note_mutation(state, ctx, quota), topics=results)
 
 
 def create_topics_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
@@ -124,11 +127,14 @@ def create_topics_error_response(state: ServerState, ctx: RequestContext, body, 
 
 def handle_delete_topics(state: ServerState, ctx: RequestContext, body) -> object:
     results = []
+    quota = throttling.mutation_quota(state, ctx, "DeleteTopics")
     for name in dict.fromkeys(body.topic_names):
         try:
             info = state.topics.get(name)
             if name in INTERNAL_TOPICS and info is not None:
                 raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
+            if info is not None:
+                quota.record(info.partitions)
             state.topics.delete_topic(name)
             for p in range(info.partitions if info is not None else 0):
                 state.watchers.notify((name, p))  # long-polling fetches answer at once
@@ -136,7 +142,7 @@ def handle_delete_topics(state: ServerState, ctx: RequestContext, body) -> objec
         except Exception as exc:  # noqa: BLE001 - answered with its code
             code, message = _failure(exc, f"DeleteTopics {name}")
             results.append(DeletableTopicResult(name=name, error_code=code, error_message=message))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=throttling.note_mutation(state, ctx, quota), responses=results)
 
 
 def delete_topics_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
@@ -149,17 +155,21 @@ def delete_topics_error_response(state: ServerState, ctx: RequestContext, body, 
 def handle_create_partitions(state: ServerState, ctx: RequestContext, body) -> object:
     counts = Counter(t.name for t in body.topics)
     results = []
+    quota = throttling.mutation_quota(state, ctx, "CreatePartitions")
     for t in body.topics:
         try:
             if counts[t.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {t.name}")
+            existing = state.topics.get(t.name)
+            if existing is not None and t.count > existing.partitions and not body.validate_only:
+                quota.record(t.count - existing.partitions)
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             state.topics.create_partitions(t.name, t.count, assignments, validate_only=body.validate_only)
             results.append(CreatePartitionsResult(name=t.name, error_code=ErrorCode.NONE, error_message=None))
         except Exception as exc:  # noqa: BLE001 - answered with its code
             code, message = _failure(exc, f"CreatePartitions {t.name}")
             results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=throttling.note_mutation(state, ctx, quota), results=results)
 
 
 def create_partitions_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:

@@ -25,6 +25,9 @@ of one client cannot both pass on the same credit.
 
 from __future__ import annotations
 
+from broker.protocol import ErrorCode
+from broker.server.errors import ApiError
+
 from .client_quota_manager import (
     ClientQuotaManager,
     ClientQuotaManagerConfig,
@@ -46,12 +49,13 @@ from .metrics import (
 STRICT_SINCE = {"CreateTopics": 6, "DeleteTopics": 5, "CreatePartitions": 3}
 
 
-class ThrottlingQuotaExceededError(Exception):
+class ThrottlingQuotaExceededError(ApiError):
     """A strict quota refused a mutation: THROTTLING_QUOTA_EXCEEDED, retry after
     ``throttle_time_ms``."""
 
     def __init__(self, throttle_time_ms: int) -> None:
-        super().__init__(f"The throttling quota has been exceeded (retry in {throttle_time_ms} ms)")
+        super().__init__(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                         f"The throttling quota has been exceeded (retry in {throttle_time_ms} ms)")
         self.throttle_time_ms = throttle_time_ms
 
 
