@@ -191,7 +191,7 @@ def test_config_keys_and_errors():
     with pytest.raises(ConfigError):
         ConsumerConfig({"bootstrap.servers": "h:1", "fetch.max.byte": 1})
     with pytest.raises(ConfigError):
-        ConsumerConfig({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL"})
+        ConsumerConfig({"bootstrap.servers": "h:1", "security.protocol": "BOGUS"})
 
 
 # -- ranges of confluent-produced data, every codec -----------------------------------------

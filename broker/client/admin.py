@@ -75,7 +75,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from broker.client import admin_groups, admin_scram
+from broker.client import admin_groups, admin_quotas, admin_scram
 from broker.client.admin_groups import OffsetResetSpec, ResetPlan
 from broker.client.consumer import group_offsets, offsets
 from broker.client.consumer.client import ConsumerNetworkClient
@@ -146,6 +146,7 @@ _VERSIONS = {
     ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CONFIGS: (1, 4), ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 
@@ -233,6 +234,7 @@ class ConfigResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
 
 
 class ConfigResource(NamedTuple):
@@ -549,6 +551,34 @@ class AdminClient:
                                  lambda v: admin_scram.build_alter(v, ups, dels), self._deadline(timeout_ms))
         return AdminResults((u, AdminResult(None) if not code else AdminResult(error=admin_error(code, msg)))
                             for u, (code, msg) in admin_scram.parse_alter(body).items())
+
+    # -- client quotas (KIP-546; builders in broker.client.admin_quotas) -----------------
+
+    def alter_client_quotas(self, changes: Iterable[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+                            *, validate_only: bool = False, timeout_ms: float | None = None) -> list[Any]:
+        """Set (a number) or remove (None) quota keys of each entity; returns, per entity,
+        (entity, None) or (entity, its error)."""
+        items = [(dict(e), dict(ops)) for e, ops in changes]
+        with self._lock:
+            self._check_open()
+            body = self._request(None, ApiKey.ALTER_CLIENT_QUOTAS,
+                                 lambda v: admin_quotas.build_alter(v, items, validate_only),
+                                 self._deadline(timeout_ms))
+        return [(e, admin_error(code, msg) if code else None) for e, code, msg in admin_quotas.parse_alter(body)]
+
+    def describe_client_quotas(self, components: Iterable[tuple[str, int, str | None]] = (), *, strict: bool = False,
+                               timeout_ms: float | None = None) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """The entities matching the filter ((entity type, admin_quotas.MATCH_*, name)), with
+        their quota values."""
+        comps = list(components)
+        with self._lock:
+            self._check_open()
+            body = self._request(None, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+                                 lambda v: admin_quotas.build_describe(v, comps, strict), self._deadline(timeout_ms))
+        code, message, entries = admin_quotas.parse_describe(body)
+        if code:
+            raise admin_error(code, message)
+        return entries
 
     # -- consumer groups -----------------------------------------------------------------
 

@@ -1,21 +1,28 @@
-"""kafkalog configs: SCRAM credentials of users, like Kafka's kafka-configs.sh
-``--entity-type users`` (topic configs: ``kafkalog topics --alter --config``).
+"""kafkalog configs, like Kafka's kafka-configs.sh: client quotas, users' SCRAM
+credentials, client-metrics subscriptions, topic configs and the brokers' configs.
 
-Owns the command line and the output; the work is ``AdminClient``'s
-(DescribeUserScramCredentials / AlterUserScramCredentials, KIP-554):
+Owns the command line and the output; the work is ``AdminClient``'s:
 
-  --alter --entity-type users --entity-name U
-          --add-config 'SCRAM-SHA-256=[iterations=8192,password=S],SCRAM-SHA-512=[password=S]'
-          --delete-config 'SCRAM-SHA-512'           prints "Completed updating config for user U."
-  --describe --entity-type users [--entity-name U]  prints, per user,
-          "SCRAM credential configs for user-principal 'U' are SCRAM-SHA-256=iterations=8192"
+* ``--entity-type users|clients|ips`` (``--entity-name N`` or ``--entity-default``):
+  quota keys (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
+  ``controller_mutation_rate``; ``connection_creation_rate`` for IPs) through
+  AlterClientQuotas / DescribeClientQuotas (KIP-546), and for a user also
+  ``SCRAM-SHA-256=[iterations=8192,password=S]`` / ``SCRAM-SHA-512=[password=S]``
+  credentials (DescribeUserScramCredentials / AlterUserScramCredentials, KIP-554; the
+  password is salted here and never sent, printed or logged). ``--describe`` prints
+  Kafka's lines: "Quota configs for client-id 'etl' are producer_byte_rate=1048576.0",
+  "Quota configs for the default user-principal are ...", "SCRAM credential configs for
+  user-principal 'U' are SCRAM-SHA-256=iterations=8192".
+* ``--entity-type client-metrics --entity-name SUB``: a KIP-714 subscription (``metrics``,
+  ``interval.ms``, ``match``), ``topics --entity-name T``, ``brokers --entity-name ID |
+  --entity-default``: IncrementalAlterConfigs / DescribeConfigs; ``--describe`` prints
+  "Dynamic configs for topic T are:" and one "  key=value" line per override.
 
-``--add-config`` is Kafka's syntax: comma-separated ``KEY=VALUE``, a value in brackets may
-hold commas; a SCRAM value is ``[password=...]`` with an optional ``iterations=N``
-(default 4096). The password is salted here and never sent, printed or logged. The broker
-comes from --bootstrap-server, else bootstrap.servers of --command-config (a properties
-file of admin client settings, e.g. security.protocol and sasl.* to reach a SASL listener),
-else localhost:9092. Errors are one line, ``kafkalog configs: error: <Kafka error name>:
+``--alter`` takes ``--add-config`` (Kafka's syntax: comma-separated ``KEY=VALUE``, a
+value in brackets may hold commas) and ``--delete-config`` (keys). The broker comes from
+--bootstrap-server, else bootstrap.servers of --command-config (a properties file of
+admin client settings, e.g. security.protocol and sasl.* to reach a SASL listener), else
+localhost:9092. Errors are one line, ``kafkalog configs: error: <Kafka error name>:
 <message>``, exit status 1.
 
 Thread-safety: a command runs on the main thread.
@@ -29,7 +36,7 @@ import re
 from .common import CliError
 
 NAME = "configs"
-SUMMARY = "add, delete and describe users' SCRAM credentials (like kafka-configs.sh)"
+SUMMARY = "quotas, SCRAM credentials, client-metrics subscriptions, topic and broker configs (like kafka-configs.sh)"
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_API_TIMEOUT_MS = 30000
@@ -38,13 +45,18 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--alter", action="store_true", help="add or delete credentials")
-    actions.add_argument("--describe", action="store_true", help="list the users' SCRAM mechanisms")
+    actions.add_argument("--alter", action="store_true", help="add or delete configs")
+    actions.add_argument("--describe", action="store_true", help="list the configs")
     parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap_server", metavar="HOST:PORT",
                         help="the broker to connect to (default: bootstrap.servers of --command-config, "
                              "else localhost:9092)")
-    parser.add_argument("--entity-type", required=True, metavar="TYPE", help="users (the only type here)")
-    parser.add_argument("--entity-name", metavar="NAME", help="the user")
+    parser.add_argument("--entity-type", required=True, metavar="TYPE",
+                        help="users, clients, ips (quotas; users also SCRAM credentials), topics, brokers, "
+                             "client-metrics")
+    parser.add_argument("--entity-name", metavar="NAME", help="the user, client id, IP, topic, broker or "
+                                                               "subscription")
+    parser.add_argument("--entity-default", action="store_true",
+                        help="the default entity of the type (quotas: <default>; brokers: the cluster default)")
     parser.add_argument("--add-config", metavar="K=V,...",
                         help="e.g. 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'")
     parser.add_argument("--delete-config", metavar="K,...", help="e.g. 'SCRAM-SHA-512'")
@@ -118,41 +130,128 @@ def _admin_config(args) -> dict:
     return config
 
 
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
+              "connection_creation_rate")
+# --entity-type (Kafka's, plural; the singular is accepted) -> (quota entity type, what messages call it)
+QUOTA_ENTITIES = {"users": ("user", "user-principal"), "clients": ("client-id", "client-id"),
+                  "ips": ("ip", "ip")}
+ALIASES = {"user": "users", "client": "clients", "ip": "ips", "topic": "topics", "broker": "brokers",
+           "client-metric": "client-metrics"}
+
+
+def _deletions(args) -> list[str]:
+    return [n.strip() for n in (args.delete_config or "").split(",") if n.strip()]
+
+
 def run(args) -> int:
     from broker.client.admin import AdminClient
-    from broker.client.admin_scram import ScramCredentialDeletion
     from broker.client.errors import KafkaError
 
-    if args.entity_type not in ("users", "user"):
-        raise CliError(f"--entity-type {args.entity_type} is not supported here: users (SCRAM credentials); "
-                       "topic configs: kafkalog topics --alter --config")
-    if args.alter:
-        if not args.entity_name:
-            raise CliError("--alter needs --entity-name")
-        if not args.add_config and not args.delete_config:
-            raise CliError("--alter needs --add-config or --delete-config")
-        ups = [scram_upsertion(args.entity_name, k, v) for k, v in split_config_list(args.add_config or "")]
-        dels = []
-        for name in (n.strip() for n in (args.delete_config or "").split(",")):
-            if not name:
-                continue
-            if name not in SCRAM_MECHANISMS:
-                raise CliError(f"unknown config {name!r} for users (SCRAM-SHA-256 or SCRAM-SHA-512)")
-            dels.append(ScramCredentialDeletion(args.entity_name, name))
-    elif args.add_config or args.delete_config:
+    entity_type = ALIASES.get(args.entity_type, args.entity_type)
+    if entity_type not in (*QUOTA_ENTITIES, "topics", "brokers", "client-metrics"):
+        raise CliError(f"--entity-type {args.entity_type}: one of users, clients, ips, topics, brokers, "
+                       "client-metrics")
+    if not args.alter and (args.add_config or args.delete_config):
         raise CliError("--add-config and --delete-config need --alter")
+    if args.alter and not args.add_config and not args.delete_config:
+        raise CliError("--alter needs --add-config or --delete-config")
+    if args.entity_name and args.entity_default:
+        raise CliError("--entity-name and --entity-default are exclusive")
     try:
         with AdminClient(_admin_config(args)) as admin:
-            if args.alter:
-                admin.alter_user_scram_credentials(ups, dels).all()
-                print(f"Completed updating config for user {args.entity_name}.")
-                return 0
-            users = [args.entity_name] if args.entity_name else None
-            for user, result in admin.describe_user_scram_credentials(users).items():
-                if result.error is not None:
-                    raise result.error
-                mechs = ", ".join(f"{m}=iterations={i}" for m, i in sorted(result.value.items()))
-                print(f"SCRAM credential configs for user-principal '{user}' are {mechs}")
+            if entity_type in QUOTA_ENTITIES:
+                return _quotas(admin, args, entity_type)
+            if entity_type == "client-metrics":
+                return _resource_configs(admin, args, 16, "client-metric")
+            if entity_type == "topics":
+                return _resource_configs(admin, args, 2, "topic")
+            return _resource_configs(admin, args, 4, "broker")
     except KafkaError as exc:
         raise CliError(str(exc)) from None
+
+
+def _quotas(admin, args, entity_type: str) -> int:
+    """users / clients / ips: quota keys (AlterClientQuotas), and for users the SCRAM
+    credentials too, in one --add-config as kafka-configs.sh takes them."""
+    from broker.client.admin_quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
+    from broker.client.admin_scram import ScramCredentialDeletion
+
+    kind, label = QUOTA_ENTITIES[entity_type]
+    name = None if args.entity_default else args.entity_name
+    if args.alter:
+        if name is None and not args.entity_default:
+            raise CliError("--alter needs --entity-name or --entity-default")
+        quotas: dict[str, float | None] = {}
+        ups, dels = [], []
+        for key, value in split_config_list(args.add_config or ""):
+            if key in SCRAM_MECHANISMS and kind == "user" and name is not None:
+                ups.append(scram_upsertion(name, key, value))
+            elif key in QUOTA_KEYS:
+                try:
+                    quotas[key] = float(value)
+                except ValueError:
+                    raise CliError(f"{key} takes a number, not {value!r}") from None
+            else:
+                raise CliError(f"unknown config {key!r} for {entity_type} (quotas: {', '.join(QUOTA_KEYS)}"
+                               + (", SCRAM-SHA-256, SCRAM-SHA-512" if kind == "user" else "") + ")")
+        for key in _deletions(args):
+            if key in SCRAM_MECHANISMS and kind == "user" and name is not None:
+                dels.append(ScramCredentialDeletion(name, key))
+            elif key in QUOTA_KEYS:
+                quotas[key] = None
+            else:
+                raise CliError(f"unknown config {key!r} for {entity_type}")
+        if ups or dels:
+            admin.alter_user_scram_credentials(ups, dels).all()
+        if quotas:
+            for _, error in admin.alter_client_quotas([({kind: name}, quotas)]):
+                if error is not None:
+                    raise error
+        print(f"Completed updating default config for {entity_type} in the cluster." if name is None
+              else f"Completed updating config for {entity_type[:-1]} {name}.")
+        return 0
+    component = (kind, MATCH_DEFAULT, None) if args.entity_default else \
+        (kind, MATCH_EXACT, name) if name else (kind, MATCH_ANY, None)
+    for entity, values in admin.describe_client_quotas([component], strict=True):
+        who = entity.get(kind)
+        text = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+        print(f"Quota configs for the default {label} are {text}" if who is None
+              else f"Quota configs for {label} '{who}' are {text}")
+    if kind == "user" and not args.entity_default:
+        users = [name] if name else None
+        for user, result in admin.describe_user_scram_credentials(users).items():
+            if result.error is not None:
+                if name:
+                    continue  # a user with quotas and no credentials
+                raise result.error
+            mechs = ", ".join(f"{m}=iterations={i}" for m, i in sorted(result.value.items()))
+            print(f"SCRAM credential configs for user-principal '{user}' are {mechs}")
+    return 0
+
+
+def _resource_configs(admin, args, resource_type: int, label: str) -> int:
+    """topics, brokers, client-metrics: IncrementalAlterConfigs / DescribeConfigs."""
+    from broker.client.admin import AlterConfigOp, AlterConfigOpType, ConfigResource, ConfigResourceType
+
+    name = "" if args.entity_default else (args.entity_name or "")
+    if not name and label != "broker":
+        raise CliError(f"--entity-type {label}s needs --entity-name")
+    resource = ConfigResource(ConfigResourceType(resource_type), name)
+    if args.alter:
+        ops = [AlterConfigOp(k, v, AlterConfigOpType.SET) for k, v in split_config_list(args.add_config or "")]
+        ops += [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in _deletions(args)]
+        admin.incremental_alter_configs({resource: ops}).all()
+        print(f"Completed updating config for {label} {name or '<default>'}.")
+        return 0
+    result = admin.describe_configs([resource])[resource]
+    if result.error is not None:
+        raise result.error
+    print(f"Dynamic configs for {label} {name or '<default>'} are:")
+    entries = result.value.values() if isinstance(result.value, dict) else result.value
+    for entry in sorted(entries, key=lambda e: e.name):
+        if label == "broker" and entry.source not in (1, 2, 3):  # only dynamic ones, as kafka-configs.sh
+            continue
+        if label == "topic" and entry.is_default:
+            continue
+        print(f"  {entry.name}={'<hidden>' if entry.is_sensitive else entry.value}")
     return 0
