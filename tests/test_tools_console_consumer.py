@@ -404,7 +404,7 @@ def test_bad_options_are_one_line_errors(kafka_broker, capsysbinary):
         (["--property", "print.keys=true"], "unknown --property print.keys"),
         (["--property", "print.key=1"], "--property print.key=1: expected true or false"),
         (["--consumer-property", "fetch.max.wait.ms=-5"], "fetch.max.wait.ms"),
-        (["--consumer-property", "security.protocol=SASL_SSL"], "security.protocol"),
+        (["--consumer-property", "security.protocol=BOGUS"], "security.protocol"),
         # TLS to a PLAINTEXT listener: the handshake fails at once, not after the timeout
         (["--consumer-property", "security.protocol=SSL"], "SSL handshake"),
         (["--consumer.config", "/nonexistent.properties"],
