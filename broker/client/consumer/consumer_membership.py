@@ -60,7 +60,7 @@ from broker.protocol import ApiKey, ErrorCode, request_schema
 from . import group_offsets as go
 from .client import ConsumerNetworkClient
 from .config import ConsumerConfig
-from .group_driver import _call
+from .group_driver import GroupMembership, _call
 from .offsets import TopicPartition
 from .subscription_state import SubscriptionState
 
@@ -139,13 +139,11 @@ class ConsumerGroupMembership:
             self._hb.start()
         self._hb.wake()
 
-    def _matching_topics(self, deadline: float) -> frozenset[str]:
-        body = self.client.describe_topics(None, deadline)
-        assert self.pattern is not None
-        self._next_pattern_check = now_ms() + self.config["metadata.max.age.ms"]
-        return frozenset(t.name for t in body.topics if t.error_code == ErrorCode.NONE
-                         and not getattr(t, "is_internal", False)
-                         and self.pattern.fullmatch(t.name))
+    # The same as the classic driver's (they use only attributes both classes have):
+    # the pattern's topics from a Metadata answer, and releasing partitions (commit then
+    # on_partitions_revoked, or on_partitions_lost; then out of the assignment).
+    _matching_topics = GroupMembership._matching_topics
+    _release = GroupMembership._revoke
 
     def commit_fields(self) -> dict[str, Any]:
         """generation (the member epoch) / member_id / group_instance_id / the versions of
@@ -251,21 +249,6 @@ class ConsumerGroupMembership:
             _call(self.listener, "on_partitions_assigned", added)
         if self._hb is not None:
             self._hb.wake()  # acknowledge the new owned set at once
-
-    def _release(self, partitions: list[TopicPartition], lost: bool) -> None:
-        if not partitions:
-            return
-        if not lost:
-            positions = {tp: o for tp, o in self.state.all_consumed().items() if tp in partitions}
-            if positions:
-                self.commit(positions)
-            _call(self.listener, "on_partitions_revoked", partitions)
-        else:
-            _call(self.listener, "on_partitions_lost", partitions)
-        gone = set(partitions)
-        keep = [tp for tp in self.state.assigned_partitions() if tp not in gone]
-        self.state.assign_from_subscribed(keep)
-        self.drop_buffered(set(keep))
 
     def _lookup_topic_ids(self, deadline: float, client: ConsumerNetworkClient | None = None) -> None:
         """Learn the ids of every topic (Metadata v10+ for all topics: the assignment may
