@@ -19,10 +19,18 @@ with atheris.instrument_imports(include=["broker"]):
     import broker.log.validator  # noqa: F401
     import broker.protocol  # noqa: F401
     import broker.protocol.schema  # noqa: F401
+    import broker.protocol.scram  # noqa: F401
     import broker.protocol.versions  # noqa: F401
     import broker.record.batch  # noqa: F401
     import broker.record.columnar.decode  # noqa: F401
     import broker.record.validation  # noqa: F401
+    import broker.server.security.jwks  # noqa: F401
+    import broker.server.security.oauthbearer  # noqa: F401
+    import broker.server.security.plain  # noqa: F401
+    import broker.server.security.sasl  # noqa: F401
+    import broker.server.security.scram  # noqa: F401
+    import broker.server.socket_server  # noqa: F401
+    import broker.server.ssl_context  # noqa: F401
     from tests.fuzz import targets
 
 
