@@ -16,7 +16,9 @@ and write
   confluent-kafka (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with an unsecured JWT),
   kafka-python and aiokafka (PLAIN, SCRAM-SHA-256/512); plus ``synthetic-*``: exchanges
   built from the target's own credentials and fixed server nonce, which complete in the
-  target (the captured SCRAM finals answer a real broker's nonce, so they fail there);
+  target (the captured SCRAM finals answer a real broker's nonce, so they fail there),
+  and ``jwt-*``: JWT-mode inputs (header and claims JSON) of the captured and synthetic
+  tokens;
 * ``tests/fuzz/corpus/tls/<client>-<sha1>.bin``: a flags byte (0: as is, to the listener
   with client certificates requested) and the first bytes (ClientHello on) of connections
   to an SSL listener from confluent-kafka and kafka-python, and Python's ``ssl``
@@ -254,39 +256,55 @@ def capture_requests() -> None:
 # --- SASL and TLS (the sasl and tls targets) -----------------------------------------------
 
 def _request(api_key: int, version: int, body: dict, correlation_id: int = 1) -> bytes:
-    """One size-prefixed request frame, as a client sends it."""
-    from broker.protocol import RequestHeader, encode_request
-    from broker.protocol.versions import request_schema
-    header = RequestHeader(api_key, version, correlation_id, "fuzz-seed")
-    return b"".join(bytes(b) for b in encode_request(header, request_schema(api_key, version).cls(**body)))
-
-
-def _b64url(data: bytes) -> str:
-    import base64
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    from tests.fuzz.targets_security import request_frame
+    return request_frame(api_key, version, body, correlation_id)
 
 
 def unsecured_jwt(claims: dict) -> str:
     import json
-    return f"{_b64url(json.dumps({'alg': 'none'}).encode())}.{_b64url(json.dumps(claims).encode())}."
+
+    from tests.fuzz.targets_security import jwt
+    return jwt(b'{"alg": "none"}', json.dumps(claims).encode(), signed=False)
 
 
 def signed_jwt(claims: dict) -> str:
     """ES256 with the sasl target's JWKS key (kid ``fuzz``)."""
     import json
 
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-
-    from tests.fuzz.targets_security import jwks_key
-    signed = f"{_b64url(json.dumps({'alg': 'ES256', 'kid': 'fuzz'}).encode())}.{_b64url(json.dumps(claims).encode())}"
-    r, s = decode_dss_signature(jwks_key().sign(signed.encode(), ec.ECDSA(hashes.SHA256())))
-    return f"{signed}.{_b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+    from tests.fuzz.targets_security import jwt
+    return jwt(b'{"alg": "ES256", "kid": "fuzz"}', json.dumps(claims).encode(), signed=True)
 
 
 def oauth_message(token: str) -> bytes:
-    return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+    from tests.fuzz.targets_security import oauth_message as message
+    return message(token)
+
+
+def jwt_seeds(streams: list[bytes]) -> dict[str, bytes]:
+    """JWT-mode inputs of the sasl target: the tokens of the captured OAUTHBEARER
+    exchanges, and the synthetic claims, on each set-up."""
+    import base64
+    import json
+    import re
+
+    from tests.fuzz.targets_security import JWT_MODE, OAUTH_REQUIRED_SCOPE, SETUPS
+
+    def unb64(part: bytes) -> bytes:
+        return base64.urlsafe_b64decode(part + b"=" * (-len(part) % 4))
+
+    pairs = {}
+    for stream in streams:
+        for m in re.finditer(rb"auth=Bearer ([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.", stream):
+            pairs[f"captured-{sha(m.group(0))}"] = (unb64(m.group(1)), unb64(m.group(2)))
+    claims = {"sub": "alice", "exp": 4102444800, "iat": 1700000000, "scope": OAUTH_REQUIRED_SCOPE, "aud": "kafkalog"}
+    pairs["synthetic"] = (b'{"alg":"none"}', json.dumps(claims).encode())
+    pairs["synthetic-jwks"] = (b'{"alg":"ES256","kid":"fuzz"}', json.dumps(claims).encode())
+    out = {}
+    for name, (header, body) in pairs.items():
+        for index, setup in enumerate(SETUPS):
+            if (setup == "jwks") == name.endswith("jwks"):
+                out[f"jwt-{setup}-{name}"] = bytes([JWT_MODE | index]) + header + b"\x00" + body
+    return out
 
 
 def synthetic_sasl_streams() -> dict[str, bytes]:
@@ -473,6 +491,7 @@ def _capture_sasl(bootstrap: str, proxy: RecordingProxy) -> None:
     runs = [("confluent", m, confluent) for m in (*mechs, "OAUTHBEARER")]
     runs += [("kafka-python", m, kafka_python) for m in mechs] + [("aiokafka", m, aiokafka) for m in mechs]
     proxy.take()
+    oauth_streams: list[bytes] = []
     for client, mech, fn in runs:
         fn(mech)
         time.sleep(0.5)
@@ -480,8 +499,11 @@ def _capture_sasl(bootstrap: str, proxy: RecordingProxy) -> None:
         for s in streams[:3]:
             (CORPUS / "sasl" / f"{client}-{mech}-{sha(s)}.bin").write_bytes(b"\x00" + s[:4096])
         print(f"sasl {client} {mech}: {len(streams)} connections", flush=True)
+        oauth_streams += streams if mech == "OAUTHBEARER" else []
     for name, data in synthetic_sasl_streams().items():
         (CORPUS / "sasl" / f"synthetic-{name}.bin").write_bytes(data)
+    for name, data in jwt_seeds(oauth_streams).items():
+        (CORPUS / "sasl" / f"{name}.bin").write_bytes(data)
 
 
 def _capture_tls(bootstrap: str, proxy: RecordingProxy, pki) -> None:

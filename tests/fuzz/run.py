@@ -3,12 +3,14 @@ TARGET [libFuzzer options] [CORPUS_DIR ...]``, e.g. ``-runs=2000`` for a short r
 ``-max_total_time=600`` for a long one (``make fuzz``). The broker's modules are imported
 instrumented; a finding is written by libFuzzer as ``crash-<sha1>`` in the working
 directory (``-artifact_prefix=``): copy it into ``tests/fuzz/regressions/TARGET/``.
+A target with a libFuzzer dictionary ``tests/fuzz/dicts/TARGET.dict`` gets it (``-dict=``).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import atheris
 
@@ -46,7 +48,11 @@ def main() -> None:
         except allowed:
             pass
 
-    atheris.Setup([sys.argv[0]] + sys.argv[2:], one)
+    args = sys.argv[2:]
+    dictionary = Path(__file__).resolve().parent / "dicts" / f"{target}.dict"
+    if dictionary.exists() and not any(a.startswith("-dict=") for a in args):
+        args = [f"-dict={dictionary}", *args]
+    atheris.Setup([sys.argv[0], *args], one)
     atheris.Fuzz()
 
 

@@ -11,12 +11,15 @@ and 19), registered in ``tests/fuzz/targets.py`` next to the parser targets.
   validator on one set-up and the JWKS validator with a file:// key set on another). So
   SaslHandshake v0-1, SaslAuthenticate v0-2, legacy raw tokens, KIP-368 re-authentication,
   PLAIN, SCRAM's client-first / client-final messages (``broker.protocol.scram``) and the
-  unsecured and signed JWT parsers are all reached. ``KafkaApis`` (fuzzed by ``request``)
-  is stood in for by a handler that answers nothing. Until ``CLOSE_CONNECTION`` each frame
-  gets a response or nothing; an oversized size prefix is the decoder's
-  ``ProtocolDecodeError`` (the socket server closes). The authenticator's catch-all (a bug
-  costs only its connection, logged with ``log.exception``) is turned back into the
-  exception here so that a bug is a finding, not a quiet close.
+  unsecured and signed JWT parsers are all reached. With bit 7 of the first byte set (JWT
+  mode, ``jwt_stream``) the rest is a JWT's header and claims JSON, which the target
+  base64url-encodes (and signs, on the ``jwks`` set-up) into an OAUTHBEARER exchange, as
+  the ``batch`` target computes CRCs: mutations then land in the JSON, not in base64.
+  ``KafkaApis`` (fuzzed by ``request``) is stood in for by a handler that answers nothing.
+  Until ``CLOSE_CONNECTION`` each frame gets a response or nothing; an oversized size prefix
+  is the decoder's ``ProtocolDecodeError`` (the socket server closes). The authenticator's
+  catch-all (a bug costs only its connection, logged with ``log.exception``) is turned back
+  into the exception here so that a bug is a finding, not a quiet close.
   Determinism: the server nonce of SCRAM is fixed (``SERVER_NONCE``) and the credentials
   are made with a fixed salt, so a seed built by ``tools/capture_fuzz_corpus.py`` from
   ``SCRAM_USERS`` completes the exchange and the fuzzer can mutate what follows it.
@@ -54,8 +57,9 @@ SCRAM_SALT = b"kafkalog-fuzz-salt"
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USERS = {"bob": "bob-secret"}
 OAUTH_REQUIRED_SCOPE = "kafka"
-# first byte of a sasl input -> set-up (index = byte % len(SETUPS))
+# first byte of a sasl input -> set-up (index = (byte & 0x7F) % len(SETUPS)); bit 7: JWT mode
 SETUPS = ("plain-scram-oauth", "reauth-scoped-oauth", "jwks")
+JWT_MODE = 0x80
 
 SASL_ALLOWED: tuple[type[BaseException], ...] = (ProtocolDecodeError,)
 TLS_ALLOWED: tuple[type[BaseException], ...] = ()
@@ -178,6 +182,44 @@ class FuzzConnection:
         self.sent.append(buffers)
 
 
+def request_frame(api_key: int, version: int, body: dict, correlation_id: int = 1) -> bytes:
+    """One size-prefixed request frame, as a client sends it."""
+    from broker.protocol import RequestHeader, encode_request
+    from broker.protocol.versions import request_schema
+    header = RequestHeader(api_key, version, correlation_id, "fuzz-seed")
+    return b"".join(bytes(b) for b in encode_request(header, request_schema(api_key, version).cls(**body)))
+
+
+def jwt(header: bytes, claims: bytes, signed: bool) -> str:
+    """``header.claims.`` (unsecured) or signed ES256 with ``jwks_key()``."""
+    token = f"{_b64url(header)}.{_b64url(claims)}"
+    if not signed:
+        return token + "."
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+    r, s = decode_dss_signature(jwks_key().sign(token.encode(), ec.ECDSA(hashes.SHA256())))
+    return f"{token}.{_b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+
+def oauth_message(token: str) -> bytes:
+    return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def jwt_stream(setup: str, data: bytes) -> bytes:
+    """JWT mode of the sasl target: ``data`` is the JOSE header JSON, NUL, the claims
+    JSON; the stream is the OAUTHBEARER exchange carrying them (signed on the ``jwks``
+    set-up), the client's ``\x01`` after an error challenge, then a Metadata request."""
+    from broker.protocol import ApiKey
+    header, _, claims = data.partition(b"\x00")
+    return (request_frame(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"})
+            + request_frame(ApiKey.SASL_AUTHENTICATE, 2,
+                            {"auth_bytes": oauth_message(jwt(header, claims, signed=setup == "jwks"))})
+            + request_frame(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x01"})
+            + request_frame(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False}))
+
+
 def fuzz_sasl(data: bytes) -> None:
     from broker.protocol import FrameDecoder
     from broker.server.handlers import CLOSE_CONNECTION, NO_RESPONSE
@@ -185,10 +227,12 @@ def fuzz_sasl(data: bytes) -> None:
     if not data:
         return
     gates = _gates()
-    gate = gates[data[0] % len(gates)]
+    index = (data[0] & 0x7F) % len(gates)
+    gate = gates[index]
+    stream = jwt_stream(SETUPS[index], data[1:]) if data[0] & JWT_MODE else data[1:]
     conn = FuzzConnection("SASL_PLAINTEXT")
     decoder = conn.decoder = FrameDecoder(gate.initial_frame_limits()["SASL_PLAINTEXT"])
-    decoder.push(memoryview(data)[1:])
+    decoder.push(stream)
     while True:
         frame = decoder.next_frame()
         if frame is None:
