@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
+import random
 import socket
 import ssl
 import struct
@@ -161,8 +161,10 @@ def _client_hello(pki) -> bytes:  # noqa: F811
 
 def test_f3_garbage_before_the_tls_handshake_on_sasl_ssl_closes_only_that_connection(broker, good):
     """RELIABILITY.md F3: 1024 random bytes instead of a ClientHello."""
+    garbage = random.Random(16).randbytes(1024)
+    assert garbage[0] != 0x16  # not a TLS handshake record: the broker has all it needs to refuse
     with socket.create_connection(("127.0.0.1", broker.listener_port("SASL_SSL")), timeout=TIMEOUT) as s:
-        s.sendall(os.urandom(1024))
+        s.sendall(garbage)
         good.serves()
         assert closed(s)
     assert "TLS handshake failed" in broker.stderr_text()
@@ -173,9 +175,11 @@ def test_f3_garbage_inside_the_tls_handshake_on_sasl_ssl(broker, pki, good, shap
     """RELIABILITY.md F3: a real ClientHello cut short, followed by garbage, or a handshake
     record whose body is garbage: an alert or a close, nothing else."""
     hello = _client_hello(pki)
+    rng = random.Random(shape)
+    body = len(hello) - 9  # a whole ClientHello message of garbage: nothing left to wait for
     payload = {"truncated-hello-then-eof": hello[:len(hello) // 2],
-               "hello-then-garbage-records": hello + b"\x16\x03\x03\x01\x00" + os.urandom(256),
-               "garbage-record-body": hello[:5] + os.urandom(len(hello) - 5)}[shape]
+               "hello-then-garbage-records": hello + b"\x16\x03\x03\x01\x00" + rng.randbytes(256),
+               "garbage-record-body": hello[:5] + b"\x01" + body.to_bytes(3, "big") + rng.randbytes(body)}[shape]
     with socket.create_connection(("127.0.0.1", broker.listener_port("SASL_SSL")), timeout=TIMEOUT) as s:
         s.sendall(payload)
         good.serves()
@@ -186,10 +190,13 @@ def test_f3_garbage_inside_the_tls_handshake_on_sasl_ssl(broker, pki, good, shap
 
 def test_f3_garbage_right_after_the_tls_handshake_closes_before_sasl(broker, pki, good):  # noqa: F811
     """RELIABILITY.md F3 (after the handshake): 1024 random bytes inside TLS instead of a
-    SaslHandshake; the first 4 are a size prefix (usually beyond any limit, F1)."""
+    SaslHandshake; the first 4 are a size prefix beyond the pre-authentication limit (F1, F2)."""
+    garbage = random.Random(19).randbytes(1024)
+    size = struct.unpack(">i", garbage[:4])[0]
+    assert not 0 <= size <= 524288  # beyond sasl.server.max.receive.size: refused at the prefix
     c = raw_tls(broker, pki)
     with c:
-        c.send_raw(os.urandom(1024))
+        c.send_raw(garbage)
         good.serves()
         assert closed(c.sock)
 
