@@ -19,7 +19,8 @@ and 19), registered in ``tests/fuzz/targets.py`` next to the parser targets.
   Until ``CLOSE_CONNECTION`` each frame gets a response or nothing; an oversized size prefix
   is the decoder's ``ProtocolDecodeError`` (the socket server closes). The authenticator's
   catch-all (a bug costs only its connection, logged with ``log.exception``) is turned back
-  into the exception here so that a bug is a finding, not a quiet close.
+  into the exception here so that a bug is a finding, not a quiet close (both patches hold
+  only during a call of the target).
   Determinism: the server nonce of SCRAM is fixed (``SERVER_NONCE``) and the credentials
   are made with a fixed salt, so a seed built by ``tools/capture_fuzz_corpus.py`` from
   ``SCRAM_USERS`` completes the exchange and the fuzzer can mutate what follows it.
@@ -134,8 +135,8 @@ def _gates() -> list[Any]:
     from broker.server.security import scram as scram_server
     from broker.server.security.credentials import CredentialStore, Upsertion
 
-    scram_server.nonce = lambda: SERVER_NONCE  # deterministic server-first-message (module docstring)
-    sasl_module.log = _RaisingLog(sasl_module.log)
+    _state["patches"] = [(scram_server, "nonce", lambda: SERVER_NONCE),  # deterministic server-first
+                         (sasl_module, "log", _RaisingLog(sasl_module.log))]
     directory = _workdir()
     store = CredentialStore([directory])
     store.alter([], [Upsertion(user, mech, ScramCredential.from_password(mechanism(mech), password, salt=SCRAM_SALT))
@@ -233,15 +234,24 @@ def fuzz_sasl(data: bytes) -> None:
     conn = FuzzConnection("SASL_PLAINTEXT")
     decoder = conn.decoder = FrameDecoder(gate.initial_frame_limits()["SASL_PLAINTEXT"])
     decoder.push(stream)
-    while True:
-        frame = decoder.next_frame()
-        if frame is None:
-            return
-        result = gate.handle(conn, frame)
-        if result is CLOSE_CONNECTION:
-            return
-        if result is not NO_RESPONSE and not isinstance(result, list):
-            raise AssertionError(f"the SASL gate answered {type(result).__name__}, not a response or a close")
+    # the fixed nonce and the raising log only for this call: replays run inside pytest,
+    # whose other tests use the real modules
+    saved = [(module, name, getattr(module, name)) for module, name, _ in _state["patches"]]
+    for module, name, value in _state["patches"]:
+        setattr(module, name, value)
+    try:
+        while True:
+            frame = decoder.next_frame()
+            if frame is None:
+                return
+            result = gate.handle(conn, frame)
+            if result is CLOSE_CONNECTION:
+                return
+            if result is not NO_RESPONSE and not isinstance(result, list):
+                raise AssertionError(f"the SASL gate answered {type(result).__name__}, not a response or a close")
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
 
 
 def _tls_server() -> tuple[Any, list[tuple[Any, Any]]]:
