@@ -190,7 +190,8 @@ def test_producer_with_transactional_id_and_idempotent(acls):
     cluster = "ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)"
     txn = f"ResourcePattern(resourceType=TRANSACTIONAL_ID, name={tx}, patternType=LITERAL)"
     assert block(f"Adding ACLs for resource `{cluster}`", entry(f"User:{t}", "IDEMPOTENT_WRITE")) in out
-    assert block(f"Adding ACLs for resource `{txn}`", entry(f"User:{t}", "WRITE"), entry(f"User:{t}", "DESCRIBE")) in out
+    assert block(f"Adding ACLs for resource `{txn}`", entry(f"User:{t}", "WRITE"),
+                 entry(f"User:{t}", "DESCRIBE")) in out
     assert acls("--remove", "--producer", "--allow-principal", f"User:{t}", "--topic", t, "--transactional-id", tx,
                 "--idempotent", "--force")[0] == 0
     code, out, _ = acls("--list", "--principal", f"User:{t}")
