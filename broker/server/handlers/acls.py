@@ -51,7 +51,7 @@ def _refusal(state: ServerState, ctx: RequestContext, op: AclOperation) -> tuple
     if state.authorizer is None:
         return ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE
     if not cluster_allowed(state, ctx, op):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     return None
 
 
