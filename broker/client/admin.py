@@ -40,6 +40,19 @@ Owns:
                     KafkaError NON_EMPTY_GROUP "Assignments can only be reset if the group 'g'
                     is inactive, but the current state is Stable.")
 
+  ACLs (Kafka's ``Admin`` ACL calls; the model and the request builders are
+  ``broker.client.admin_acls``; each request goes to the least loaded node)::
+
+      create_acls([AclBinding])                                   -> AdminResults[AclBinding, None]
+                    (a binding with an ANY/UNKNOWN/None field is refused here:
+                    InvalidRequestError "Operation is ANY." ..., as KafkaAdminClient)
+      describe_acls(AclBindingFilter)                             -> [AclBinding] (raises the error)
+      delete_acls([AclBindingFilter])                             -> AdminResults[AclBindingFilter,
+                    [AclBinding]] (the ACLs each filter deleted)
+
+  A broker without an authorizer answers SecurityDisabledError, a principal without
+  ALTER (DESCRIBE for describe_acls) on the cluster ClusterAuthorizationFailedError.
+
   CreateTopics, DeleteTopics and CreatePartitions go to the controller named by Metadata
   (PROTOCOL.md 1.2), retried while it answers NOT_CONTROLLER; Metadata and TOPIC config
   requests go to the least loaded node; BROKER config resources to that broker.
@@ -75,7 +88,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from broker.client import admin_groups, admin_quotas, admin_scram
+from broker.client import admin_acls, admin_groups, admin_quotas, admin_scram
+from broker.client.admin_acls import AclBinding, AclBindingFilter
 from broker.client.admin_groups import OffsetResetSpec, ResetPlan
 from broker.client.consumer import group_offsets, offsets
 from broker.client.consumer.client import ConsumerNetworkClient
@@ -96,10 +110,12 @@ from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigErr
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
 __all__ = [
-    "ADMIN_CONFIG_DEF", "AdminClient", "AdminResult", "AdminResults", "AlterConfigOp", "AlterConfigOpType",
+    "ADMIN_CONFIG_DEF", "AclBinding", "AclBindingFilter", "AdminClient", "AdminResult", "AdminResults",
+    "AlterConfigOp", "AlterConfigOpType",
     "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
     "NewTopic", "OffsetResetSpec", "ResetPlan", "TopicDescription", "TopicPartitionInfo", "admin_error",
-    "InvalidConfigurationError", "InvalidPartitionsError", "InvalidReplicaAssignmentError",
+    "ClusterAuthorizationFailedError", "InvalidConfigurationError", "SecurityDisabledError",
+    "InvalidPartitionsError", "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError", "InvalidRequestError", "InvalidTopicError", "NotControllerError",
     "PolicyViolationError", "TopicAlreadyExistsError", "TopicAuthorizationFailedError",
     "TopicDeletionDisabledError", "UnknownServerError", "UnknownTopicOrPartitionError",
@@ -147,6 +163,7 @@ _VERSIONS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3), ApiKey.DELETE_ACLS: (0, 3),
 }
 
 
@@ -184,6 +201,11 @@ TopicDeletionDisabledError = _error_class("TopicDeletionDisabledError", ErrorCod
                                           "TOPIC_DELETION_DISABLED (73).")
 TopicAuthorizationFailedError = _error_class("TopicAuthorizationFailedError", ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                              "TOPIC_AUTHORIZATION_FAILED (29).")
+ClusterAuthorizationFailedError = _error_class("ClusterAuthorizationFailedError",
+                                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                               "CLUSTER_AUTHORIZATION_FAILED (31).")
+SecurityDisabledError = _error_class("SecurityDisabledError", ErrorCode.SECURITY_DISABLED,
+                                     "SECURITY_DISABLED (54): the broker has no authorizer.")
 UnknownServerError = _error_class("UnknownServerError", ErrorCode.UNKNOWN_SERVER_ERROR,
                                   "UNKNOWN_SERVER_ERROR (-1): the broker failed unexpectedly.")
 
@@ -191,7 +213,7 @@ _ERRORS: dict[int, type[KafkaError]] = {cls.CODE: cls for cls in (  # type: igno
     TopicAlreadyExistsError, UnknownTopicOrPartitionError, InvalidTopicError, InvalidPartitionsError,
     InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigurationError, NotControllerError,
     InvalidRequestError, PolicyViolationError, TopicDeletionDisabledError, TopicAuthorizationFailedError,
-    UnknownServerError)}
+    ClusterAuthorizationFailedError, SecurityDisabledError, UnknownServerError)}
 
 
 def admin_error(code: int, message: str | None = None) -> KafkaError:
@@ -579,6 +601,71 @@ class AdminClient:
         if code:
             raise admin_error(code, message)
         return entries
+
+    # -- ACLs (KIP-140; model and builders in broker.client.admin_acls) -----------------
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, timeout_ms: float | None = None) -> AdminResults:
+        """binding -> AdminResult(None) or its error (INVALID_REQUEST for one the broker or
+        this client refuses)."""
+        results: dict[AclBinding, AdminResult] = {}
+        send = []
+        for b in dict.fromkeys(bindings):
+            if not isinstance(b, AclBinding):
+                raise TypeError(f"create_acls takes AclBinding values, not {type(b).__name__}")
+            indefinite = b.to_filter().find_indefinite_field()
+            if indefinite:
+                results[b] = AdminResult(error=InvalidRequestError(indefinite))
+            else:
+                send.append(b)
+        if send:
+            with self._lock:
+                self._check_open()
+                body = self._request(None, ApiKey.CREATE_ACLS, lambda v: admin_acls.build_create(v, send),
+                                     self._deadline(timeout_ms))
+            outcomes = admin_acls.parse_create(body)
+            for i, b in enumerate(send):
+                code, message = outcomes[i] if i < len(outcomes) else (ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                                       "no result in the response")
+                results[b] = AdminResult(None) if not code else AdminResult(error=admin_error(code, message))
+        return AdminResults((b, results[b]) for b in dict.fromkeys(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter.ANY, *,
+                      timeout_ms: float | None = None) -> list[AclBinding]:
+        """The ACLs matching the filter; raises the broker's error (SecurityDisabledError,
+        ClusterAuthorizationFailedError, InvalidRequestError)."""
+        if acl_filter.is_unknown():
+            raise InvalidRequestError("The AclBindingFilter must not contain UNKNOWN elements.")
+        with self._lock:
+            self._check_open()
+            body = self._request(None, ApiKey.DESCRIBE_ACLS, lambda v: admin_acls.build_describe(v, acl_filter),
+                                 self._deadline(timeout_ms))
+        code, message, bindings = admin_acls.parse_describe(body)
+        if code:
+            raise admin_error(code, message)
+        return bindings
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *, timeout_ms: float | None = None) -> AdminResults:
+        """filter -> AdminResult([the ACLs it deleted]) or its error."""
+        flts = list(dict.fromkeys(filters))
+        results: dict[AclBindingFilter, AdminResult] = {}
+        if flts:
+            with self._lock:
+                self._check_open()
+                body = self._request(None, ApiKey.DELETE_ACLS, lambda v: admin_acls.build_delete(v, flts),
+                                     self._deadline(timeout_ms))
+            outcomes = admin_acls.parse_delete(body)
+            for i, f in enumerate(flts):
+                if i >= len(outcomes):
+                    results[f] = AdminResult(error=admin_error(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                               "no result in the response"))
+                    continue
+                code, message, matching = outcomes[i]
+                failed = next(((c, m) for c, m, _ in matching if c), None)
+                if code or failed:
+                    results[f] = AdminResult(error=admin_error(*((code, message) if code else failed)))
+                else:
+                    results[f] = AdminResult([b for _, _, b in matching])
+        return AdminResults((f, results[f]) for f in flts)
 
     # -- consumer groups -----------------------------------------------------------------
 

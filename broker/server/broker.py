@@ -12,7 +12,9 @@ Owns the lifecycle:
   credential store (``broker.server.security.credentials``), the
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
-  of ``__transaction_state`` (``broker.server.txn``), then the listeners
+  of ``__transaction_state`` (``broker.server.txn``), the cluster metadata (quotas,
+  client-metrics subscriptions and, with ``authorizer.class.name`` set, the ACLs of the
+  built-in authorizer, ``broker.server.security.authorizer``), then the listeners
   (``SocketServer``), whose handler is ``KafkaApis.handle``, wrapped by the SASL gate
   (``broker.server.security.sasl.SaslGate``) when a listener's security protocol is
   SASL_PLAINTEXT or SASL_SSL: the broker accepts connections only once every log is loaded. On
@@ -61,6 +63,7 @@ from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.quota.connection_quotas import ConnectionQuotas
+from broker.server.security.authorizer import StandardAuthorizer
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
 from broker.server.socket_server import Listener, SocketServer, parse_listeners
@@ -151,6 +154,7 @@ class KafkaBroker:
         self.stats: BrokerStats | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.client_metrics: SubscriptionStore | None = None
+        self.authorizer: StandardAuthorizer | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -205,6 +209,9 @@ class KafkaBroker:
             self.telemetry = ClientMetricsManager(telemetry_max_bytes=config["telemetry.max.bytes"])
             self.client_metrics = SubscriptionStore(self.cluster_metadata, self.telemetry)
             self.client_metrics.load()
+            if config.get("authorizer.class.name"):
+                self.authorizer = StandardAuthorizer(config, self.cluster_metadata)
+                self.authorizer.load()
             self.stats = BrokerStats()
             state = ServerState(
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
@@ -213,7 +220,7 @@ class KafkaBroker:
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
                 credentials=self.credentials, quotas=self.quotas, client_quotas=self.client_quotas,
                 telemetry=self.telemetry, client_metrics=self.client_metrics, stats=self.stats,
-                txn_coordinator=self.txn_coordinator)
+                txn_coordinator=self.txn_coordinator, authorizer=self.authorizer)
             if self.sasl_gate is not None:
                 state.api_versions = advertised_versions(sasl=True)
             self.apis = KafkaApis(state)

@@ -39,6 +39,9 @@ result per resource of the request, in order, each with an error_message when it
 
 * Any other resource type (BROKER_LOGGER, GROUP...): INVALID_REQUEST.
 
+Authorization (Kafka's, ``authz.py``): ALTER_CONFIGS on the topic for TOPIC resources
+(TOPIC_AUTHORIZATION_FAILED), on the CLUSTER for the others (CLUSTER_AUTHORIZATION_FAILED).
+
 Versions: AlterConfigs v0-v1 (v2 is flexible) and IncrementalAlterConfigs v0 (v1 is
 flexible), the non-flexible ones of PROTOCOL.md's phase 1; librdkafka and kafka-python
 both use IncrementalAlterConfigs v0 against that range.
@@ -59,7 +62,14 @@ from broker.protocol.messages.alter_configs import ALTER_CONFIGS_RESPONSE
 from broker.protocol.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
-from broker.server.handlers.topics import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_TOPIC, config_text
+from broker.server.handlers.authz import AclOperation
+from broker.server.handlers.topics import (
+    RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_TOPIC,
+    authorize_configs,
+    config_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +132,8 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
                        f"altering configs; this broker alters TOPIC (2) configs")
 
 
-def _serve(state: ServerState, body, make_update: Callable[[object], Update], result_cls, api: str) -> list:
+def _serve(state: ServerState, ctx: RequestContext, body, make_update: Callable[[object], Update], result_cls,
+           api: str) -> list:
     counts = Counter((r.resource_type, r.resource_name) for r in body.resources)
     results = []
     for r in body.resources:
@@ -130,6 +141,7 @@ def _serve(state: ServerState, body, make_update: Callable[[object], Update], re
             if counts[(r.resource_type, r.resource_name)] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Each resource may appear at most once in a request; "
                                f"got {r.resource_name!r} (type {r.resource_type}) more than once.")
+            authorize_configs(state, ctx, r.resource_type, r.resource_name, AclOperation.ALTER_CONFIGS)
             keys = [c.name for c in r.configs]
             _apply(state, r.resource_type, r.resource_name, keys, make_update(r), body.validate_only)
             results.append(result_cls(error_code=ErrorCode.NONE, error_message=None,
@@ -156,7 +168,7 @@ def _replace_all(resource) -> Update:
 
 def handle_alter_configs(state: ServerState, ctx: RequestContext, body) -> object:
     return AlterConfigsResponse(throttle_time_ms=0,
-                                responses=_serve(state, body, _replace_all, AlterResult, "AlterConfigs"))
+                                responses=_serve(state, ctx, body, _replace_all, AlterResult, "AlterConfigs"))
 
 
 def alter_configs_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
@@ -244,7 +256,7 @@ def _incremental(state: ServerState, resource) -> Update:
 
 
 def handle_incremental_alter_configs(state: ServerState, ctx: RequestContext, body) -> object:
-    results = _serve(state, body, lambda r: _incremental(state, r), IncrementalResult, "IncrementalAlterConfigs")
+    results = _serve(state, ctx, body, lambda r: _incremental(state, r), IncrementalResult, "IncrementalAlterConfigs")
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
