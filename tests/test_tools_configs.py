@@ -71,7 +71,7 @@ def test_client_metrics_topics_and_brokers(kafka_broker, capsys):
 
 def test_dynamic_broker_configs_limit_connections_live_and_persist(broker_factory, capsys):
     """kafka-configs.sh --entity-type brokers --entity-default --add-config
-    max.connections.per.ip=N: applied at once to new connections (Q4 of RELIABILITY.md),
+    max.connections.per.ip=N: applied at once to new connections,
     a per-broker value wins over the default, deleting it restores the static limit,
     and the values survive a restart."""
     b = broker_factory()
