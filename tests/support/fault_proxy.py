@@ -10,6 +10,11 @@ in request order), so faults can be aimed at one kind of request:
   ``api_key`` are swallowed and both sides of that connection are closed, so the request
   reached (and was handled by) the broker but the client never hears back (I8).
 * ``delay(ms)``: hold every chunk for ``ms`` before forwarding it.
+* ``bandwidth(kbit_per_s)``: cap the link: each direction, over all connections
+  together, forwards at most ``kbit_per_s`` kilobits (1000 bits) a second (a chunk
+  leaves once the link has "transmitted" it, then waits out the ``delay``), like netem's
+  rate on an interface; ``None`` lifts the cap. With ``delay`` it makes a degraded
+  network (E5).
 * ``black_hole()``: accept and read, forward nothing either way (request timeouts).
 * ``reset()``: close every connection with RST now, and new ones on arrival.
 
@@ -69,6 +74,8 @@ class FaultProxy:
         self._drop_key: int | None = None
         self._drop_left = 0
         self._delay_s = 0.0
+        self._rate_bps: float | None = None  # bytes a second, None: no cap
+        self._link_free = {"c": 0.0, "s": 0.0}  # per direction: when the link is idle again
         self._stop = threading.Event()
         self._deadline = time.monotonic() + max_lifetime_s
         self.connections = 0
@@ -92,6 +99,7 @@ class FaultProxy:
         with self._lock:
             self._mode = "pass"
             self._delay_s = 0.0
+            self._rate_bps = None
             self._drop_left = 0
 
     def drop_response(self, api_key: int, count: int = 1) -> None:
@@ -103,6 +111,12 @@ class FaultProxy:
     def delay(self, ms: float) -> None:
         with self._lock:
             self._delay_s = ms / 1000.0
+
+    def bandwidth(self, kbit_per_s: float | None) -> None:
+        if kbit_per_s is not None and kbit_per_s <= 0:
+            raise ValueError("the bandwidth cap must be positive (or None for no cap)")
+        with self._lock:
+            self._rate_bps = None if kbit_per_s is None else kbit_per_s * 1000 / 8
 
     def black_hole(self) -> None:
         with self._lock:
@@ -168,7 +182,8 @@ class FaultProxy:
     def _read(self, pair: _Pair, side: str) -> None:
         sock = pair.client if side == "c" else pair.server
         try:
-            data = sock.recv(1 << 20)
+            # under a bandwidth cap, small chunks, so that the link is shared in turns
+            data = sock.recv(1 << 20 if self._rate_bps is None else 16384)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -179,7 +194,13 @@ class FaultProxy:
                 return
             if self._mode == "black_hole":
                 return  # read and forget
-            due = time.monotonic() + self._delay_s
+            now = time.monotonic()
+            if self._rate_bps is not None:
+                sent = max(now, self._link_free[side]) + len(data) / self._rate_bps
+                self._link_free[side] = sent
+                due = sent + self._delay_s
+            else:
+                due = now + self._delay_s
             if side == "c":
                 pair.c_buf += data
                 self._frames_from_client(pair)
