@@ -7,7 +7,7 @@ a Jepsen-style history per topic (``tests/support/history.py``); the assertion i
 checker's verdict (H1-H8) after a final drain: no acknowledged write lost (H3/H4), no
 duplicate (H2), no aborted or uncommitted value read (H5/H8).
 
-* E3 pause: SIGSTOP the broker for longer than the clients' request.timeout.ms, then
+* E3 pause: SIGSTOP the broker for longer than the clients' request timeouts, then
   SIGCONT.
 * E4 client-broker partition: every client byte goes through ``FaultProxy`` (the broker
   advertises the proxy's address, so clients keep using it after Metadata); a black hole,
@@ -49,8 +49,22 @@ pytestmark = pytest.mark.timeout(1800 if SOAK else 300)
 
 BROKER = {"flush.messages": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
           "transaction.state.log.num.partitions": "3"}
+# librdkafka's client-side timeout of a request is socket.timeout.ms (its request.timeout.ms
+# is the Produce request's broker-side ack timeout): both are lowered so that a fault
+# outlasts them and the clients time requests out, disconnect and retry.
 REQUEST_TIMEOUT_MS = 5000
-CLIENT = {"request.timeout.ms": REQUEST_TIMEOUT_MS}
+PRODUCER = {"request.timeout.ms": REQUEST_TIMEOUT_MS, "socket.timeout.ms": REQUEST_TIMEOUT_MS}
+CONSUMER = {"socket.timeout.ms": REQUEST_TIMEOUT_MS}
+
+
+def _row(scenario: str, faults: int, w: Workload, e, t) -> None:
+    """One line of the soak table (shown with -s): scenario, faults, records checked, anomalies."""
+    tp = w.txn_producer
+    anomalies = sum(len(v) for r in (e, t) if r is not None for v in r.anomalies.values())
+    print(f"\n| {scenario} | faults {faults} | acked {e.sends_ok} idempotent + {t.sends_ok if t else 0} in "
+          f"{tp.committed_count if tp else 0} committed txns ({tp.aborted_count if tp else 0} aborted, "
+          f"{tp.unknown_count if tp else 0} unknown) | polled {e.values_polled} + {t.values_polled if t else 0} | "
+          f"anomalies {anomalies} |")
 
 
 def _assert_clean(broker) -> None:
@@ -63,7 +77,7 @@ def test_e3_pause_longer_than_request_timeout_loses_and_duplicates_nothing(broke
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}", **BROKER})
     pauses, pause_s = (3, 12.0) if SOAK else (1, 8.0)
     assert pause_s * 1000 > REQUEST_TIMEOUT_MS
-    w = Workload(broker.bootstrap, "pause", producer_extra=CLIENT).start()
+    w = Workload(broker.bootstrap, "pause", producer_extra=PRODUCER, consumer_extra=CONSUMER).start()
     try:
         assert w.progress(500, 2)
         for _ in range(pauses):
@@ -77,6 +91,7 @@ def test_e3_pause_longer_than_request_timeout_loses_and_duplicates_nothing(broke
         e, t = w.finish()
     finally:
         w.close()
+    _row("E3 pause", pauses, w, e, t)
     assert e.sends_ok > 1000 and t.sends_ok > 0
     assert w.producer.errors == []  # nothing given up: every send acknowledged
     _assert_clean(broker)
@@ -88,20 +103,25 @@ def test_e4_partition_through_the_proxy_heals_without_a_client_restart(broker_fa
     with FaultProxy("127.0.0.1", port, max_lifetime_s=1700 if SOAK else 280) as proxy:
         broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}",
                                  "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}", **BROKER})
-        w = Workload(f"127.0.0.1:{proxy.port}", "partition", producer_extra=CLIENT).start()
+        w = Workload(f"127.0.0.1:{proxy.port}", "partition", producer_extra=PRODUCER, consumer_extra=CONSUMER).start()
         try:
             assert w.progress(500, 2)
             before = proxy.connections
             proxy.black_hole()
+            t0 = time.monotonic()
             time.sleep(60.0 if SOAK else 12.0)
             stalled = w.acked()
             proxy.pass_through()
             # recovered: the same producer objects get acks again
-            assert w.progress(500, 2), (w.acked(), w.committed_txns())
+            assert w.progress(500, 0), (w.acked(), w.committed_txns())
+            print(f"\nE4: idempotent acks after {time.monotonic() - t0:.1f}s", flush=True)
+            assert w.progress(0, 2), (w.acked(), w.committed_txns())
+            print(f"\nE4: healed after {time.monotonic() - t0:.1f}s of black hole + recovery", flush=True)
             assert w.acked() > stalled
             e, t = w.finish()
         finally:
             w.close()
+        _row("E4 partition", 1, w, e, t)
         assert proxy.connections > before  # the clients reconnected through the proxy
     assert e.sends_ok > 1000 and t.sends_ok > 0
     assert w.producer.errors == []
@@ -125,6 +145,7 @@ def test_e5_degraded_network_round_trip_loses_nothing(broker_factory):
             e, t = w.finish(drain_timeout=1200 if SOAK else 180)
         finally:
             w.close()
+        _row("E5 degraded", 1, w, e, t)
     assert e.sends_ok == n and e.values_polled == n
     assert t.sends_ok > 0
     _assert_clean(broker)
@@ -176,33 +197,44 @@ def test_e6_read_only_log_dir_goes_offline_and_acked_data_survives(broker_factor
                     "chmod does not stop root's writes")
     port = free_port()
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}", **BROKER})
-    consumer_extra = {"check.crcs": True}
-    w = Workload(broker.bootstrap, "logdir", producer_extra=CLIENT, consumer_extra=consumer_extra).start()
+    w = Workload(broker.bootstrap, "logdir", producer_extra=PRODUCER,
+                 consumer_extra={**CONSUMER, "check.crcs": True}).start()
+    cycles, hold_s = (3, 20.0) if SOAK else (1, 3.0)
+    offline_logs: list[str] = []
     try:
         assert w.progress(1000, 3)
         acked_before = w.acked()
-        _chattr("+i", broker.log_dir)
-        try:
-            # the broker says so, and answers KAFKA_STORAGE_ERROR instead of serving the data
-            assert wait_for(lambda: "is offline" in broker.stderr_text(), 60, 0.1), broker.stderr_text()[-3000:]
-            with RawClient(broker.host, broker.port, "e6-probe") as client:
-                assert _produce_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
-                assert _fetch_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
-            assert broker.alive()
+        for _ in range(cycles):
+            _chattr("+i", broker.log_dir)
             try:
-                broker.stop()
-            except subprocess.TimeoutExpired:
-                pass  # stop() killed it
-        finally:
-            _chattr("-i", broker.log_dir)
-        first_run = broker.stderr_text()
-        broker.start()
-        # the same clients go on once the broker is back
-        assert w.progress(500, 2), (w.acked(), w.committed_txns())
+                # the broker says so, and answers KAFKA_STORAGE_ERROR instead of serving the data
+                assert wait_for(lambda: "is offline" in broker.stderr_text(), 60, 0.1), \
+                    broker.stderr_text()[-3000:]
+                with RawClient(broker.host, broker.port, "e6-probe") as client:
+                    assert _produce_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
+                    assert _fetch_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
+                    # the workload keeps trying against the offline dir: nothing is acknowledged
+                    time.sleep(0.5)  # the acks of appends made before the failure arrive first
+                    acked_offline = w.acked()
+                    time.sleep(hold_s)
+                    assert w.acked() == acked_offline
+                    assert _produce_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
+                assert broker.alive()  # the broker stays up, the dir offline
+                try:
+                    broker.stop()
+                except subprocess.TimeoutExpired:
+                    pass  # stop() killed it
+            finally:
+                _chattr("-i", broker.log_dir)
+            offline_logs.append(broker.stderr_text())
+            broker.start()
+            # the same clients go on once the broker is back
+            assert w.progress(500, 2), (w.acked(), w.committed_txns())
         e, t = w.finish()
     finally:
         w.close()
         _chattr("-i", broker.log_dir)
+    _row("E6 log dir", cycles, w, e, t)
     assert acked_before > 0 and e.sends_ok > acked_before and t.sends_ok > 0
-    assert "log dir" in first_run and "is offline" in first_run
+    assert all("log dir" in text and "is offline" in text for text in offline_logs)
     _assert_clean(broker)  # the restart loaded the directory without an error
