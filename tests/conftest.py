@@ -7,7 +7,7 @@ in a subprocess, the Spark sessions), and tests marked ``kcat`` skip where kcat 
   ``pushdown``; ``tests/support/spark_write.py``: the sink tests' session with task
   retries (``wspark``) and broker (``sink_broker``).
 * ``tests/support/tls.py``: the TLS tests' certificates and stores (``pki``).
-* ``tests/support/producer.py``, ``fault_proxy.py``, ``txn_log.py``,
+* ``tests/support/producer.py``, ``fault_proxy.py``, ``workload.py``, ``txn_log.py``,
   ``protocol_strategies.py``: helpers imported by the tests that use them.
 * ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
   client); without kcat on PATH it is skipped with that one-line reason. CI installs kcat

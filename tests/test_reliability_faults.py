@@ -23,6 +23,8 @@ duplicate (H2), no aborted or uncommitted value read (H5/H8).
   CRC checks on). Skipped where ``chattr +i`` is refused (no CAP_LINUX_IMMUTABLE, or a
   file system without the attribute).
 
+The proxy's bandwidth cap has a test of its own (bytes paced and intact).
+
 ``make test`` runs short faults (an 8 s pause, a 12 s black hole, 3000 messages over the
 degraded link); ``KAFKALOG_SOAK=1`` (``make soak``) three 12 s pauses, a 60 s black hole
 and 100k messages. No timed assertion: every wait is a bounded loop on a condition.
@@ -128,6 +130,45 @@ def test_e4_partition_through_the_proxy_heals_without_a_client_restart(broker_fa
     _assert_clean(broker)
 
 
+def test_proxy_bandwidth_cap_paces_bytes_and_keeps_them_intact():
+    """The proxy's cap (E5's tool): 300 KB at 800 kbit/s cannot arrive in less than 3 s,
+    and arrive intact (a lower bound: it cannot flake on a slow machine)."""
+    import socket
+    import threading
+    payload = os.urandom(300_000)
+    frame = len(payload).to_bytes(4, "big") + payload
+    got = bytearray()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        def sink() -> None:
+            conn, _ = server.accept()
+            with conn:
+                while len(got) < len(frame):
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    got.extend(data)
+                conn.sendall(b"\0\0\0\0")  # an empty "response"
+        t = threading.Thread(target=sink, daemon=True)
+        t.start()
+        with FaultProxy("127.0.0.1", server.getsockname()[1]) as proxy:
+            proxy.bandwidth(800)
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as c:
+                start = time.monotonic()
+                c.sendall(frame)
+                response = b""
+                while len(response) < 4:
+                    data = c.recv(4 - len(response))
+                    assert data, "the proxy closed the connection"
+                    response += data
+                assert response == b"\0\0\0\0"
+                elapsed = time.monotonic() - start
+            with pytest.raises(ValueError):
+                proxy.bandwidth(0)
+        t.join(10)
+    assert bytes(got) == frame
+    assert elapsed >= len(frame) * 8 / 800_000 * 0.95, elapsed
+
+
 def test_e5_degraded_network_round_trip_loses_nothing(broker_factory):
     """E5 (H3, H4, H2): +100 ms latency and a 3000 kbit/s cap; N messages round trip, 0 lost."""
     n = 100_000 if SOAK else 3000
@@ -140,8 +181,10 @@ def test_e5_degraded_network_round_trip_loses_nothing(broker_factory):
         w = Workload(f"127.0.0.1:{proxy.port}", "degraded", limit=n, pace=False, pad=100).start()
         try:
             # the round trip: all n acknowledged and polled (bounded), then the verdict
-            assert wait_for(lambda: w.producer.sent == n and w.acked() == n, 1200 if SOAK else 180, 0.2), \
-                (w.producer.sent, w.acked(), w.producer.errors[:3])
+            # (and a few transactions over the slow link too)
+            assert wait_for(lambda: w.producer.sent == n and w.acked() == n and w.committed_txns() >= 3,
+                            1200 if SOAK else 180, 0.2), \
+                (w.producer.sent, w.acked(), w.committed_txns(), w.producer.errors[:3])
             e, t = w.finish(drain_timeout=1200 if SOAK else 180)
         finally:
             w.close()

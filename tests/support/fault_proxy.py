@@ -18,6 +18,9 @@ in request order), so faults can be aimed at one kind of request:
 * ``black_hole()``: accept and read, forward nothing either way (request timeouts).
 * ``reset()``: close every connection with RST now, and new ones on arrival.
 
+When one side closes, the chunks already queued for the other (held by a delay or the
+cap) are forwarded before both sides are closed, as TCP would deliver them.
+
 Safety: only loopback addresses; a single selector thread with bounded loops; every
 connection and the listener close on ``stop()``, and the proxy stops by itself after
 ``max_lifetime_s`` (default 300 s). Counters: ``connections``, ``requests`` (per api key),
@@ -42,7 +45,7 @@ _LINGER_RST = struct.pack("ii", 1, 0)
 
 class _Pair:
     __slots__ = ("client", "server", "c_buf", "s_buf", "pending_keys", "to_client",
-                 "to_server", "closed")
+                 "to_server", "closed", "eof")
 
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self.client = client
@@ -53,6 +56,7 @@ class _Pair:
         self.to_client: collections.deque[tuple[float, bytes]] = collections.deque()
         self.to_server: collections.deque[tuple[float, bytes]] = collections.deque()
         self.closed = False
+        self.eof = False  # one side closed: close both once the queued chunks are forwarded
 
 
 class FaultProxy:
@@ -190,7 +194,14 @@ class FaultProxy:
             data = b""
         with self._lock:
             if not data:
-                self._close(pair)
+                if pair.to_client or pair.to_server:
+                    pair.eof = True  # forward what is queued (delayed or paced) first
+                    try:
+                        self._sel.unregister(sock)
+                    except (KeyError, ValueError):
+                        pass
+                else:
+                    self._close(pair)
                 return
             if self._mode == "black_hole":
                 return  # read and forget
@@ -258,6 +269,8 @@ class FaultProxy:
                             sock.setblocking(False)
                         except OSError:
                             self._close(pair)
+                if pair.eof and not pair.to_client and not pair.to_server:
+                    self._close(pair)
 
     def _close(self, pair: _Pair, rst: bool = False) -> None:
         if pair.closed:
