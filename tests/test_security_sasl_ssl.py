@@ -201,3 +201,18 @@ def test_client_certificates_on_sasl_ssl_only_when_the_listener_asks(sasl_ssl_br
             break
     c.close()
     assert got == [b"both"]
+    # this project's client: a PEM key store plus SASL on SASL_MTLS; without the key store, refused
+    from broker.client.consumer import KafkaConsumer
+    ours = {**ours_conf(sasl_ssl_broker, pki, "SCRAM-SHA-512", "bob", "bob-secret"),
+            "bootstrap.servers": f"localhost:{sasl_ssl_broker.listener_port('SASL_MTLS')}"}
+    with KafkaConsumer({**ours, "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("client.pem"),
+                        "auto.offset.reset": "earliest"}) as oc:
+        oc.assign([(topic, 0)])
+        got = []
+        for _ in range(50):
+            got += [r.value for r in oc.poll(500)]
+            if got:
+                break
+    assert got == [b"both"]
+    with KafkaConsumer(ours) as oc, pytest.raises(AuthenticationError):
+        oc.list_topics(timeout_ms=20000)
