@@ -97,6 +97,8 @@ copy.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -134,6 +136,8 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
             "the kafkalog sink cannot overwrite: a Kafka log is append-only (records are "
             "never replaced or removed by a write); use .mode(\"append\")")
     opts = parse_write_options(options)
+    if opts.exactly_once:  # this save()'s id, in its tasks' transactional ids
+        opts = dataclasses.replace(opts, write_id=uuid.uuid4().hex[:12])
     return KafkaLogArrowWriter(opts, sink_columns(schema, opts))
 
 

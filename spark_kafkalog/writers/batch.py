@@ -51,7 +51,15 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         return write_task(self.options, self.columns, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import commit_transactions
+            log.info(commit_transactions(self.options, messages))
+            return
         log.info(commit_summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import abort_transactions
+            log.warning(abort_transactions(self.options, messages))
+            return
         log.warning(abort_summary(messages))

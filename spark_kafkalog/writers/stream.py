@@ -56,7 +56,15 @@ class KafkaLogStreamArrowWriter(DataSourceStreamArrowWriter):
         return write_task(self.options, self.columns, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import commit_transactions
+            log.info(commit_transactions(self.options, messages, batchId))
+            return
         log.info(commit_summary(messages, batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import abort_transactions
+            log.warning(abort_transactions(self.options, messages, batchId))
+            return
         log.warning(abort_summary(messages, batchId))
