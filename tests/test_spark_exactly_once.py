@@ -254,3 +254,16 @@ def test_stream_killed_before_commit_and_replayed_writes_each_row_once(wspark, s
     assert _direct_ids(wspark, sink_broker, topic) == expected
     # the log holds batch 2 twice (the first copy aborted), batch 3 once
     assert len(consume(sink_broker, topic, isolation="read_uncommitted", expect=600, timeout=10)) == 600
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"kafkalog.exactlyOnce": "true", "kafka.acks": "1"}, "kafka.acks.*transactional producer"),
+    ({"kafkalog.exactlyOnce": "true", "kafka.enable.idempotence": "false"}, "transactional producer"),
+    ({"kafka.transactional.id": "t"}, "kafkalog.transactionalIdPrefix"),
+    ({"kafkalog.exactlyOnce": "yes"}, "kafkalog.exactlyOnce must be true or false"),
+    ({"kafkalog.exactlyOnce": "true", "kafkalog.transactionalIdPrefix": " "}, "must not be empty"),
+])
+def test_exactly_once_options_refused(options, message):
+    from spark_kafkalog.writers import KafkaLogWriteError
+    with pytest.raises(KafkaLogWriteError, match=message):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", **options})

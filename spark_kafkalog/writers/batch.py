@@ -9,7 +9,9 @@ one line (logger ``spark_kafkalog.writers``: INFO for a commit, WARNING for an a
 Invariants: only append is possible (Spark's ``overwrite`` is refused in ``make_writer``,
 before any task runs, since a Kafka log cannot be overwritten); ``write`` returns only
 after every row it was given is acknowledged; ``commit`` and ``abort`` never touch the
-brokers (what is written is written: a Kafka log has no rollback).
+brokers (what is written is written: a Kafka log has no rollback), except with
+``kafkalog.exactlyOnce``, where they commit or abort the tasks' transactions
+(``exactly_once.py``; ``make_writer`` then draws the write's id for the transactional ids).
 
 Thread-safety: a writer object is immutable after construction; each task works on its own
 unpickled copy.

@@ -3,7 +3,8 @@
 Owns:
 
 * ``WriteOptions`` / ``parse_write_options``: the sink's options (``topic``, ``kafka.*``
-  passed to the producer, ``kafkalog.writeBatchHeaders``) validated on the driver, with
+  passed to the producer, ``kafkalog.writeBatchHeaders``, ``kafkalog.exactlyOnce``,
+  ``kafkalog.transactionalIdPrefix``) validated on the driver, with
   Spark's Kafka sink's refusals (``kafka.key.serializer`` / ``kafka.value.serializer``);
   the producer settings are checked by building a ``ProducerConfig`` (no network).
 * ``SinkColumns`` / ``sink_columns``: the input schema checked against Spark's Kafka sink
@@ -13,7 +14,9 @@ Owns:
 * ``KafkaLogCommitMessage`` / ``WrittenRange``: what a task wrote, per topic-partition
   (first and last offset, count), with the producer id and epoch, the Spark partition and
   attempt, and, in a streaming query, the micro-batch id and query id.
-* ``write_task``: the body of a task, shared by both writers: one idempotent
+* ``write_task``: the body of a task, shared by both writers (with
+  ``kafkalog.exactlyOnce`` it hands over to ``exactly_once.write_task_transactional``,
+  which reuses ``_TaskWriter`` with a transactional producer): one idempotent
   ``KafkaProducer`` per task, the Arrow batches handed to ``send_arrow`` column-wise (no
   Python object per row), a flush before returning, and one INFO line on the executor
   saying what the attempt wrote. When the writer itself fails (a producer error, a null

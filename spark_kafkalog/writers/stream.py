@@ -15,7 +15,10 @@ Update mode": its ``PythonWriteBuilder`` lacks ``SupportsStreamingUpdateAsAppend
 ``foreachBatch`` with ``df.write.format("kafkalog")`` meanwhile.
 
 Invariants: as ``batch.py``; a micro-batch re-run after a restart writes its rows again
-with the same batch id (at-least-once), which is what the batch headers identify.
+with the same batch id (at-least-once), which is what the batch headers identify. With
+``kafkalog.exactlyOnce``, ``commit`` / ``abort`` complete the micro-batch's task
+transactions and a re-run skips the Spark partitions whose transaction had committed
+(``exactly_once.py``).
 
 Thread-safety: as ``batch.py``: immutable; Spark re-creates the writer from the pickled
 data source for each commit.
