@@ -21,8 +21,9 @@ import pytest
 
 from broker.client.errors import KafkaError
 from spark_kafkalog.writers import parse_write_options
-from spark_kafkalog.writers.common import SinkColumns, TaskInfo, write_task
+from spark_kafkalog.writers.common import SinkColumns, TaskInfo
 from spark_kafkalog.writers.exactly_once import KafkaLogCommitError, commit_transactions
+from spark_kafkalog.writers.exactly_once import write_task_transactional as write_task
 from tests.support.spark_write import RECORD_OPTION, SOURCE_NAME, consume, read_topic, recorded, unique_topic
 
 EOS = {"kafkalog.exactlyOnce": "true"}

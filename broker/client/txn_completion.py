@@ -13,7 +13,8 @@ driver decides), in the way Flink's ``KafkaSink`` resumes a transaction from its
 ``complete_transactions`` sends, per transaction, FindCoordinator (key_type 1,
 TRANSACTION; v1-3, v4+ batches keys) to the least loaded broker, then EndTxn (v0-3) with
 the transactional id, producer id, epoch and ``committed`` to that coordinator, on a
-connection of its own. No InitProducerId is sent: a coordinator accepts EndTxn from any
+connection of its own (node id ``COORDINATOR_ID_BASE - node_id``, as group_offsets.py).
+No InitProducerId is sent: a coordinator accepts EndTxn from any
 connection whose request names the transaction's current producer id and epoch (Kafka's
 ``TransactionCoordinator.handleEndTransaction`` checks only those; so does this broker's).
 ``fence_transactional_ids`` sends InitProducerId (v0-4, no producer id: the epoch is
@@ -55,20 +56,18 @@ from typing import Any, NamedTuple
 
 from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.config import CONSUMER_CONFIG_DEF
+from broker.client.consumer.group_offsets import COORDINATOR_ID_BASE
 from broker.client.consumer.offsets import consumer_client
 from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError, ProducerFencedError
 from broker.client.network import now_ms
+from broker.client.producer.transactional import COORDINATOR_TRANSACTION
 from broker.protocol import ApiKey, ErrorCode, request_schema
-from broker.record.limits import INT32_MAX
 
 __all__ = ["ResumedTransaction", "complete_transactions", "fence_transactional_ids", "client_config"]
 
-KEY_TYPE_TRANSACTION = 1
 FIND_COORDINATOR_VERSIONS = (1, 3)  # key_type from v1; v4+ batches keys
 END_TXN_VERSIONS = (0, 3)  # v4 adds TRANSACTION_ABORTABLE, v5 is transaction version 2
 INIT_PRODUCER_ID_VERSIONS = (0, 4)
-# The coordinator's connection id, apart from the broker's own (as Kafka's clients do).
-COORDINATOR_ID_BASE = INT32_MAX
 
 _FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
 _FIND_AGAIN = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -90,7 +89,7 @@ def client_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k in known}
 
 
-class _Retry(Exception):
+class _TryAgain(Exception):
     def __init__(self, error: BaseException, find_again: bool) -> None:
         super().__init__(str(error))
         self.error = error
@@ -105,16 +104,16 @@ def _request(client: ConsumerNetworkClient, node: int, api_key: ApiKey, versions
         resp = client.wait(client.send(node, api_key, build, our_min=versions[0], our_max=versions[1]),
                            deadline)
     except NetworkError as exc:
-        raise _Retry(exc, find_again=True) from None
+        raise _TryAgain(exc, find_again=True) from None
     if resp.error is not None:
         if resp.error.retriable:
-            raise _Retry(resp.error, find_again=True)
+            raise _TryAgain(resp.error, find_again=True)
         raise resp.error
     return resp.body
 
 
 def _error(code: int, what: str, transactional_id: str, message: str | None = None) -> None:
-    """Raise ``_Retry`` or the typed error for a non-NONE code."""
+    """Raise ``_TryAgain`` or the typed error for a non-NONE code."""
     if code == ErrorCode.NONE:
         return
     text = f"{what} of transactional id {transactional_id}" + (f": {message}" if message else "")
@@ -123,9 +122,9 @@ def _error(code: int, what: str, transactional_id: str, message: str | None = No
                                   "the transaction was aborted)", code)
     error = KafkaError.from_code(code, text)
     if code in _FIND_AGAIN:
-        raise _Retry(error, find_again=True)
+        raise _TryAgain(error, find_again=True)
     if code in _RETRY:
-        raise _Retry(error, find_again=False)
+        raise _TryAgain(error, find_again=False)
     raise error
 
 
@@ -134,7 +133,7 @@ def _find_coordinator(client: ConsumerNetworkClient, transactional_id: str, dead
 
     def build(version: int) -> Any:
         return request_schema(ApiKey.FIND_COORDINATOR, version).cls(key=transactional_id,
-                                                                     key_type=KEY_TYPE_TRANSACTION)
+                                                                     key_type=COORDINATOR_TRANSACTION)
 
     body = _request(client, node, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSIONS, build, deadline)
     _error(body.error_code, "FindCoordinator", transactional_id, getattr(body, "error_message", None))
@@ -145,7 +144,7 @@ def _find_coordinator(client: ConsumerNetworkClient, transactional_id: str, dead
 
 def _each(client: ConsumerNetworkClient, keys: list[str], deadline: float, what: str, attempt_fn: Any
           ) -> dict[str, Any]:
-    """``attempt_fn(coordinator, key)`` for each key, retrying ``_Retry`` with a backoff
+    """``attempt_fn(coordinator, key)`` for each key, retrying ``_TryAgain`` with a backoff
     until ``deadline``; the result, or the error, per key. Coordinators are cached by the
     broker they resolve to."""
     coordinators: dict[str, int] = {}
@@ -162,7 +161,7 @@ def _each(client: ConsumerNetworkClient, keys: list[str], deadline: float, what:
                     coordinators[key] = _find_coordinator(client, key, deadline)
                 out[key] = attempt_fn(coordinators[key], key)
                 break
-            except _Retry as retry:
+            except _TryAgain as retry:
                 last = retry.error
                 if retry.find_again:
                     coordinators.pop(key, None)

@@ -50,6 +50,9 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         self.columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        if self.options.exactly_once:
+            from .exactly_once import write_task_transactional
+            return write_task_transactional(self.options, self.columns, iterator, streaming=False)
         return write_task(self.options, self.columns, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

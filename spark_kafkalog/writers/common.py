@@ -15,8 +15,8 @@ Owns:
   (first and last offset, count), with the producer id and epoch, the Spark partition and
   attempt, and, in a streaming query, the micro-batch id and query id.
 * ``write_task``: the body of a task, shared by both writers (with
-  ``kafkalog.exactlyOnce`` it hands over to ``exactly_once.write_task_transactional``,
-  which reuses ``_TaskWriter`` with a transactional producer): one idempotent
+  ``kafkalog.exactlyOnce`` the writers call ``exactly_once.write_task_transactional``
+  instead, which reuses ``_TaskWriter`` with a transactional producer): one idempotent
   ``KafkaProducer`` per task, the Arrow batches handed to ``send_arrow`` column-wise (no
   Python object per row), a flush before returning, and one INFO line on the executor
   saying what the attempt wrote. When the writer itself fails (a producer error, a null
@@ -677,9 +677,6 @@ def write_task(options: WriteOptions, columns: SinkColumns,
 
     start = time.monotonic()
     info = info or TaskInfo.current(streaming)
-    if options.exactly_once:
-        from .exactly_once import write_task_transactional
-        return write_task_transactional(options, columns, batches, info, start)
     task = _TaskWriter(options, columns, info)
     try:
         for batch in batches:

@@ -54,6 +54,7 @@ Thread-safety: a task's body runs on its worker thread; the driver calls are ind
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -125,8 +126,11 @@ def _transaction_timeout_ms(options: WriteOptions) -> int:
 # -- the task ------------------------------------------------------------------------------
 
 def write_task_transactional(options: WriteOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch],
-                             info: TaskInfo, start: float) -> KafkaLogCommitMessage:
-    """The exactly-once task body (module docstring)."""
+                             *, streaming: bool, info: TaskInfo | None = None) -> KafkaLogCommitMessage:
+    """The exactly-once task body (module docstring); ``info`` defaults to the current
+    Spark task's."""
+    start = time.monotonic()
+    info = info or TaskInfo.current(streaming)
     it = iter(batches)
     first = next((b for b in it if b.num_rows), None)
     if first is None:  # no rows: no transaction
@@ -180,7 +184,7 @@ def write_task_transactional(options: WriteOptions, columns: SinkColumns, batche
         raise
     message = task.message(time.monotonic() - start)
     producer.close(0)  # the transaction stays open: the driver commits or aborts it
-    message = KafkaLogCommitMessage(**{**message.__dict__, "transactional_id": txn_id})
+    message = dataclasses.replace(message, transactional_id=txn_id)
     log.info(f"kafkalog sink: Spark partition {info.partition} attempt {info.attempt}"
              f"{_where(info.batch_id, info.query_id)} wrote {message.records} records, "
              f"{message.bytes} bytes in {message.seconds:.3f} s in transaction {txn_id} (producer id "

@@ -56,6 +56,9 @@ class KafkaLogStreamArrowWriter(DataSourceStreamArrowWriter):
         self.complete_mode = complete_mode
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        if self.options.exactly_once:
+            from .exactly_once import write_task_transactional
+            return write_task_transactional(self.options, self.columns, iterator, streaming=True)
         return write_task(self.options, self.columns, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
