@@ -884,8 +884,9 @@ def main_sasl_ssl(quick: bool = False, kinds: tuple[str, ...] = ("1m",)) -> None
                             r = worker_proc.run(broker.pid, op="fetch", host=host, port=ports[listener],
                                                 max_bytes=nbytes, security=security[listener])
                         runs.setdefault((listener, phase, kind), []).append(r)
+                        generator = f", generator {r['gen_cpu'] / r['elapsed']:.0%} of a core" if "gen_cpu" in r else ""
                         print(f"  {kind:>8} {phase:6} {listener:9} run {rep + 1}: {mb_s(r):7.1f} MB/s, "
-                              f"broker {cpu_per_gb(r):5.2f} CPU s/GB", flush=True)
+                              f"broker {cpu_per_gb(r):5.2f} CPU s/GB{generator}", flush=True)
         worker_proc.close()
     finally:
         if broker is not None and broker.poll() is None:
