@@ -400,6 +400,7 @@ def main() -> None:
         from spark_kafkalog.options import DEFAULT_MAX_BYTES_PER_BATCH
 
         results: dict = {}
+        samples: dict = {}  # every timed run's seconds, for the median and spread of --security-protocol
         memory: dict = {}
         runs: dict = {}
         for topic, (n, size) in datasets.items():
@@ -438,6 +439,7 @@ def main() -> None:
                         seconds = timed(lambda: run_query(df, query))
                         key = (topic, mode, query)
                         results[key] = min(results.get(key, float("inf")), seconds)
+                        samples.setdefault(key, []).append(seconds)
         rates = {key: runs[key[0]][0] / seconds / CORES for key, seconds in results.items()}
         budget = DEFAULT_MAX_BYTES_PER_BATCH
         alone = {t: reader_memory(logs, t, runs[t][0] // PARTITIONS, budget) for t in datasets}
@@ -464,17 +466,33 @@ def main() -> None:
                 headline[f"{topic}_{query}_ratio_direct_vs_prebuilt"] = round(r_pre, 3) if r_pre else None
                 headline[f"{topic}_{query}_ratio_direct_vs_confluent"] = round(r_conf, 2) if r_conf else None
                 headline[f"{topic}_{query}_ratio_network_vs_confluent"] = round(r_net, 2) if r_net else None
-        if secure:  # each run's SASL_SSL time next to its own PLAINTEXT one: ratio of the best runs
-            print("\nnetwork mode, SASL_SSL (SCRAM-SHA-256, TLSv1.3) vs PLAINTEXT, rows/s per core "
-                  f"(best of {REPEAT}):")
+        if secure:  # SASL_SSL beside PLAINTEXT network mode: best of the runs, and their median (min..max)
+            import statistics
+            print("\nnetwork mode, SASL_SSL (SCRAM-SHA-256, TLSv1.3) vs PLAINTEXT, rows/s per core: "
+                  f"best of {REPEAT}, then median (min..max) of the {REPEAT} runs")
             for topic in datasets:
                 for query in QUERIES:
                     nw, ns = (rates.get((topic, m, query)) for m in ("network", "network_sasl_ssl"))
                     ratio = ns / nw if nw and ns else None
-                    print(f"{topic:6} {query:6} PLAINTEXT {nw or 0:12,.0f}  SASL_SSL {ns or 0:12,.0f}  "
-                          f"ratio {ratio or 0:.2f} (goal >= 0.70)")
+                    spread = {}
+                    for m in ("network", "network_sasl_ssl"):
+                        per_core = [runs[topic][0] / t / CORES for t in samples.get((topic, m, query), [])]
+                        spread[m] = (statistics.median(per_core), min(per_core), max(per_core)) if per_core else None
+                    median_ratio = (spread["network_sasl_ssl"][0] / spread["network"][0]
+                                    if spread["network"] and spread["network_sasl_ssl"] else None)
+                    fmt = lambda v: f"{v[0]:,.0f} ({v[1]:,.0f}..{v[2]:,.0f})" if v else "-"  # noqa: E731
+                    print(f"{topic:6} {query:6} PLAINTEXT {nw or 0:10,.0f}  SASL_SSL {ns or 0:10,.0f}  "
+                          f"ratio {ratio or 0:.2f} | median PLAINTEXT {fmt(spread['network'])}  "
+                          f"SASL_SSL {fmt(spread['network_sasl_ssl'])}  ratio {median_ratio or 0:.2f} (goal >= 0.70)")
                     headline[f"{topic}_{query}_network_sasl_ssl"] = round(ns) if ns else None
                     headline[f"{topic}_{query}_ratio_sasl_ssl_vs_plaintext"] = round(ratio, 3) if ratio else None
+                    for m in ("network", "network_sasl_ssl"):
+                        if spread[m]:
+                            headline[f"{topic}_{query}_{m}_median"] = round(spread[m][0])
+                            headline[f"{topic}_{query}_{m}_min"] = round(spread[m][1])
+                            headline[f"{topic}_{query}_{m}_max"] = round(spread[m][2])
+                    headline[f"{topic}_{query}_ratio_sasl_ssl_vs_plaintext_median"] = \
+                        round(median_ratio, 3) if median_ratio else None
             headline["security_protocol"] = "SASL_SSL"
         for topic in datasets:
             mb = log_bytes[topic] / 1e6
