@@ -564,11 +564,13 @@ class AdminClient:
         return self._routed(ApiKey.DESCRIBE_TRANSACTIONS, list(dict.fromkeys(transactional_ids)),
                             self._txn_coordinators, admin_txn.build_describe, admin_txn.parse_describe, timeout_ms)
 
-    def describe_producers(self, partitions: Iterable[tuple[str, int]], *,
+    def describe_producers(self, partitions: Iterable[tuple[str, int]], *, broker_id: int | None = None,
                            timeout_ms: float | None = None) -> AdminResults:
-        """TopicPartition -> AdminResult([ProducerState]) from the partition's leader."""
+        """TopicPartition -> AdminResult([ProducerState]) from the partition's leader (or
+        from the replica on ``broker_id``)."""
         tps = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
-        return self._routed(ApiKey.DESCRIBE_PRODUCERS, tps, self._leaders, admin_txn.build_describe_producers,
+        route = self._leaders if broker_id is None else lambda ks, deadline: self._broker(broker_id, ks, deadline)
+        return self._routed(ApiKey.DESCRIBE_PRODUCERS, tps, route, admin_txn.build_describe_producers,
                             admin_txn.parse_describe_producers, timeout_ms)
 
     def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -785,6 +787,12 @@ class AdminClient:
     def _leaders(self, partitions: list[TopicPartition], deadline: float) -> dict:
         """Each partition's leader, from a Metadata response of their topics."""
         return admin_txn.leader_routes(self._metadata(sorted({tp.topic for tp in partitions}), deadline), partitions)
+
+    def _broker(self, broker_id: int, keys: list, deadline: float) -> dict:
+        known = sorted(b.node_id for b in self._metadata([], deadline).brokers)
+        return {k: broker_id if broker_id in known else
+                (ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in the cluster (brokers: {known})", None)
+                for k in keys}
 
     def _by_node(self, api_key: ApiKey, resources: list[ConfigResource], build: Callable[[int, list], Any],
                  parse: Callable[[Any], dict], timeout_ms: float | None) -> AdminResults:
