@@ -106,3 +106,7 @@ def test_abort_transaction_closes_an_open_transaction(kafka_broker, raw_client):
         assert latest("read_committed") == latest("read_uncommitted") == 3
         [state] = admin.describe_producers([tp])[tp].result()
         assert (state.producer_id, state.current_transaction_start_offset) == (txn.producer_id, None)
+        assert admin.describe_producers([tp], broker_id=1)[tp].result() == [state]  # the replica on broker 1
+        with pytest.raises(KafkaError) as err:
+            admin.describe_producers([tp], broker_id=99)[tp].result()
+        assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE and "broker 99 is not in the cluster" in str(err.value)

@@ -59,12 +59,12 @@ Owns:
                     (every broker is asked; ``list_transactions_by_broker``: {broker id: [...]})
       describe_transactions(ids)       -> AdminResults[str, TransactionDescription] (to each
                     id's coordinator, FindCoordinator key_type 1)
-      describe_producers(partitions)   -> AdminResults[TopicPartition, [ProducerState]] (leaders)
+      describe_producers(partitions, broker_id=None) -> AdminResults[TopicPartition, [ProducerState]]
+                    (to the leaders, or to that broker)
       abort_transaction(topic, partition, producer_id, producer_epoch, coordinator_epoch) -> None
                     (WriteTxnMarkers ABORT to the leader; CLUSTER_ACTION where an authorizer runs)
 
-  Keys answered COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-  NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE are routed and sent again until the deadline.
+  Keys answered a code of ``admin_txn.RETRIABLE`` are routed and sent again until the deadline.
 
   CreateTopics, DeleteTopics and CreatePartitions go to the controller named by Metadata
   (PROTOCOL.md 1.2), retried while it answers NOT_CONTROLLER; Metadata and TOPIC config
@@ -569,7 +569,8 @@ class AdminClient:
         """TopicPartition -> AdminResult([ProducerState]) from the partition's leader (or
         from the replica on ``broker_id``)."""
         tps = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
-        route = self._leaders if broker_id is None else lambda ks, deadline: self._broker(broker_id, ks, deadline)
+        route = self._leaders if broker_id is None else \
+            lambda ks, deadline: admin_txn.broker_routes(self._metadata([], deadline), broker_id, ks)
         return self._routed(ApiKey.DESCRIBE_PRODUCERS, tps, route, admin_txn.build_describe_producers,
                             admin_txn.parse_describe_producers, timeout_ms)
 
@@ -787,12 +788,6 @@ class AdminClient:
     def _leaders(self, partitions: list[TopicPartition], deadline: float) -> dict:
         """Each partition's leader, from a Metadata response of their topics."""
         return admin_txn.leader_routes(self._metadata(sorted({tp.topic for tp in partitions}), deadline), partitions)
-
-    def _broker(self, broker_id: int, keys: list, deadline: float) -> dict:
-        known = sorted(b.node_id for b in self._metadata([], deadline).brokers)
-        return {k: broker_id if broker_id in known else
-                (ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in the cluster (brokers: {known})", None)
-                for k in keys}
 
     def _by_node(self, api_key: ApiKey, resources: list[ConfigResource], build: Callable[[int, list], Any],
                  parse: Callable[[Any], dict], timeout_ms: float | None) -> AdminResults:

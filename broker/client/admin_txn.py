@@ -24,8 +24,11 @@ Owns the values of ``org.apache.kafka.clients.admin`` in Python spelling (immuta
 Routing (done by ``AdminClient``): ListTransactions goes to every broker (each lists the
 transactions it coordinates); DescribeTransactions to each id's coordinator, found with
 FindCoordinator key_type 1 (TRANSACTION, v1-3: v0 knows only groups, v4+ batches keys);
-DescribeProducers and WriteTxnMarkers to each partition's leader. ``RETRIABLE`` names the
-codes after which a key is routed and sent again until the deadline.
+DescribeProducers and WriteTxnMarkers to each partition's leader (``leader_routes``, from a
+Metadata response) or to a given broker (``broker_routes``); ``group_by`` batches keys per
+node. A route is a node id or the error ``Outcome`` that stands for one. ``RETRIABLE``
+names the codes after which a key is routed and sent again until the deadline;
+``key_text`` names a key in error messages.
 
 Versions: ListTransactions v1 adds the duration filter (a filter against a v0-only broker
 is ``UnsupportedVersionError``, as Kafka's request builder); WriteTxnMarkers v1 is flexible.
@@ -222,6 +225,16 @@ def leader_routes(metadata: Any, partitions: Iterable[TopicPartition]) -> dict[T
     return routes
 
 
+def broker_routes(metadata: Any, broker_id: int, keys: Iterable[Any]) -> dict[Any, int | Outcome]:
+    """Every key to ``broker_id``, or BROKER_NOT_AVAILABLE when the Metadata response does
+    not list that broker."""
+    known = sorted(b.node_id for b in metadata.brokers)
+    if broker_id in known:
+        return dict.fromkeys(keys, broker_id)
+    error = (ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in the cluster (brokers: {known})", None)
+    return dict.fromkeys(keys, error)
+
+
 def group_by(keys: Iterable[Any], route: Mapping[Any, int]) -> dict[int, list[Any]]:
     """node id -> its keys (in the order given)."""
     out: dict[int, list[Any]] = {}
@@ -231,7 +244,7 @@ def group_by(keys: Iterable[Any], route: Mapping[Any, int]) -> dict[int, list[An
 
 
 __all__ = ["AbortTransactionSpec", "FIND_COORDINATOR_VERSIONS", "KEY_TYPE_TRANSACTION", "ProducerState",
-           "RETRIABLE", "TransactionDescription", "TransactionListing", "abort_spec", "build_abort",
+           "RETRIABLE", "TransactionDescription", "TransactionListing", "abort_spec", "broker_routes", "build_abort",
            "build_describe", "build_describe_producers", "build_find_coordinator", "build_list",
            "group_by", "key_text", "leader_routes", "parse_abort", "parse_describe", "parse_describe_producers",
            "parse_find_coordinator", "parse_list"]
