@@ -111,3 +111,24 @@ def test_our_client_over_sasl_ssl_and_clean_failures(sasl_ssl_broker, pki):  # n
         with KafkaConsumer(conf) as c, pytest.raises(AuthenticationError):
             c.list_topics(timeout_ms=20000)
     assert "Traceback" not in sasl_ssl_broker.stderr_text()
+
+
+@pytest.mark.kcat
+@pytest.mark.parametrize("mech, user, password", [("SCRAM-SHA-512", "bob", "bob-secret"),
+                                                  ("PLAIN", "alice", "alice-secret")])
+def test_kcat_over_sasl_ssl(sasl_ssl_broker, pki, mech, user, password):  # noqa: F811
+    import subprocess
+
+    topic = unique("kcat-ss")
+    args = ["kcat", "-b", f"localhost:{sasl_ssl_broker.listener_port('SASL_SSL')}",
+            "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.path('ca.pem')}",
+            "-X", f"sasl.mechanisms={mech}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    subprocess.run(args + ["-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=60)
+    out = subprocess.run(args + ["-C", "-t", topic, "-o", "beginning", "-e", "-q"], capture_output=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == [b"one", b"two"]
+    # a CA kcat does not trust: a clean failure, no data
+    bad = [a if not a.startswith("ssl.ca.location=") else f"ssl.ca.location={pki.path('other-ca.pem')}"
+           for a in args]
+    failed = subprocess.run(bad + ["-L", "-m", "10"], capture_output=True, timeout=60)
+    assert failed.returncode != 0
