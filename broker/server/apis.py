@@ -107,6 +107,7 @@ HANDLERS: dict[int, ApiHandler] = {
                                           0, 3),
     ApiKey.END_TXN: ApiHandler(txn.handle_end_txn, txn.end_txn_error_response, 0, 3),
     ApiKey.TXN_OFFSET_COMMIT: ApiHandler(txn.handle_txn_offset_commit, txn.txn_offset_commit_error_response, 0, 3),
+    ApiKey.WRITE_TXN_MARKERS: ApiHandler(txn.handle_write_txn_markers, txn.write_txn_markers_error_response, 0, 1),
     ApiKey.DESCRIBE_PRODUCERS: ApiHandler(txn.handle_describe_producers, txn.describe_producers_error_response,
                                           0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(txn.handle_describe_transactions,

@@ -13,7 +13,7 @@ Owns the lifecycle:
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
   of ``__transaction_state`` (``broker.server.txn``), the cluster metadata (quotas,
-  client-metrics subscriptions and, with ``authorizer.class.name`` set, the ACLs of the
+  client-metrics subscriptions, dynamic broker configs and, with ``authorizer.class.name`` set, the ACLs of the
   built-in authorizer, ``broker.server.security.authorizer``), then the listeners
   (``SocketServer``), whose handler is ``KafkaApis.handle``, wrapped by the SASL gate
   (``broker.server.security.sasl.SaslGate``) when a listener's security protocol is
@@ -56,6 +56,7 @@ from broker.log.config import (
 from broker.log.manager import LogManager
 from broker.server.apis import KafkaApis, advertised_versions
 from broker.server.cluster_metadata import ClusterMetadataStore
+from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
 from broker.server.handlers.fetch import PartitionWatchers
@@ -155,6 +156,7 @@ class KafkaBroker:
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.client_metrics: SubscriptionStore | None = None
         self.authorizer: StandardAuthorizer | None = None
+        self.dynamic_config: DynamicBrokerConfig | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -202,6 +204,8 @@ class KafkaBroker:
             self.cluster_metadata = ClusterMetadataStore(self.log_manager.log_dirs, self.node_id,
                                                          lambda: self.log_manager.live_log_dirs)
             self.cluster_metadata.load()
+            self.dynamic_config = DynamicBrokerConfig(self.cluster_metadata, config, self.node_id)
+            self.dynamic_config.load()
             self.quotas = QuotaManagers(config)
             self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
             self.client_quotas.load()
@@ -220,7 +224,8 @@ class KafkaBroker:
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
                 credentials=self.credentials, quotas=self.quotas, client_quotas=self.client_quotas,
                 telemetry=self.telemetry, client_metrics=self.client_metrics, stats=self.stats,
-                txn_coordinator=self.txn_coordinator, authorizer=self.authorizer)
+                txn_coordinator=self.txn_coordinator, authorizer=self.authorizer,
+                dynamic_config=self.dynamic_config)
             if self.sasl_gate is not None:
                 state.api_versions = advertised_versions(sasl=True)
             self.apis = KafkaApis(state)
@@ -228,6 +233,10 @@ class KafkaBroker:
             handler = self.apis.handle
             if self.sasl_gate is not None:
                 handler = self.sasl_gate.wrap(self.apis.handle, self.credentials)
+            connection_quotas = ConnectionQuotas(
+                config, self.quotas.metrics, [listener.name for listener in self.listeners],
+                protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
+                ip_rate=self.quotas.ip_connection_rate)
             self.socket_server = SocketServer(
                 self.listeners, handler,
                 max_request_bytes=config["socket.request.max.bytes"],
@@ -236,10 +245,9 @@ class KafkaBroker:
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
                 connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls,
                 initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None,
-                connection_quotas=ConnectionQuotas(
-                    config, self.quotas.metrics, [listener.name for listener in self.listeners],
-                    protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
-                    ip_rate=self.quotas.ip_connection_rate))
+                connection_quotas=connection_quotas)
+            self.dynamic_config.connection_quotas = connection_quotas
+            self.dynamic_config.apply()  # dynamic limits stored earlier hold from the first connection
             self.socket_server.startup()
             if config.get("kafkalog.metrics.port") is not None:
                 collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,

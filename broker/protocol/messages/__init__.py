@@ -55,6 +55,7 @@ from broker.protocol.messages import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 REQUEST_SCHEMAS = {
@@ -81,6 +82,7 @@ REQUEST_SCHEMAS = {
     24: add_partitions_to_txn.ADD_PARTITIONS_TO_TXN_REQUEST,
     25: add_offsets_to_txn.ADD_OFFSETS_TO_TXN_REQUEST,
     26: end_txn.END_TXN_REQUEST,
+    27: write_txn_markers.WRITE_TXN_MARKERS_REQUEST,
     28: txn_offset_commit.TXN_OFFSET_COMMIT_REQUEST,
     29: describe_acls.DESCRIBE_ACLS_REQUEST,
     30: create_acls.CREATE_ACLS_REQUEST,
@@ -132,6 +134,7 @@ RESPONSE_SCHEMAS = {
     24: add_partitions_to_txn.ADD_PARTITIONS_TO_TXN_RESPONSE,
     25: add_offsets_to_txn.ADD_OFFSETS_TO_TXN_RESPONSE,
     26: end_txn.END_TXN_RESPONSE,
+    27: write_txn_markers.WRITE_TXN_MARKERS_RESPONSE,
     28: txn_offset_commit.TXN_OFFSET_COMMIT_RESPONSE,
     29: describe_acls.DESCRIBE_ACLS_RESPONSE,
     30: create_acls.CREATE_ACLS_RESPONSE,

@@ -101,6 +101,8 @@ class ServerState:
     stats: Any = None
     # broker.server.txn.TransactionCoordinator (None: transaction APIs answer COORDINATOR_NOT_AVAILABLE)
     txn_coordinator: Any = None
+    # broker.server.dynamic_config.DynamicBrokerConfig (None: broker configs are static)
+    dynamic_config: Any = None
     # broker.server.security.authorizer.StandardAuthorizer (None: no authorizer, all allowed; handlers/authz.py)
     authorizer: Any = None
 

@@ -26,11 +26,12 @@ result per resource of the request, in order, each with an error_message when it
     check, message.timestamp.type / max.message.bytes / cleanup.policy at the next
     append).
 
-* BROKER (4) resources: this broker has no dynamic broker configs (its keys come from
-  server.properties and --override only), so a change is answered INVALID_REQUEST
-  "Cannot update these configs dynamically: ..." naming the keys (Kafka's answer for a
-  key that is not dynamically updatable); a broker id other than this node's (or "" for
-  the cluster default) is INVALID_REQUEST as in DescribeConfigs.
+* BROKER (4) resources: dynamic broker configs (``broker.server.dynamic_config``), for
+  this node's id or "" (the cluster default, kafka-configs.sh's ``--entity-default``):
+  SET / DELETE of the keys that can change live (the connection limits), stored in the
+  cluster metadata and applied at once; any other key is INVALID_REQUEST "Cannot update
+  these configs dynamically: ..." (Kafka's answer), an invalid value INVALID_CONFIG; a
+  broker id other than this node's is INVALID_REQUEST as in DescribeConfigs.
 
 * CLIENT_METRICS (16) resources (IncrementalAlterConfigs only): the client telemetry
   subscriptions (``broker.server.telemetry.client_metrics``: keys ``metrics``,
@@ -107,9 +108,9 @@ def _check_topic_name(state: ServerState, name: str) -> None:
 def _check_broker(state: ServerState, name: str, keys: list[str]) -> None:
     if name not in ("", str(state.node_id)):
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {state.node_id} but got {name}")
-    raise ApiError(ErrorCode.INVALID_REQUEST,
-                   f"Cannot update these configs dynamically: {', '.join(sorted(keys)) or '(none)'}: "
-                   f"this broker has no dynamic broker configs; set them in server.properties")
+    if state.dynamic_config is None:
+        raise ApiError(ErrorCode.INVALID_REQUEST,
+                       f"Cannot update these configs dynamically: {', '.join(sorted(keys)) or '(none)'}")
 
 
 def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], update: Update,
@@ -121,6 +122,8 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
         state.topics.alter_topic_configs(name, update, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
         _check_broker(state, name, keys)
+        _check_duplicate_keys(keys)
+        state.dynamic_config.alter(name, update, validate_only)
     elif resource_type == RESOURCE_CLIENT_METRICS and state.client_metrics is not None:
         _check_duplicate_keys(keys)
         try:
@@ -219,9 +222,31 @@ def _incremental_client_metrics(resource) -> Update:
     return update
 
 
+def _incremental_broker(resource) -> Update:
+    """IncrementalAlterConfigs of dynamic broker configs: SET and DELETE (none of the
+    dynamic keys is a list); the store validates keys and values."""
+    def update(current: Overrides) -> dict[str, str | None]:
+        new: dict[str, str | None] = dict(current)
+        for c in resource.configs:
+            op, key = c.config_operation, c.name
+            if op == OP_DELETE:
+                new.pop(key, None)
+            elif op != OP_SET:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"{_OP_NAMES.get(op, op)} is not supported for broker "
+                               f"config {key}: it is not a list")
+            elif c.value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for SET of {key}")
+            else:
+                new[key] = c.value
+        return new
+    return update
+
+
 def _incremental(state: ServerState, resource) -> Update:
     if resource.resource_type == RESOURCE_CLIENT_METRICS:
         return _incremental_client_metrics(resource)
+    if resource.resource_type == RESOURCE_BROKER:
+        return _incremental_broker(resource)
 
     def update(current: Overrides) -> dict[str, str | None]:
         new: dict[str, str | None] = dict(current)

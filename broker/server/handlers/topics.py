@@ -77,6 +77,8 @@ RESOURCE_CLIENT_METRICS = 16
 SOURCE_CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 # DescribeConfigsResponse.ConfigType
@@ -261,6 +263,17 @@ def _broker_configs(state: ServerState, name: str, keys, version: int, include_s
         synonyms = [Synonym(name=key, value=shown(value), source=source)]
         if source != SOURCE_DEFAULT_CONFIG:
             synonyms.append(Synonym(name=key, value=shown(key_def.default), source=SOURCE_DEFAULT_CONFIG))
+        dynamic = state.dynamic_config
+        if dynamic is not None:  # dynamic values first: this broker's, then the cluster default's
+            own = dynamic.overrides(str(state.node_id)).get(key) if name else None
+            default = dynamic.overrides("").get(key)
+            if default is not None:
+                synonyms.insert(0, Synonym(name=key, value=default, source=SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
+            if own is not None:
+                synonyms.insert(0, Synonym(name=key, value=own, source=SOURCE_DYNAMIC_BROKER_CONFIG))
+            if own is not None or default is not None:
+                source = synonyms[0].source
+                value = own if own is not None else default
         entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
     return entries
 

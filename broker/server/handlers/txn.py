@@ -1,7 +1,8 @@
 """Transaction APIs over the ``TransactionCoordinator`` (``broker.server.txn``):
 AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-3, EndTxn (26) v0-3,
 TxnOffsetCommit (28) v0-3, DescribeTransactions (65) v0, ListTransactions (66) v0-1,
-DescribeProducers (61) v0;
+DescribeProducers (61) v0, WriteTxnMarkers (27) v0-1 (a marker appended per listed
+partition, as a partition leader does for its coordinator; CLUSTER_ACTION needed);
 InitProducerId (22) is dispatched here (``handle_init_producer_id``): with a transactional
 id to the coordinator, without one to ``producer_id.py``.
 
@@ -43,6 +44,7 @@ Thread-safety: handlers keep no state; the coordinator is thread-safe.
 from __future__ import annotations
 
 import logging
+import time
 
 from broker.protocol import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN_RESPONSE
@@ -52,11 +54,13 @@ from broker.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS
 from broker.protocol.messages.end_txn import END_TXN_RESPONSE
 from broker.protocol.messages.list_transactions import LIST_TRANSACTIONS_RESPONSE
 from broker.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT_RESPONSE
+from broker.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group.coordinator import INTERNAL_TOPICS
 from broker.server.group.txn_offsets import commit_txn_offsets
 from broker.server.handlers import RequestContext, ServerState, producer_id
-from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
+from broker.server.txn.markers import write_marker
 from broker.server.txn.state import TransactionState
 
 log = logging.getLogger(__name__)
@@ -78,6 +82,10 @@ ProducersTopic = DESCRIBE_PRODUCERS_RESPONSE.structs["TopicResponse"]
 ProducersPartition = DESCRIBE_PRODUCERS_RESPONSE.structs["PartitionResponse"]
 ProducerStateStruct = DESCRIBE_PRODUCERS_RESPONSE.structs["ProducerState"]
 ListedTxn = LIST_TRANSACTIONS_RESPONSE.structs["TransactionState"]
+WriteTxnMarkersResponse = WRITE_TXN_MARKERS_RESPONSE.cls
+MarkerResult = WRITE_TXN_MARKERS_RESPONSE.structs["WritableTxnMarkerResult"]
+MarkerTopicResult = WRITE_TXN_MARKERS_RESPONSE.structs["WritableTxnMarkerTopicResult"]
+MarkerPartitionResult = WRITE_TXN_MARKERS_RESPONSE.structs["WritableTxnMarkerPartitionResult"]
 
 # The first version of each API that knows PRODUCER_FENCED (KIP-588).
 _PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
@@ -382,3 +390,46 @@ def describe_producers_error_response(state: ServerState, ctx: RequestContext, b
         ProducersTopic(name=t.name, partitions=[ProducersPartition(partition_index=i, error_code=code,
                                                                    error_message=None, active_producers=[])
                                                 for i in t.partition_indexes]) for t in body.topics])
+
+
+# --- WriteTxnMarkers ---
+
+def handle_write_txn_markers(state: ServerState, ctx: RequestContext, body) -> object:
+    """Append the COMMIT / ABORT marker of each listed producer to each listed partition
+    (what a coordinator sends a partition leader; also how ``kafkalog transactions abort``
+    and kafka-transactions.sh end a hanging transaction). Needs CLUSTER_ACTION."""
+    if not cluster_allowed(state, ctx, AclOperation.CLUSTER_ACTION):
+        return write_txn_markers_error_response(state, ctx, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    now = state.txn_coordinator.time.milliseconds() if state.txn_coordinator is not None else \
+        int(time.time() * 1000)
+    results = []
+    for m in body.markers:
+        topics = []
+        for t in m.topics:
+            partitions = []
+            for index in t.partition_indexes:
+                code = ErrorCode.NONE
+                if state.topics.get(t.name) is None or state.topics.get_log(t.name, index) is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    try:
+                        write_marker(state.topics, t.name, index, producer_id=m.producer_id,
+                                     producer_epoch=m.producer_epoch, commit=bool(m.transaction_result),
+                                     timestamp=now, coordinator_epoch=m.coordinator_epoch)
+                        state.watchers.notify((t.name, index))
+                        log.info("WriteTxnMarkers from %s: %s marker for producer %d epoch %d written to %s-%d",
+                                 ctx.connection_id, "COMMIT" if m.transaction_result else "ABORT",
+                                 m.producer_id, m.producer_epoch, t.name, index)
+                    except Exception as exc:  # noqa: BLE001 - answered with its code
+                        code = _code(exc, "WriteTxnMarkers")
+                partitions.append(MarkerPartitionResult(partition_index=index, error_code=code))
+            topics.append(MarkerTopicResult(name=t.name, partitions=partitions))
+        results.append(MarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=results)
+
+
+def write_txn_markers_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return WriteTxnMarkersResponse(markers=[MarkerResult(producer_id=m.producer_id, topics=[
+        MarkerTopicResult(name=t.name, partitions=[MarkerPartitionResult(partition_index=i, error_code=code)
+                                                  for i in t.partition_indexes]) for t in m.topics])
+        for m in body.markers])
