@@ -32,7 +32,7 @@ run: setup
 # A finding is written as fuzz-findings/<target>/crash-*: copy it into tests/fuzz/regressions/<target>/.
 FUZZ_SECONDS ?= 600
 fuzz: setup
-	@for t in request frames batch log_dir; do \
+	@for t in request frames batch log_dir sasl tls; do \
 	  mkdir -p fuzz-findings/$$t fuzz-corpus/$$t; \
 	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	  PYTHONPATH=. $(PY) -m tests.fuzz.run $$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \

@@ -95,6 +95,12 @@ def _known_assignors(name: str, value: Any) -> None:
         raise ConfigError(name, value, "the assignors are uniform and range")
 
 
+# authorizer.class.name values that select the built-in authorizer (Kafka's KRaft and ZooKeeper names)
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_CLASS_NAMES = (STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer",
+                          "kafka.security.auth.SimpleAclAuthorizer")
+
+
 def one_of(*choices: str) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         values = value if isinstance(value, list) else [value]
@@ -341,6 +347,15 @@ SERVER_CONFIG_DEF = (
     .define("connection.failed.authentication.delay.ms", INT, 100,
             "How long the answer to a failed authentication is delayed (slows password guessing).",
             at_least(0))
+    # Authorization (broker/server/security/authorizer.py): Kafka's keys and defaults.
+    .define("authorizer.class.name", STRING, "",
+            "The authorizer: empty for none (every request allowed), or Kafka's "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer for the built-in ACL authorizer.",
+            one_of("", *AUTHORIZER_CLASS_NAMES))
+    .define("super.users", STRING, "",
+            "Principals allowed every operation, separated by ';' (e.g. User:admin;User:CN=ops).")
+    .define("allow.everyone.if.no.acl.found", BOOLEAN, False,
+            "When no ACL applies to a resource, allow every principal (true) or only super users.")
     .define("log.retention.check.interval.ms", LONG, 300000,
             "How often retention is enforced.", at_least(1))
     .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,

@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing of the broker's parsers (tests/fuzz/, atheris; issue 19):
 
-* every corpus input (real client requests and batches captured by
-  tools/capture_fuzz_corpus.py, real segments) and every regression (a finding saved in
+* every corpus input (real client requests, batches, SASL exchanges and TLS ClientHellos
+  captured by tools/capture_fuzz_corpus.py, real segments) and every regression (a finding saved in
   tests/fuzz/regressions/<target>/) is replayed through its target: only the errors the
   parser promises for bad input may come out;
 * a short coverage-guided run of each target (a few thousand inputs, seeded with the
@@ -22,7 +22,7 @@ from tests.fuzz.targets import TARGETS, run_one
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 ROOT = FUZZ.parent.parent
-SHORT_RUNS = {"request": 4000, "frames": 4000, "batch": 3000, "log_dir": 300}
+SHORT_RUNS = {"request": 4000, "frames": 4000, "batch": 3000, "log_dir": 300, "sasl": 3000, "tls": 1000}
 
 
 def inputs(target: str) -> list[Path]:

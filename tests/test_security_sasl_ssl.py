@@ -153,18 +153,6 @@ def test_aiokafka_over_sasl_ssl(sasl_ssl_broker, pki):  # noqa: F811
     assert asyncio.run(run()) == [b"a%d" % i for i in range(5)]
 
 
-@pytest.mark.kcat
-def test_kcat_over_sasl_ssl(sasl_ssl_broker, pki):  # noqa: F811
-    topic = unique("kcat")
-    args = ["kcat", "-b", f"localhost:{sasl_ssl_broker.listener_port('SASL_SSL')}", "-X", "security.protocol=SASL_SSL",
-            "-X", f"ssl.ca.location={pki.path('ca.pem')}", "-X", "sasl.mechanisms=SCRAM-SHA-512",
-            "-X", "sasl.username=bob", "-X", "sasl.password=bob-secret"]
-    subprocess.run([*args, "-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=60)
-    out = subprocess.run([*args, "-C", "-t", topic, "-o", "beginning", "-e", "-q"], capture_output=True, check=True,
-                         timeout=60)
-    assert out.stdout.split() == [b"one", b"two"]
-
-
 def test_client_certificates_on_sasl_ssl_only_when_the_listener_asks(sasl_ssl_broker, pki):  # noqa: F811
     """KIP-684: the broker-wide ssl.client.auth=required leaves SASL_SSL alone (a warning says
     so); listener.name.sasl_mtls.ssl.client.auth=required makes that listener need both a
@@ -216,3 +204,23 @@ def test_client_certificates_on_sasl_ssl_only_when_the_listener_asks(sasl_ssl_br
     assert got == [b"both"]
     with KafkaConsumer(ours) as oc, pytest.raises(AuthenticationError):
         oc.list_topics(timeout_ms=20000)
+
+
+@pytest.mark.kcat
+@pytest.mark.parametrize("mech, user, password", [("SCRAM-SHA-512", "bob", "bob-secret"),
+                                                  ("PLAIN", "alice", "alice-secret")])
+def test_kcat_over_sasl_ssl(sasl_ssl_broker, pki, mech, user, password):  # noqa: F811
+
+    topic = unique("kcat-ss")
+    args = ["kcat", "-b", f"localhost:{sasl_ssl_broker.listener_port('SASL_SSL')}",
+            "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.path('ca.pem')}",
+            "-X", f"sasl.mechanisms={mech}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    subprocess.run(args + ["-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=60)
+    out = subprocess.run(args + ["-C", "-t", topic, "-o", "beginning", "-e", "-q"], capture_output=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == [b"one", b"two"]
+    # a CA kcat does not trust: a clean failure, no data
+    bad = [a if not a.startswith("ssl.ca.location=") else f"ssl.ca.location={pki.path('other-ca.pem')}"
+           for a in args]
+    failed = subprocess.run(bad + ["-L", "-m", "10"], capture_output=True, timeout=60)
+    assert failed.returncode != 0

@@ -177,3 +177,23 @@ def test_describe_producers_shows_the_open_transaction(raw_client):
     assert txn.end(commit=True) == 0
     assert [s.current_txn_start_offset for s in producers().active_producers] == [-1]
     assert producers(7).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_write_txn_markers_ends_a_hanging_transaction(raw_client):
+    """WriteTxnMarkers (what kafka-transactions.sh abort sends the partition leader): an ABORT
+    marker for the open transaction's producer moves the LSO past it and lists it as aborted;
+    an unknown partition gets UNKNOWN_TOPIC_OR_PARTITION."""
+    c = raw_client()
+    topic = unique("txn-hanging")
+    create_topic(c, topic)
+    txn = RawTxn(c, unique("tid"))
+    assert txn.init() == 0 and txn.add(topic) == 0 and txn.produce(topic, 0, [b"h1", b"h2"]) == 0
+    assert fetch_partition(c, topic).last_stable_offset == 0
+    r = c.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
+        "producer_id": txn.producer_id, "producer_epoch": txn.epoch, "transaction_result": False,
+        "coordinator_epoch": 0, "topics": [{"name": topic, "partition_indexes": [0, 9]}]}]})
+    assert [(p.partition_index, p.error_code) for p in r.markers[0].topics[0].partitions] == \
+        [(0, ErrorCode.NONE), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    p = fetch_partition(c, topic)
+    assert (p.high_watermark, p.last_stable_offset) == (3, 3)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(txn.producer_id, 0)]

@@ -62,10 +62,61 @@ def test_client_metrics_topics_and_brokers(kafka_broker, capsys):
     assert out == f"Dynamic configs for topic {topic} are:\n  retention.ms=60000\n"
     code, out, _ = configs(capsys, b, "--describe", "--entity-type", "brokers", "--entity-default")
     assert code == 0 and out.startswith("Dynamic configs for broker <default> are:")
-    # brokers have no dynamic configs here: Kafka's INVALID_REQUEST, one line
+    # a broker key that cannot change live: Kafka's INVALID_REQUEST, one line
     code, _, err = configs(capsys, b, "--alter", "--entity-type", "brokers", "--entity-default",
-                           "--add-config", "max.connections.per.ip=10")
+                           "--add-config", "log.retention.ms=10")
     assert code == 1 and err.count("\n") == 1 and "INVALID_REQUEST" in err
+    assert "Cannot update these configs dynamically: log.retention.ms" in err
+
+
+def test_dynamic_broker_configs_limit_connections_live_and_persist(broker_factory, capsys):
+    """kafka-configs.sh --entity-type brokers --entity-default --add-config
+    max.connections.per.ip=N: applied at once to new connections,
+    a per-broker value wins over the default, deleting it restores the static limit,
+    and the values survive a restart."""
+    b = broker_factory()
+
+    def open_connections(n: int) -> tuple[list[RawClient], int]:
+        clients, refused = [], 0
+        for _ in range(n):
+            c = RawClient(b.host, b.port)
+            if c.is_closed_by_peer(timeout=1.0):
+                refused += 1
+                c.close()
+            else:
+                clients.append(c)
+        return clients, refused
+
+    assert configs(capsys, b, "--alter", "--entity-type", "brokers", "--entity-default",
+                   "--add-config", "max.connections.per.ip=3")[:2] == (0, "Completed updating config for broker "
+                                                                         "<default>.\n")
+    code, out, _ = configs(capsys, b, "--describe", "--entity-type", "brokers", "--entity-default")
+    assert code == 0 and "  max.connections.per.ip=3" in out
+    clients, refused = open_connections(5)
+    assert (len(clients), refused) == (3, 2)
+    for c in clients:
+        c.close()
+    # this broker's own value wins over the cluster default
+    assert configs(capsys, b, "--alter", "--entity-type", "brokers", "--entity-name", "1",
+                   "--add-config", "max.connections.per.ip=4")[0] == 0
+    code, out, _ = configs(capsys, b, "--describe", "--entity-type", "brokers", "--entity-name", "1")
+    assert "  max.connections.per.ip=4" in out
+    b.restart()
+    clients, refused = open_connections(6)
+    assert (len(clients), refused) == (4, 2)
+    for c in clients:
+        c.close()
+    # an invalid value is INVALID_CONFIG and changes nothing
+    code, _, err = configs(capsys, b, "--alter", "--entity-type", "brokers", "--entity-default",
+                           "--add-config", "max.connections.per.ip=-5")
+    assert code == 1 and "INVALID_CONFIG" in err
+    for entity in (["--entity-name", "1"], ["--entity-default"]):
+        assert configs(capsys, b, "--alter", "--entity-type", "brokers", *entity,
+                       "--delete-config", "max.connections.per.ip")[0] == 0
+    clients, refused = open_connections(6)
+    assert (len(clients), refused) == (6, 0)
+    for c in clients:
+        c.close()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -45,6 +45,7 @@ GENERATED_APIS = (
     "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeClientQuotas", "AlterClientQuotas",
     "GetTelemetrySubscriptions", "PushTelemetry", "ListClientMetricsResources",
     "DescribeUserScramCredentials", "AlterUserScramCredentials",
+    "DescribeAcls", "CreateAcls", "DeleteAcls", "WriteTxnMarkers",
 )
 
 FIELD_KEYS = {

@@ -6,7 +6,8 @@
   columnar ``send_arrow``.
 * ``consumer/``: range fetches and offset lookups for the Spark reader, the partition
   poller of ``kafkalog consume``, and a group's committed offsets.
-* ``admin.py``: ``AdminClient`` (topics, partitions, configs, groups), Kafka's ``Admin``.
+* ``admin.py``: ``AdminClient`` (topics, partitions, configs, groups), Kafka's ``Admin``;
+  ``admin_types.py``: its typed errors, argument and result types (re-exported by ``admin``).
 
 Imports ``broker.protocol`` and ``broker.record`` only: never the storage engine or the
 server. Thread-safety: each module says; a client object belongs to one thread unless its

@@ -40,6 +40,32 @@ Owns:
                     KafkaError NON_EMPTY_GROUP "Assignments can only be reset if the group 'g'
                     is inactive, but the current state is Stable.")
 
+  ACLs (Kafka's ``Admin`` ACL calls; the model and the request builders are
+  ``broker.client.admin_acls``; each request goes to the least loaded node)::
+
+      create_acls([AclBinding])                                   -> AdminResults[AclBinding, None]
+                    (a binding with an ANY/UNKNOWN/None field is refused here:
+                    InvalidRequestError "Operation is ANY." ..., as KafkaAdminClient)
+      describe_acls(AclBindingFilter)                             -> [AclBinding] (raises the error)
+      delete_acls([AclBindingFilter])                             -> AdminResults[AclBindingFilter,
+                    [AclBinding]] (the ACLs each filter deleted)
+
+  A broker without an authorizer answers SecurityDisabledError, a principal without
+  ALTER (DESCRIBE for describe_acls) on the cluster ClusterAuthorizationFailedError.
+
+  Transactions (KIP-664; values and builders in ``broker.client.admin_txn``)::
+
+      list_transactions(states=(), producer_ids=(), duration_filter_ms=-1) -> [TransactionListing]
+                    (every broker is asked; ``list_transactions_by_broker``: {broker id: [...]})
+      describe_transactions(ids)       -> AdminResults[str, TransactionDescription] (to each
+                    id's coordinator, FindCoordinator key_type 1)
+      describe_producers(partitions, broker_id=None) -> AdminResults[TopicPartition, [ProducerState]]
+                    (to the leaders, or to that broker)
+      abort_transaction(topic, partition, producer_id, producer_epoch, coordinator_epoch) -> None
+                    (WriteTxnMarkers ABORT to the leader; CLUSTER_ACTION where an authorizer runs)
+
+  Keys answered a code of ``admin_txn.RETRIABLE`` are routed and sent again until the deadline.
+
   CreateTopics, DeleteTopics and CreatePartitions go to the controller named by Metadata
   (PROTOCOL.md 1.2), retried while it answers NOT_CONTROLLER; Metadata and TOPIC config
   requests go to the least loaded node; BROKER config resources to that broker.
@@ -51,6 +77,12 @@ Owns:
   ``AdminResults.all()`` returns every value or raises the first error. Failures of the
   whole call (no broker reachable before the deadline, an API the broker lacks) raise at
   once: ``KafkaTimeoutError`` naming the bootstrap addresses, ``UnsupportedVersionError``.
+
+  The typed errors, the argument and result types (``NewTopic``, ``ConfigResource``,
+  ``AlterConfigOp``, ``TopicDescription``, ``Config``/``ConfigEntry``, ``AdminResult(s)``
+  ...) and the conversions of response structs into them live in
+  ``broker.client.admin_types``; this module re-exports every public name of it, so
+  ``from broker.client.admin import NewTopic, TopicAlreadyExistsError`` keeps working.
 
 * ``ADMIN_CONFIG_DEF``: the keys of Kafka's ``AdminClientConfig`` this client reads
   (bootstrap.servers, client.id, request.timeout.ms, default.api.timeout.ms, retries,
@@ -67,16 +99,54 @@ connections; later calls raise ``IllegalStateError``.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any
 
-from broker.client import admin_groups, admin_quotas, admin_scram
+from broker.client import admin_acls, admin_groups, admin_quotas, admin_scram, admin_txn
+from broker.client.admin_acls import AclBinding, AclBindingFilter
 from broker.client.admin_groups import OffsetResetSpec, ResetPlan
+from broker.client.admin_txn import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
+from broker.client.admin_types import (
+    AdminResult,
+    AdminResults,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterAuthorizationFailedError,
+    Config,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    NewTopic,
+    NotControllerError,
+    Outcome,
+    PolicyViolationError,
+    SecurityDisabledError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    TopicDeletionDisabledError,
+    TopicDescription,
+    TopicPartitionInfo,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    _alter_parse,
+    _config,
+    _description,
+    _key_text,
+    _op,
+    _resource,
+    _topic_error_text,
+    admin_error,
+)
 from broker.client.consumer import group_offsets, offsets
 from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.group_offsets import GroupDescription, GroupListing
@@ -96,13 +166,17 @@ from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigErr
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
 __all__ = [
-    "ADMIN_CONFIG_DEF", "AdminClient", "AdminResult", "AdminResults", "AlterConfigOp", "AlterConfigOpType",
+    "ADMIN_CONFIG_DEF", "AbortTransactionSpec", "AclBinding", "AclBindingFilter", "AdminClient", "AdminResult",
+    "AdminResults", "AlterConfigOp", "AlterConfigOpType",
     "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
-    "NewTopic", "OffsetResetSpec", "ResetPlan", "TopicDescription", "TopicPartitionInfo", "admin_error",
-    "InvalidConfigurationError", "InvalidPartitionsError", "InvalidReplicaAssignmentError",
+    "NewTopic", "OffsetResetSpec", "ProducerState", "ResetPlan", "TopicDescription", "TopicPartitionInfo",
+    "admin_error",
+    "ClusterAuthorizationFailedError", "InvalidConfigurationError", "SecurityDisabledError",
+    "InvalidPartitionsError", "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError", "InvalidRequestError", "InvalidTopicError", "NotControllerError",
     "PolicyViolationError", "TopicAlreadyExistsError", "TopicAuthorizationFailedError",
-    "TopicDeletionDisabledError", "UnknownServerError", "UnknownTopicOrPartitionError",
+    "TopicDeletionDisabledError", "TransactionDescription", "TransactionListing", "UnknownServerError",
+    "UnknownTopicOrPartitionError",
 ]
 
 ADMIN_CONFIG_DEF = (
@@ -147,196 +221,10 @@ _VERSIONS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3), ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.FIND_COORDINATOR: admin_txn.FIND_COORDINATOR_VERSIONS, ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.WRITE_TXN_MARKERS: (0, 1),
 }
-
-
-# --- typed errors ---
-
-class _AdminError(KafkaError):
-    CODE: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-
-    def __init__(self, message: str = "") -> None:
-        super().__init__(message, self.CODE)
-
-
-def _error_class(name: str, code: ErrorCode, doc: str) -> type[KafkaError]:
-    return type(name, (_AdminError,), {"CODE": code, "__doc__": doc, "__module__": __name__})
-
-
-TopicAlreadyExistsError = _error_class("TopicAlreadyExistsError", ErrorCode.TOPIC_ALREADY_EXISTS,
-                                       "TOPIC_ALREADY_EXISTS (36).")
-UnknownTopicOrPartitionError = _error_class("UnknownTopicOrPartitionError", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                            "UNKNOWN_TOPIC_OR_PARTITION (3).")
-InvalidTopicError = _error_class("InvalidTopicError", ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                 "INVALID_TOPIC_EXCEPTION (17): an illegal or colliding name.")
-InvalidPartitionsError = _error_class("InvalidPartitionsError", ErrorCode.INVALID_PARTITIONS,
-                                      "INVALID_PARTITIONS (37).")
-InvalidReplicationFactorError = _error_class("InvalidReplicationFactorError", ErrorCode.INVALID_REPLICATION_FACTOR,
-                                             "INVALID_REPLICATION_FACTOR (38).")
-InvalidReplicaAssignmentError = _error_class("InvalidReplicaAssignmentError", ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                             "INVALID_REPLICA_ASSIGNMENT (39).")
-InvalidConfigurationError = _error_class("InvalidConfigurationError", ErrorCode.INVALID_CONFIG,
-                                         "INVALID_CONFIG (40): an unknown key or an invalid value.")
-NotControllerError = _error_class("NotControllerError", ErrorCode.NOT_CONTROLLER, "NOT_CONTROLLER (41).")
-InvalidRequestError = _error_class("InvalidRequestError", ErrorCode.INVALID_REQUEST, "INVALID_REQUEST (42).")
-PolicyViolationError = _error_class("PolicyViolationError", ErrorCode.POLICY_VIOLATION, "POLICY_VIOLATION (44).")
-TopicDeletionDisabledError = _error_class("TopicDeletionDisabledError", ErrorCode.TOPIC_DELETION_DISABLED,
-                                          "TOPIC_DELETION_DISABLED (73).")
-TopicAuthorizationFailedError = _error_class("TopicAuthorizationFailedError", ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                             "TOPIC_AUTHORIZATION_FAILED (29).")
-UnknownServerError = _error_class("UnknownServerError", ErrorCode.UNKNOWN_SERVER_ERROR,
-                                  "UNKNOWN_SERVER_ERROR (-1): the broker failed unexpectedly.")
-
-_ERRORS: dict[int, type[KafkaError]] = {cls.CODE: cls for cls in (  # type: ignore[attr-defined]
-    TopicAlreadyExistsError, UnknownTopicOrPartitionError, InvalidTopicError, InvalidPartitionsError,
-    InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigurationError, NotControllerError,
-    InvalidRequestError, PolicyViolationError, TopicDeletionDisabledError, TopicAuthorizationFailedError,
-    UnknownServerError)}
-
-
-def admin_error(code: int, message: str | None = None) -> KafkaError:
-    """The typed error for a broker error code (a plain ``KafkaError`` for other codes),
-    message ``"<NAME>: <message>"``."""
-    cls = _ERRORS.get(int(ErrorCode.lookup(code)))
-    if cls is not None:
-        return cls(message or "")
-    return KafkaError(message or "", code)
-
-
-# --- arguments and results ---
-
-@dataclass(frozen=True)
-class NewTopic:
-    """A topic to create; -1 means the broker's num.partitions / default.replication.factor."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-class TopicPartitionInfo(NamedTuple):
-    partition: int
-    leader: int | None  # node id; None when the partition has no leader
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-class TopicDescription(NamedTuple):
-    name: str
-    topic_id: uuid.UUID | None  # None when the broker does not send ids (Metadata < v10)
-    internal: bool
-    partitions: tuple[TopicPartitionInfo, ...]
-
-
-class ConfigResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-
-
-class ConfigResource(NamedTuple):
-    """``ConfigResource(ConfigResourceType.TOPIC, "orders")``; a BROKER resource is named
-    by the broker id ("" for the cluster-wide default)."""
-
-    type: ConfigResourceType
-    name: str
-
-
-class ConfigSource(enum.IntEnum):
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-
-class ConfigSynonym(NamedTuple):
-    name: str
-    value: str | None
-    source: ConfigSource
-
-
-class ConfigEntry(NamedTuple):
-    name: str
-    value: str | None  # None for sensitive values
-    source: ConfigSource
-    is_read_only: bool
-    is_sensitive: bool
-    synonyms: tuple[ConfigSynonym, ...] = ()
-    documentation: str | None = None
-
-    @property
-    def is_default(self) -> bool:
-        return self.source == ConfigSource.DEFAULT_CONFIG
-
-
-Config = dict  # config name -> ConfigEntry, in the broker's order
-
-
-class AlterConfigOpType(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-class AlterConfigOp(NamedTuple):
-    """One incremental change: ``AlterConfigOp("retention.ms", "60000")`` sets,
-    ``AlterConfigOp("retention.ms", op=AlterConfigOpType.DELETE)`` removes the override."""
-
-    name: str
-    value: str | None = None
-    op: AlterConfigOpType = AlterConfigOpType.SET
-
-
-V = TypeVar("V")
-
-
-class AdminResult(Generic[V]):
-    """The outcome for one resource: ``result()`` returns the value or raises the error."""
-
-    __slots__ = ("value", "error")
-
-    def __init__(self, value: V | None = None, error: KafkaError | None = None) -> None:
-        self.value = value
-        self.error = error
-
-    def result(self) -> V:
-        if self.error is not None:
-            raise self.error
-        return self.value  # type: ignore[return-value]
-
-    def exception(self) -> KafkaError | None:
-        return self.error
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def __repr__(self) -> str:
-        return f"AdminResult(error={self.error!r})" if self.error is not None else f"AdminResult({self.value!r})"
-
-
-class AdminResults(dict):
-    """resource -> ``AdminResult``, in the order the resources were given."""
-
-    def all(self) -> dict:
-        """Every resource's value; raises the first error (in resource order)."""
-        return {k: r.result() for k, r in self.items()}
-
-    def errors(self) -> dict:
-        return {k: r.error for k, r in self.items() if r.error is not None}
-
-
-# (error code, error message, value) per resource, as parsed from a response.
-Outcome = tuple[int, "str | None", Any]
 
 
 class AdminClient:
@@ -580,6 +468,119 @@ class AdminClient:
             raise admin_error(code, message)
         return entries
 
+    # -- ACLs (KIP-140; model and builders in broker.client.admin_acls) -----------------
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, timeout_ms: float | None = None) -> AdminResults:
+        """binding -> AdminResult(None) or its error (INVALID_REQUEST for one the broker or
+        this client refuses)."""
+        results: dict[AclBinding, AdminResult] = {}
+        send = []
+        for b in dict.fromkeys(bindings):
+            if not isinstance(b, AclBinding):
+                raise TypeError(f"create_acls takes AclBinding values, not {type(b).__name__}")
+            indefinite = b.to_filter().find_indefinite_field()
+            if indefinite:
+                results[b] = AdminResult(error=InvalidRequestError(indefinite))
+            else:
+                send.append(b)
+        if send:
+            with self._lock:
+                self._check_open()
+                body = self._request(None, ApiKey.CREATE_ACLS, lambda v: admin_acls.build_create(v, send),
+                                     self._deadline(timeout_ms))
+            outcomes = admin_acls.parse_create(body)
+            for i, b in enumerate(send):
+                code, message = outcomes[i] if i < len(outcomes) else (ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                                       "no result in the response")
+                results[b] = AdminResult(None) if not code else AdminResult(error=admin_error(code, message))
+        return AdminResults((b, results[b]) for b in dict.fromkeys(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter.ANY, *,
+                      timeout_ms: float | None = None) -> list[AclBinding]:
+        """The ACLs matching the filter; raises the broker's error (SecurityDisabledError,
+        ClusterAuthorizationFailedError, InvalidRequestError)."""
+        if acl_filter.is_unknown():
+            raise InvalidRequestError("The AclBindingFilter must not contain UNKNOWN elements.")
+        with self._lock:
+            self._check_open()
+            body = self._request(None, ApiKey.DESCRIBE_ACLS, lambda v: admin_acls.build_describe(v, acl_filter),
+                                 self._deadline(timeout_ms))
+        code, message, bindings = admin_acls.parse_describe(body)
+        if code:
+            raise admin_error(code, message)
+        return bindings
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *, timeout_ms: float | None = None) -> AdminResults:
+        """filter -> AdminResult([the ACLs it deleted]) or its error."""
+        flts = list(dict.fromkeys(filters))
+        results: dict[AclBindingFilter, AdminResult] = {}
+        if flts:
+            with self._lock:
+                self._check_open()
+                body = self._request(None, ApiKey.DELETE_ACLS, lambda v: admin_acls.build_delete(v, flts),
+                                     self._deadline(timeout_ms))
+            outcomes = admin_acls.parse_delete(body)
+            for i, f in enumerate(flts):
+                if i >= len(outcomes):
+                    results[f] = AdminResult(error=admin_error(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                               "no result in the response"))
+                    continue
+                code, message, matching = outcomes[i]
+                failed = next(((c, m) for c, m, _ in matching if c), None)
+                if code or failed:
+                    results[f] = AdminResult(error=admin_error(*((code, message) if code else failed)))
+                else:
+                    results[f] = AdminResult([b for _, _, b in matching])
+        return AdminResults((f, results[f]) for f in flts)
+
+    # -- transactions (KIP-664; values and builders in broker.client.admin_txn) ---------
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_filter_ms: int = -1, *, timeout_ms: float | None = None) -> list[TransactionListing]:
+        by_broker = self.list_transactions_by_broker(states, producer_ids, duration_filter_ms, timeout_ms=timeout_ms)
+        return [t for listings in by_broker.values() for t in listings]
+
+    def list_transactions_by_broker(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                    duration_filter_ms: int = -1, *,
+                                    timeout_ms: float | None = None) -> dict[int, list[TransactionListing]]:
+        """ListTransactions to every broker: broker id -> the transactions it coordinates
+        (filtered by state name, producer id, running longer than ``duration_filter_ms``)."""
+        wanted, pids, out = list(states), list(producer_ids), {}
+        with self._lock:
+            self._check_open()
+            deadline = self._deadline(timeout_ms)
+            for node in sorted(b.node_id for b in self._metadata([], deadline).brokers):
+                code, _, listings = admin_txn.parse_list(self._request(
+                    node, ApiKey.LIST_TRANSACTIONS, lambda v: admin_txn.build_list(v, wanted, pids, duration_filter_ms),
+                    deadline))
+                if code:
+                    raise admin_error(code, f"ListTransactions on broker {node}")
+                out[node] = listings
+        return out
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *,
+                              timeout_ms: float | None = None) -> AdminResults:
+        """id -> AdminResult(TransactionDescription) or its error (TRANSACTIONAL_ID_NOT_FOUND...)."""
+        return self._routed(ApiKey.DESCRIBE_TRANSACTIONS, list(dict.fromkeys(transactional_ids)),
+                            self._txn_coordinators, admin_txn.build_describe, admin_txn.parse_describe, timeout_ms)
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]], *, broker_id: int | None = None,
+                           timeout_ms: float | None = None) -> AdminResults:
+        """TopicPartition -> AdminResult([ProducerState]) from the partition's leader (or
+        from the replica on ``broker_id``)."""
+        tps = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        route = self._leaders if broker_id is None else \
+            lambda ks, deadline: admin_txn.broker_routes(self._metadata([], deadline), broker_id, ks)
+        return self._routed(ApiKey.DESCRIBE_PRODUCERS, tps, route, admin_txn.build_describe_producers,
+                            admin_txn.parse_describe_producers, timeout_ms)
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, *, timeout_ms: float | None = None) -> None:
+        """Write an ABORT marker for the producer to the partition's log (raises the error)."""
+        spec = admin_txn.abort_spec((topic, partition), producer_id, producer_epoch, coordinator_epoch)
+        self._routed(ApiKey.WRITE_TXN_MARKERS, [spec.topic_partition], self._leaders,
+                     lambda v, tps: admin_txn.build_abort(v, [spec]), admin_txn.parse_abort, timeout_ms).all()
+
     # -- consumer groups -----------------------------------------------------------------
 
     def _groups(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -740,6 +741,54 @@ class AdminClient:
                     attempt += 1
         return AdminResults((k, results[k]) for k in keys)
 
+    def _routed(self, api_key: ApiKey, keys: list, route: Callable[[list, float], dict],
+                build: Callable[[int, list], Any], parse: Callable[[Any, int], dict],
+                timeout_ms: float | None) -> AdminResults:
+        """Each key to the node ``route`` names (a node id, or an ``Outcome`` when none),
+        batched per node; keys answered ``admin_txn.RETRIABLE`` are routed and sent again."""
+        results: dict = {}
+        with self._lock:
+            self._check_open()
+            deadline = self._deadline(timeout_ms)
+            pending, attempt = list(keys), 0
+            while pending:
+                routes = route(pending, deadline)
+                outcomes = {k: r for k, r in routes.items() if not isinstance(r, int)}
+                nodes = admin_txn.group_by([k for k in pending if isinstance(routes[k], int)], routes)
+                for node, ks in nodes.items():
+                    outcomes.update(parse(self._request(node, api_key, lambda v, ks=ks: build(v, ks), deadline), node))
+                retry = []
+                for k in pending:
+                    code, message, value = outcomes.get(k, (ErrorCode.UNKNOWN_SERVER_ERROR, "no result in the "
+                                                            f"response for {admin_txn.key_text(k)}", None))
+                    if code == ErrorCode.NONE:
+                        results[k] = AdminResult(value)
+                    elif code in admin_txn.RETRIABLE and now_ms() < deadline and attempt < self.retries:
+                        retry.append(k)
+                    else:
+                        results[k] = AdminResult(error=admin_error(code, message or admin_txn.key_text(k)))
+                pending = retry
+                if pending:
+                    self._client.sleep(self._client.backoff_ms(attempt), deadline)
+                    attempt += 1
+        return AdminResults((k, results[k]) for k in keys)
+
+    def _txn_coordinators(self, ids: list[str], deadline: float) -> dict:
+        """Each transactional id's coordinator (FindCoordinator key_type 1)."""
+        known = {b.node_id for b in self._metadata([], deadline).brokers}  # their addresses
+        routes: dict = {}
+        for tid in ids:
+            code, message, (node, host, port) = admin_txn.parse_find_coordinator(self._request(
+                None, ApiKey.FIND_COORDINATOR, lambda v, t=tid: admin_txn.build_find_coordinator(v, t), deadline))
+            if not code and node not in known:
+                self._client.client.add_node(node, host, port)
+            routes[tid] = (code, message, None) if code else node
+        return routes
+
+    def _leaders(self, partitions: list[TopicPartition], deadline: float) -> dict:
+        """Each partition's leader, from a Metadata response of their topics."""
+        return admin_txn.leader_routes(self._metadata(sorted({tp.topic for tp in partitions}), deadline), partitions)
+
     def _by_node(self, api_key: ApiKey, resources: list[ConfigResource], build: Callable[[int, list], Any],
                  parse: Callable[[Any], dict], timeout_ms: float | None) -> AdminResults:
         """Config requests: BROKER resources to their broker, the others to any node."""
@@ -765,67 +814,3 @@ class AdminClient:
                     continue
             results.update(self._call(api_key, group, build, parse, timeout_ms, node_id=node))
         return AdminResults((r, results[r]) for r in dict.fromkeys(resources))
-
-
-# --- response helpers ---
-
-def _resource(r: Any) -> ConfigResource:
-    if isinstance(r, ConfigResource):
-        return ConfigResource(ConfigResourceType(int(r.type)), r.name)
-    rtype, name = r
-    if isinstance(rtype, str):
-        rtype = ConfigResourceType[rtype.upper()]
-    return ConfigResource(ConfigResourceType(int(rtype)), name)
-
-
-def _op(o: Any) -> AlterConfigOp:
-    if isinstance(o, AlterConfigOp):
-        return o._replace(op=AlterConfigOpType(int(o.op)))
-    return AlterConfigOp(*o)
-
-
-def _alter_parse(body: Any) -> dict[ConfigResource, Outcome]:
-    return {_resource((r.resource_type, r.resource_name)): (r.error_code, r.error_message, None)
-            for r in body.responses}
-
-
-def _source(code: int) -> ConfigSource:
-    try:
-        return ConfigSource(code)
-    except ValueError:
-        return ConfigSource.UNKNOWN
-
-
-def _config(result: Any) -> dict[str, ConfigEntry]:
-    out = {}
-    for e in result.configs:
-        source = e.config_source
-        if source is None or source < 0:  # v0: only is_default
-            source = ConfigSource.DEFAULT_CONFIG if e.is_default else ConfigSource.UNKNOWN
-        out[e.name] = ConfigEntry(e.name, e.value, _source(source), e.read_only, e.is_sensitive,
-                                  tuple(ConfigSynonym(s.name, s.value, _source(s.source)) for s in e.synonyms or ()),
-                                  getattr(e, "documentation", None))
-    return out
-
-
-def _description(t: Any) -> TopicDescription:
-    tid = getattr(t, "topic_id", None)
-    if tid is not None and tid.int == 0:
-        tid = None
-    parts = tuple(TopicPartitionInfo(p.partition_index, p.leader_id if p.leader_id >= 0 else None,
-                                     tuple(p.replica_nodes), tuple(p.isr_nodes))
-                  for p in sorted(t.partitions, key=lambda p: p.partition_index))
-    return TopicDescription(t.name, tid, bool(getattr(t, "is_internal", False)), parts)
-
-
-def _key_text(key: Any) -> str:
-    if isinstance(key, ConfigResource):
-        return f"{key.type.name} resource '{key.name}'"
-    return f"topic '{key}'"
-
-
-def _topic_error_text(code: int, name: str) -> str:
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        return f"Topic '{name}' does not exist."
-    return f"topic '{name}'"
-

@@ -64,7 +64,11 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),  # v4+: KIP-890 verification (broker to broker)
     _api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
     _api(ApiKey.END_TXN, 0, 3),  # v4+: KIP-890 (TRANSACTION_ABORTABLE, transaction version 2)
+    _api(ApiKey.WRITE_TXN_MARKERS, 0, 1),  # broker to broker; served for admin tools' abort
     _api(ApiKey.TXN_OFFSET_COMMIT, 0, 3),
+    _api(ApiKey.DESCRIBE_ACLS, 0, 3),  # v1: pattern types (KIP-290), v2: flexible
+    _api(ApiKey.CREATE_ACLS, 0, 3),
+    _api(ApiKey.DELETE_ACLS, 0, 3),
     _api(ApiKey.DESCRIBE_CONFIGS, 1, 3),
     _api(ApiKey.CREATE_PARTITIONS, 0, 1),
     _api(ApiKey.ALTER_CONFIGS, 0, 1),  # v2 is flexible

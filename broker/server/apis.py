@@ -15,6 +15,9 @@ SERVED) and the rules that apply before any handler runs:
   their message formats are gone (KIP-896/KIP-724), so they close the connection too.
 * A body that fails to decode (``ProtocolDecodeError``: truncated, absurd counts, bad
   UTF-8...) closes the connection; nothing reaches a handler, so nothing reaches a log.
+* Authorization: with an authorizer (``authorizer.class.name``), the APIs of
+  ``CLUSTER_OPERATIONS`` need that operation on the CLUSTER before their handler runs;
+  every other handler checks its own resources (``handlers/authz.py``).
 * A handler exception becomes the API's error response with UNKNOWN_SERVER_ERROR (or the
   code ``broker.server.errors`` finds); if even that fails, the connection is closed.
   A response that fails to encode is logged and closes the connection.
@@ -44,7 +47,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from broker.protocol import ApiKey, ProtocolDecodeError, Reader, encode_response, parse_request_header
+from broker.protocol import ApiKey, ErrorCode, ProtocolDecodeError, Reader, encode_response, parse_request_header
 from broker.protocol.schema import decode
 from broker.protocol.versions import advertised_apis, request_schema
 from broker.server.errors import error_code_for, is_expected
@@ -53,7 +56,9 @@ from broker.server.handlers import (
     NO_RESPONSE,
     RequestContext,
     ServerState,
+    acls,
     api_versions,
+    authz,
     client_quotas,
     configs,
     consumer_group,
@@ -71,6 +76,7 @@ from broker.server.handlers import (
     topics,
     txn,
 )
+from broker.server.security.acls import AclOperation
 
 log = logging.getLogger(__name__)
 ANONYMOUS = "User:ANONYMOUS"
@@ -101,6 +107,7 @@ HANDLERS: dict[int, ApiHandler] = {
                                           0, 3),
     ApiKey.END_TXN: ApiHandler(txn.handle_end_txn, txn.end_txn_error_response, 0, 3),
     ApiKey.TXN_OFFSET_COMMIT: ApiHandler(txn.handle_txn_offset_commit, txn.txn_offset_commit_error_response, 0, 3),
+    ApiKey.WRITE_TXN_MARKERS: ApiHandler(txn.handle_write_txn_markers, txn.write_txn_markers_error_response, 0, 1),
     ApiKey.DESCRIBE_PRODUCERS: ApiHandler(txn.handle_describe_producers, txn.describe_producers_error_response,
                                           0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(txn.handle_describe_transactions,
@@ -143,12 +150,26 @@ HANDLERS: dict[int, ApiHandler] = {
                                                 consumer_group.heartbeat_error_response, 0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ApiHandler(consumer_group.handle_describe,
                                                consumer_group.describe_error_response, 0, 0),
+    ApiKey.DESCRIBE_ACLS: ApiHandler(acls.handle_describe_acls, acls.describe_acls_error_response, 0, 3),
+    ApiKey.CREATE_ACLS: ApiHandler(acls.handle_create_acls, acls.create_acls_error_response, 0, 3),
+    ApiKey.DELETE_ACLS: ApiHandler(acls.handle_delete_acls, acls.delete_acls_error_response, 0, 3),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiHandler(telemetry.handle_get_telemetry_subscriptions,
                                                    telemetry.get_telemetry_subscriptions_error_response, 0, 0),
     ApiKey.PUSH_TELEMETRY: ApiHandler(telemetry.handle_push_telemetry, telemetry.push_telemetry_error_response,
                                       0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: ApiHandler(telemetry.handle_list_client_metrics_resources,
                                                      telemetry.list_client_metrics_resources_error_response, 0, 0),
+}
+
+# APIs whose whole request needs one operation on the CLUSTER (Kafka's KafkaApis checks them
+# first); denied: the API's error response with CLUSTER_AUTHORIZATION_FAILED. The other
+# APIs check their resources themselves (broker.server.handlers.authz).
+CLUSTER_OPERATIONS: dict[int, AclOperation] = {
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: AclOperation.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: AclOperation.DESCRIBE_CONFIGS,
 }
 
 # Served by broker.server.security.sasl.SaslGate in front of KafkaApis (never reach HANDLERS).
@@ -220,7 +241,11 @@ class KafkaApis:
             ctx.extra["user"] = _principal_name(conn)
             ctx.extra[throttling.START_NS] = started
         try:
-            response = api.handle(self.state, ctx, body)
+            if self.state.authorizer is not None and key in CLUSTER_OPERATIONS and not authz.cluster_allowed(
+                    self.state, ctx, CLUSTER_OPERATIONS[key]):
+                response = api.error_response(self.state, ctx, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            else:
+                response = api.handle(self.state, ctx, body)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the connection thread
             code = error_code_for(exc)
             if is_expected(exc):

@@ -12,7 +12,9 @@ Owns the lifecycle:
   credential store (``broker.server.security.credentials``), the
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
-  of ``__transaction_state`` (``broker.server.txn``), then the listeners
+  of ``__transaction_state`` (``broker.server.txn``), the cluster metadata (quotas,
+  client-metrics subscriptions, dynamic broker configs and, with ``authorizer.class.name`` set, the ACLs of the
+  built-in authorizer, ``broker.server.security.authorizer``), then the listeners
   (``SocketServer``), whose handler is ``KafkaApis.handle``, wrapped by the SASL gate
   (``broker.server.security.sasl.SaslGate``) when a listener's security protocol is
   SASL_PLAINTEXT or SASL_SSL: the broker accepts connections only once every log is loaded. On
@@ -54,6 +56,7 @@ from broker.log.config import (
 from broker.log.manager import LogManager
 from broker.server.apis import KafkaApis, advertised_versions
 from broker.server.cluster_metadata import ClusterMetadataStore
+from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
 from broker.server.handlers.fetch import PartitionWatchers
@@ -61,6 +64,7 @@ from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.quota.connection_quotas import ConnectionQuotas
+from broker.server.security.authorizer import StandardAuthorizer
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
 from broker.server.socket_server import Listener, SocketServer, parse_listeners
@@ -151,6 +155,8 @@ class KafkaBroker:
         self.stats: BrokerStats | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.client_metrics: SubscriptionStore | None = None
+        self.authorizer: StandardAuthorizer | None = None
+        self.dynamic_config: DynamicBrokerConfig | None = None
         self.watchers = PartitionWatchers()
         self._started = False
         self._logs_started = False
@@ -198,6 +204,8 @@ class KafkaBroker:
             self.cluster_metadata = ClusterMetadataStore(self.log_manager.log_dirs, self.node_id,
                                                          lambda: self.log_manager.live_log_dirs)
             self.cluster_metadata.load()
+            self.dynamic_config = DynamicBrokerConfig(self.cluster_metadata, config, self.node_id)
+            self.dynamic_config.load()
             self.quotas = QuotaManagers(config)
             self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
             self.client_quotas.load()
@@ -205,6 +213,9 @@ class KafkaBroker:
             self.telemetry = ClientMetricsManager(telemetry_max_bytes=config["telemetry.max.bytes"])
             self.client_metrics = SubscriptionStore(self.cluster_metadata, self.telemetry)
             self.client_metrics.load()
+            if config.get("authorizer.class.name"):
+                self.authorizer = StandardAuthorizer(config, self.cluster_metadata)
+                self.authorizer.load()
             self.stats = BrokerStats()
             state = ServerState(
                 node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
@@ -213,7 +224,8 @@ class KafkaBroker:
                 static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
                 credentials=self.credentials, quotas=self.quotas, client_quotas=self.client_quotas,
                 telemetry=self.telemetry, client_metrics=self.client_metrics, stats=self.stats,
-                txn_coordinator=self.txn_coordinator)
+                txn_coordinator=self.txn_coordinator, authorizer=self.authorizer,
+                dynamic_config=self.dynamic_config)
             if self.sasl_gate is not None:
                 state.api_versions = advertised_versions(sasl=True)
             self.apis = KafkaApis(state)
@@ -221,6 +233,10 @@ class KafkaBroker:
             handler = self.apis.handle
             if self.sasl_gate is not None:
                 handler = self.sasl_gate.wrap(self.apis.handle, self.credentials)
+            connection_quotas = ConnectionQuotas(
+                config, self.quotas.metrics, [listener.name for listener in self.listeners],
+                protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
+                ip_rate=self.quotas.ip_connection_rate)
             self.socket_server = SocketServer(
                 self.listeners, handler,
                 max_request_bytes=config["socket.request.max.bytes"],
@@ -229,10 +245,9 @@ class KafkaBroker:
                 receive_buffer_bytes=config["socket.receive.buffer.bytes"],
                 connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls,
                 initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None,
-                connection_quotas=ConnectionQuotas(
-                    config, self.quotas.metrics, [listener.name for listener in self.listeners],
-                    protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
-                    ip_rate=self.quotas.ip_connection_rate))
+                connection_quotas=connection_quotas)
+            self.dynamic_config.connection_quotas = connection_quotas
+            self.dynamic_config.apply()  # dynamic limits stored earlier hold from the first connection
             self.socket_server.startup()
             if config.get("kafkalog.metrics.port") is not None:
                 collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,

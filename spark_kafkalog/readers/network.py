@@ -64,11 +64,15 @@ class NetworkOffsetReader:
         return f"the Kafka cluster at {self.bootstrap_servers}"
 
     def topic_partitions(self, topics: Iterable[str] | None = None) -> list[TopicPartition]:
-        from broker.client.consumer.offsets import list_topics
+        from broker.client.consumer.offsets import list_topics, partitions_for
 
+        if topics is not None:
+            # named topics are asked for by name: one the principal may not describe raises
+            # TOPIC_AUTHORIZATION_FAILED (as Spark's Kafka source fails), a missing one is left out
+            found = partitions_for(self._client, topics)
+            return sorted((t, p.partition) for t, parts in found.items() for p in parts)
         counts = list_topics(self._client, include_internal=True)
-        wanted = set(counts) if topics is None else set(topics) & set(counts)
-        return sorted((t, p) for t in wanted for p in range(counts[t]))
+        return sorted((t, p) for t in counts for p in range(counts[t]))
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         from broker.client.consumer.offsets import earliest_offsets

@@ -3,12 +3,14 @@ TARGET [libFuzzer options] [CORPUS_DIR ...]``, e.g. ``-runs=2000`` for a short r
 ``-max_total_time=600`` for a long one (``make fuzz``). The broker's modules are imported
 instrumented; a finding is written by libFuzzer as ``crash-<sha1>`` in the working
 directory (``-artifact_prefix=``): copy it into ``tests/fuzz/regressions/TARGET/``.
+A target with a libFuzzer dictionary ``tests/fuzz/dicts/TARGET.dict`` gets it (``-dict=``).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import atheris
 
@@ -19,10 +21,18 @@ with atheris.instrument_imports(include=["broker"]):
     import broker.log.validator  # noqa: F401
     import broker.protocol  # noqa: F401
     import broker.protocol.schema  # noqa: F401
+    import broker.protocol.scram  # noqa: F401
     import broker.protocol.versions  # noqa: F401
     import broker.record.batch  # noqa: F401
     import broker.record.columnar.decode  # noqa: F401
     import broker.record.validation  # noqa: F401
+    import broker.server.security.jwks  # noqa: F401
+    import broker.server.security.oauthbearer  # noqa: F401
+    import broker.server.security.plain  # noqa: F401
+    import broker.server.security.sasl  # noqa: F401
+    import broker.server.security.scram  # noqa: F401
+    import broker.server.socket_server  # noqa: F401
+    import broker.server.ssl_context  # noqa: F401
     from tests.fuzz import targets
 
 
@@ -38,7 +48,11 @@ def main() -> None:
         except allowed:
             pass
 
-    atheris.Setup([sys.argv[0]] + sys.argv[2:], one)
+    args = sys.argv[2:]
+    dictionary = Path(__file__).resolve().parent / "dicts" / f"{target}.dict"
+    if dictionary.exists() and not any(a.startswith("-dict=") for a in args):
+        args = [f"-dict={dictionary}", *args]
+    atheris.Setup([sys.argv[0], *args], one)
     atheris.Fuzz()
 
 

@@ -17,6 +17,9 @@ finding: ``tests/fuzz/run.py`` saves the input, and the bytes go into
 * ``log_dir``: the fuzzer's bytes as a partition's first segment (``.log``; a slice of
   them as its ``.index``) loaded without a clean shutdown (recovery), then read whole:
   the log loads (truncating what is torn or corrupt) or is refused with a storage error.
+* ``sasl`` and ``tls``: a SASL listener's first frames through the real ``SaslGate``, and
+  a TLS listener's first bytes through the socket server's handshake
+  (``tests/fuzz/targets_security.py``).
 
 Thread-safety: none needed (one fuzzing process per target).
 """
@@ -32,14 +35,17 @@ from pathlib import Path
 from broker.log.errors import LogError
 from broker.protocol.errors import ProtocolDecodeError
 from broker.record.errors import RecordError
+from tests.fuzz.targets_security import SASL_ALLOWED, TLS_ALLOWED, fuzz_sasl, fuzz_tls
 
-TARGETS = ("request", "frames", "batch", "log_dir")
+TARGETS = ("request", "frames", "batch", "log_dir", "sasl", "tls")
 
 ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "request": (ProtocolDecodeError,),
     "frames": (ProtocolDecodeError,),
     "batch": (RecordError, LogError),
     "log_dir": (LogError, RecordError),
+    "sasl": SASL_ALLOWED,
+    "tls": TLS_ALLOWED,
 }
 
 
@@ -144,7 +150,8 @@ def fuzz_log_dir(data: bytes) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-FUNCTIONS = {"request": fuzz_request, "frames": fuzz_frames, "batch": fuzz_batch, "log_dir": fuzz_log_dir}
+FUNCTIONS = {"request": fuzz_request, "frames": fuzz_frames, "batch": fuzz_batch, "log_dir": fuzz_log_dir,
+             "sasl": fuzz_sasl, "tls": fuzz_tls}
 
 
 def run_one(target: str, data: bytes) -> None:

@@ -28,6 +28,8 @@ fetch waiters, the advertised endpoints); ``RequestContext`` describes one reque
                         (66), and InitProducerId with a transactional id
     leader_epoch.py     OffsetForLeaderEpoch (23)
     configs.py          AlterConfigs (33), IncrementalAlterConfigs (44)
+    acls.py             DescribeAcls (29), CreateAcls (30), DeleteAcls (31)
+    authz.py            the authorization checks every handler makes
     scram_credentials.py DescribeUserScramCredentials (50), AlterUserScramCredentials (51)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
@@ -99,6 +101,10 @@ class ServerState:
     stats: Any = None
     # broker.server.txn.TransactionCoordinator (None: transaction APIs answer COORDINATOR_NOT_AVAILABLE)
     txn_coordinator: Any = None
+    # broker.server.dynamic_config.DynamicBrokerConfig (None: broker configs are static)
+    dynamic_config: Any = None
+    # broker.server.security.authorizer.StandardAuthorizer (None: no authorizer, all allowed; handlers/authz.py)
+    authorizer: Any = None
 
     @property
     def auto_create_topics(self) -> bool:

@@ -26,11 +26,12 @@ result per resource of the request, in order, each with an error_message when it
     check, message.timestamp.type / max.message.bytes / cleanup.policy at the next
     append).
 
-* BROKER (4) resources: this broker has no dynamic broker configs (its keys come from
-  server.properties and --override only), so a change is answered INVALID_REQUEST
-  "Cannot update these configs dynamically: ..." naming the keys (Kafka's answer for a
-  key that is not dynamically updatable); a broker id other than this node's (or "" for
-  the cluster default) is INVALID_REQUEST as in DescribeConfigs.
+* BROKER (4) resources: dynamic broker configs (``broker.server.dynamic_config``), for
+  this node's id or "" (the cluster default, kafka-configs.sh's ``--entity-default``):
+  SET / DELETE of the keys that can change live (the connection limits), stored in the
+  cluster metadata and applied at once; any other key is INVALID_REQUEST "Cannot update
+  these configs dynamically: ..." (Kafka's answer), an invalid value INVALID_CONFIG; a
+  broker id other than this node's is INVALID_REQUEST as in DescribeConfigs.
 
 * CLIENT_METRICS (16) resources (IncrementalAlterConfigs only): the client telemetry
   subscriptions (``broker.server.telemetry.client_metrics``: keys ``metrics``,
@@ -38,6 +39,9 @@ result per resource of the request, in order, each with an error_message when it
   invalid result is INVALID_CONFIG with the reason; a subscription without keys is removed.
 
 * Any other resource type (BROKER_LOGGER, GROUP...): INVALID_REQUEST.
+
+Authorization (Kafka's, ``authz.py``): ALTER_CONFIGS on the topic for TOPIC resources
+(TOPIC_AUTHORIZATION_FAILED), on the CLUSTER for the others (CLUSTER_AUTHORIZATION_FAILED).
 
 Versions: AlterConfigs v0-v1 (v2 is flexible) and IncrementalAlterConfigs v0 (v1 is
 flexible), the non-flexible ones of PROTOCOL.md's phase 1; librdkafka and kafka-python
@@ -59,7 +63,14 @@ from broker.protocol.messages.alter_configs import ALTER_CONFIGS_RESPONSE
 from broker.protocol.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
-from broker.server.handlers.topics import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_TOPIC, config_text
+from broker.server.handlers.authz import AclOperation
+from broker.server.handlers.topics import (
+    RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_TOPIC,
+    authorize_configs,
+    config_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +108,9 @@ def _check_topic_name(state: ServerState, name: str) -> None:
 def _check_broker(state: ServerState, name: str, keys: list[str]) -> None:
     if name not in ("", str(state.node_id)):
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {state.node_id} but got {name}")
-    raise ApiError(ErrorCode.INVALID_REQUEST,
-                   f"Cannot update these configs dynamically: {', '.join(sorted(keys)) or '(none)'}: "
-                   f"this broker has no dynamic broker configs; set them in server.properties")
+    if state.dynamic_config is None:
+        raise ApiError(ErrorCode.INVALID_REQUEST,
+                       f"Cannot update these configs dynamically: {', '.join(sorted(keys)) or '(none)'}")
 
 
 def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], update: Update,
@@ -111,6 +122,8 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
         state.topics.alter_topic_configs(name, update, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
         _check_broker(state, name, keys)
+        _check_duplicate_keys(keys)
+        state.dynamic_config.alter(name, update, validate_only)
     elif resource_type == RESOURCE_CLIENT_METRICS and state.client_metrics is not None:
         _check_duplicate_keys(keys)
         try:
@@ -122,7 +135,8 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
                        f"altering configs; this broker alters TOPIC (2) configs")
 
 
-def _serve(state: ServerState, body, make_update: Callable[[object], Update], result_cls, api: str) -> list:
+def _serve(state: ServerState, ctx: RequestContext, body, make_update: Callable[[object], Update], result_cls,
+           api: str) -> list:
     counts = Counter((r.resource_type, r.resource_name) for r in body.resources)
     results = []
     for r in body.resources:
@@ -130,6 +144,7 @@ def _serve(state: ServerState, body, make_update: Callable[[object], Update], re
             if counts[(r.resource_type, r.resource_name)] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Each resource may appear at most once in a request; "
                                f"got {r.resource_name!r} (type {r.resource_type}) more than once.")
+            authorize_configs(state, ctx, r.resource_type, r.resource_name, AclOperation.ALTER_CONFIGS)
             keys = [c.name for c in r.configs]
             _apply(state, r.resource_type, r.resource_name, keys, make_update(r), body.validate_only)
             results.append(result_cls(error_code=ErrorCode.NONE, error_message=None,
@@ -156,7 +171,7 @@ def _replace_all(resource) -> Update:
 
 def handle_alter_configs(state: ServerState, ctx: RequestContext, body) -> object:
     return AlterConfigsResponse(throttle_time_ms=0,
-                                responses=_serve(state, body, _replace_all, AlterResult, "AlterConfigs"))
+                                responses=_serve(state, ctx, body, _replace_all, AlterResult, "AlterConfigs"))
 
 
 def alter_configs_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
@@ -207,9 +222,31 @@ def _incremental_client_metrics(resource) -> Update:
     return update
 
 
+def _incremental_broker(resource) -> Update:
+    """IncrementalAlterConfigs of dynamic broker configs: SET and DELETE (none of the
+    dynamic keys is a list); the store validates keys and values."""
+    def update(current: Overrides) -> dict[str, str | None]:
+        new: dict[str, str | None] = dict(current)
+        for c in resource.configs:
+            op, key = c.config_operation, c.name
+            if op == OP_DELETE:
+                new.pop(key, None)
+            elif op != OP_SET:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"{_OP_NAMES.get(op, op)} is not supported for broker "
+                               f"config {key}: it is not a list")
+            elif c.value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for SET of {key}")
+            else:
+                new[key] = c.value
+        return new
+    return update
+
+
 def _incremental(state: ServerState, resource) -> Update:
     if resource.resource_type == RESOURCE_CLIENT_METRICS:
         return _incremental_client_metrics(resource)
+    if resource.resource_type == RESOURCE_BROKER:
+        return _incremental_broker(resource)
 
     def update(current: Overrides) -> dict[str, str | None]:
         new: dict[str, str | None] = dict(current)
@@ -244,7 +281,7 @@ def _incremental(state: ServerState, resource) -> Update:
 
 
 def handle_incremental_alter_configs(state: ServerState, ctx: RequestContext, body) -> object:
-    results = _serve(state, body, lambda r: _incremental(state, r), IncrementalResult, "IncrementalAlterConfigs")
+    results = _serve(state, ctx, body, lambda r: _incremental(state, r), IncrementalResult, "IncrementalAlterConfigs")
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 

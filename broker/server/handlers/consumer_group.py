@@ -14,8 +14,12 @@ Wire details:
   ("Empty", "Assigning", "Reconciling", "Stable"), group and assignment epochs, the
   assignor of the last target assignment and each member's epoch, subscription, current
   assignment and target assignment (topic names resolved from the ids; a deleted
-  topic's partitions are listed with an empty name). authorized_operations when asked:
-  READ, DELETE and DESCRIBE (no authorizer).
+  topic's partitions are listed with an empty name). authorized_operations when asked
+  (``authz.py``).
+* Authorization (Kafka's): the heartbeat needs READ on the group
+  (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic name
+  (TOPIC_AUTHORIZATION_FAILED naming them); ConsumerGroupDescribe DESCRIBE on each group.
+  Topics a regex subscription matches are not filtered by ACLs (Kafka 4 does).
 
 Thread-safety: handlers keep no state; the coordinator is thread-safe.
 """
@@ -27,7 +31,8 @@ from broker.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESC
 from broker.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT_RESPONSE
 from broker.record.limits import INT32_MIN
 from broker.server.handlers import RequestContext, ServerState
-from broker.server.handlers.group import GROUP_OPERATIONS, _coordinator
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, authorized_operations
+from broker.server.handlers.group import _coordinator
 from broker.server.handlers.group_membership import client_host
 
 HeartbeatResponse = CONSUMER_GROUP_HEARTBEAT_RESPONSE.cls
@@ -41,6 +46,15 @@ DescribedTopicPartitions = CONSUMER_GROUP_DESCRIBE_RESPONSE.structs["TopicPartit
 
 
 def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return heartbeat_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if body.subscribed_topic_names and state.authorizer is not None:
+        names = set(body.subscribed_topic_names)
+        denied = names - allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        if denied:
+            response = heartbeat_error_response(state, ctx, body, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            response.error_message = f"Topic authorization failed for topics {sorted(denied)}"
+            return response
     owned = None
     if body.topic_partitions is not None:
         owned = {}
@@ -76,7 +90,6 @@ def _described_assignment(assignment, names: dict) -> object:
 
 def handle_describe(state: ServerState, ctx: RequestContext, body) -> object:
     coordinator = _coordinator(state)
-    ops = GROUP_OPERATIONS if body.include_authorized_operations else INT32_MIN
     groups = []
     names = {}
     for name in state.topics.topics():
@@ -84,6 +97,12 @@ def handle_describe(state: ServerState, ctx: RequestContext, body) -> object:
         if info is not None:
             names[info.topic_id] = name
     for group_id in body.group_ids:
+        if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                                         group_id=group_id, group_state="", group_epoch=-1, assignment_epoch=-1,
+                                         assignor_name="", members=[], authorized_operations=INT32_MIN))
+            continue
+        ops = authorized_operations(state, ctx, ResourceType.GROUP, group_id, body.include_authorized_operations)
         with coordinator._mlock:  # a consistent view of the group while it is copied out
             code, message, cg = coordinator.describe_consumer_group(group_id)
             if cg is None:

@@ -29,6 +29,9 @@ Wire behaviour (PROTOCOL.md 3.6):
   response as the ``FileSlice`` itself, which the socket server sends with
   ``os.sendfile``; smaller ones are read with one ``pread``.
 
+Authorization (Kafka's, ``authz.py``): each topic needs READ, else its partitions are
+answered TOPIC_AUTHORIZATION_FAILED (decided once per request, not per long-poll pass).
+
 ``PartitionWatchers``: each waiting fetch registers one ``threading.Event`` under each
 of its partitions before it reads (so no append between the read and the wait is
 missed); ``notify(tp)`` (called by Produce after every append) sets the events of that
@@ -54,6 +57,7 @@ from broker.record.batch import LOG_OVERHEAD
 from broker.record.limits import INT32_MAX
 from broker.server.errors import error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState, throttling
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed_names
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +133,10 @@ def _first_batch_cut(records, size: int) -> bool:
     return len(head) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True) > size
 
 
-def _read_all(state: ServerState, body, version: int, max_bytes: int) -> tuple[list, int, bool]:
-    """One pass over every requested partition: (topic responses, bytes, any error)."""
+def _read_all(state: ServerState, body, version: int, max_bytes: int,
+              denied: frozenset[str] = frozenset()) -> tuple[list, int, bool]:
+    """One pass over every requested partition: (topic responses, bytes, any error);
+    the topics in ``denied`` are answered TOPIC_AUTHORIZATION_FAILED."""
     isolation = TXN_COMMITTED if body.isolation_level == READ_COMMITTED else HIGH_WATERMARK
     committed = isolation == TXN_COMMITTED
     remaining = max_bytes
@@ -145,6 +151,10 @@ def _read_all(state: ServerState, body, version: int, max_bytes: int) -> tuple[l
         partitions = []
         for p in t.partitions:
             index = p.partition
+            if denied and name in denied:
+                partitions.append(_error_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                has_error = True
+                continue
             lg = topics.get_log(name, index) if topics.get(name) is not None else None
             if lg is None:
                 partitions.append(_error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -201,6 +211,10 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     if version >= 7 and body.session_id != 0:
         return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                              session_id=0, responses=[])
+    denied: frozenset[str] = frozenset()
+    if state.authorizer is not None:
+        names = {t.topic for t in body.topics}
+        denied = frozenset(names - allowed_names(state, ctx, AclOperation.READ, ResourceType.TOPIC, names))
     max_wait_s = max(body.max_wait_ms, 0) / 1000.0
     min_bytes = body.min_bytes
     waiter = None
@@ -213,7 +227,7 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     try:
         deadline = time.monotonic() + max_wait_s
         while True:
-            responses, total, has_error = _read_all(state, body, version, max_bytes)
+            responses, total, has_error = _read_all(state, body, version, max_bytes, denied)
             if waiter is None or total >= min_bytes or has_error or state.watchers.closed:
                 break
             left = deadline - time.monotonic()

@@ -36,11 +36,19 @@ Wire behaviour (Kafka's ``KafkaApis`` and group coordinator):
   the members without metadata or assignment, as Kafka); Dead
   for one that does not (error NONE, as Kafka up to DescribeGroups v5), and for a KIP-848
   consumer group (Kafka 4 describes those with ConsumerGroupDescribe only);
-  INVALID_GROUP_ID for "". authorized_operations (v3+) when asked: READ, DELETE and
-  DESCRIBE (no authorizer).
+  INVALID_GROUP_ID for "". authorized_operations (v3+) when asked (``authz.py``).
 * DeleteGroups: the group's offsets and its record become tombstones;
   GROUP_ID_NOT_FOUND for a group that does not exist, NON_EMPTY_GROUP for one with
   members, INVALID_GROUP_ID for "".
+
+Authorization (Kafka's, ``authz.py``): FindCoordinator needs DESCRIBE on the group
+(GROUP_AUTHORIZATION_FAILED) or the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+OffsetCommit READ on the group (every partition GROUP_AUTHORIZATION_FAILED) and READ on
+each topic (TOPIC_AUTHORIZATION_FAILED); OffsetFetch DESCRIBE on the group (the group's
+error) and DESCRIBE on each requested topic (its partitions TOPIC_AUTHORIZATION_FAILED;
+fetching all offsets leaves those topics out); ListGroups lists every group with DESCRIBE
+on the CLUSTER, else the groups the principal may DESCRIBE; DescribeGroups DESCRIBE and
+DeleteGroups DELETE on each group (GROUP_AUTHORIZATION_FAILED).
 
 The membership APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetDelete) are in
 ``group_membership.py``.
@@ -62,6 +70,14 @@ from broker.protocol.messages.offset_fetch import OFFSET_FETCH_RESPONSE
 from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers.authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    allowed_names,
+    authorized_operations,
+    cluster_allowed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +101,6 @@ DeletableGroupResult = DELETE_GROUPS_RESPONSE.structs["DeletableGroupResult"]
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-# AclOperation codes a group supports (READ, DELETE, DESCRIBE), as a bit field.
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 NO_METADATA = ""  # Kafka's OffsetFetchResponse.NO_METADATA
 
 
@@ -102,11 +116,15 @@ def _coordinator(state: ServerState):
 def handle_find_coordinator(state: ServerState, ctx: RequestContext, body) -> object:
     key_type = body.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
     if key_type == KEY_TYPE_TRANSACTION:
+        if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, body.key):
+            return _coordinator_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if state.txn_coordinator is None:
             return _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
     elif key_type != KEY_TYPE_GROUP:
         return _coordinator_error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}")
     else:
+        if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body.key):
+            return _coordinator_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         _coordinator(state)
     host, port = state.advertised_endpoint(ctx.listener, ctx.local_address)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
@@ -126,6 +144,9 @@ def find_coordinator_error_response(state: ServerState, ctx: RequestContext, bod
 
 def handle_offset_commit(state: ServerState, ctx: RequestContext, body) -> object:
     version = ctx.api_version
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return offset_commit_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_names(state, ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     slots: list[tuple[int, int]] = []  # (topic index, partition index) of each coordinator entry
     entries = []
     topics = []
@@ -133,6 +154,10 @@ def handle_offset_commit(state: ServerState, ctx: RequestContext, body) -> objec
         info = state.topics.get(t.name)
         partitions = []
         for p in t.partitions:
+            if t.name not in readable:
+                partitions.append(CommitPartition(partition_index=p.partition_index,
+                                                  error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if info is None or not 0 <= p.partition_index < info.partitions:
                 partitions.append(CommitPartition(partition_index=p.partition_index,
                                                   error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -169,13 +194,18 @@ def _fetch_partition(index: int, om, code: int = ErrorCode.NONE) -> object:
                           committed_leader_epoch=om.leader_epoch, metadata=om.metadata, error_code=code)
 
 
-def _fetch_group(state: ServerState, group_id: str, requested, member_id=None, member_epoch=-1,
-                 partition_cls=None) -> tuple[int, dict[str, list]]:
+def _fetch_group(state: ServerState, ctx: RequestContext, group_id: str, requested, member_id=None,
+                 member_epoch=-1, partition_cls=None) -> tuple[int, dict[str, list]]:
     """(group error, topic -> partition entries) of one group of an OffsetFetch."""
     make = partition_cls or FetchPartition
+    if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
+    if requested is not None:
+        visible = allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in requested))
     try:
         coordinator = _coordinator(state)
-        tps = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+        tps = None if requested is None else [(t.name, p) for t in requested if t.name in visible
+                                              for p in t.partition_indexes]
         committed = coordinator.fetch_offsets(group_id, tps, member_id, member_epoch)
     except ApiError as exc:
         return exc.code, {}
@@ -188,13 +218,20 @@ def _fetch_group(state: ServerState, group_id: str, requested, member_id=None, m
         return make(partition_index=index, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
                     metadata=om.metadata, error_code=ErrorCode.NONE)
     if requested is None:
+        visible = allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                {topic for topic, _ in committed}, audit=False)
         for (topic, partition), om in committed.items():
-            topics.setdefault(topic, []).append(entry(partition, om))
+            if topic in visible:
+                topics.setdefault(topic, []).append(entry(partition, om))
     else:
         for t in requested:
             parts = topics.setdefault(t.name, [])
             for p in t.partition_indexes:
-                parts.append(entry(p, committed.get((t.name, p))))
+                if t.name in visible:
+                    parts.append(entry(p, committed.get((t.name, p))))
+                else:
+                    parts.append(make(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                      metadata=NO_METADATA, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     return ErrorCode.NONE, topics
 
 
@@ -202,13 +239,13 @@ def handle_offset_fetch(state: ServerState, ctx: RequestContext, body) -> object
     if ctx.api_version >= 8:
         groups = []
         for g in body.groups:
-            code, topics = _fetch_group(state, g.group_id, g.topics,
+            code, topics = _fetch_group(state, ctx, g.group_id, g.topics,
                                         g.member_id if ctx.api_version >= 9 else None,
                                         g.member_epoch if ctx.api_version >= 9 else -1, FetchPartitions)
             groups.append(FetchGroup(group_id=g.group_id, error_code=code, topics=[
                 FetchTopics(name=name, partitions=parts) for name, parts in topics.items()]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    code, topics = _fetch_group(state, body.group_id, body.topics)
+    code, topics = _fetch_group(state, ctx, body.group_id, body.topics)
     if code != ErrorCode.NONE:
         return offset_fetch_error_response(state, ctx, body, code)
     return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
@@ -232,6 +269,10 @@ def offset_fetch_error_response(state: ServerState, ctx: RequestContext, body, c
 
 def handle_list_groups(state: ServerState, ctx: RequestContext, body) -> object:
     groups = _coordinator(state).list_groups()
+    if not cluster_allowed(state, ctx, AclOperation.DESCRIBE, audit=False):
+        visible = allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                (g.group_id for g in groups), audit=False)
+        groups = [g for g in groups if g.group_id in visible]
     states = {s.lower() for s in body.states_filter} if ctx.api_version >= 4 else set()
     types = {t.lower() for t in body.types_filter} if ctx.api_version >= 5 else set()
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
@@ -246,9 +287,13 @@ def list_groups_error_response(state: ServerState, ctx: RequestContext, body, co
 
 def handle_describe_groups(state: ServerState, ctx: RequestContext, body) -> object:
     coordinator = _coordinator(state)
-    ops = GROUP_OPERATIONS if ctx.api_version >= 3 and body.include_authorized_operations else INT32_MIN
+    ask_ops = ctx.api_version >= 3 and body.include_authorized_operations
     described = []
     for group_id in body.groups:
+        if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(_described_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        ops = authorized_operations(state, ctx, ResourceType.GROUP, group_id, ask_ops)
         try:
             s = coordinator.describe_group(group_id)
             members = [DescribedMember(member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
@@ -277,6 +322,9 @@ def handle_delete_groups(state: ServerState, ctx: RequestContext, body) -> objec
     coordinator = _coordinator(state)
     results = []
     for group_id in dict.fromkeys(body.groups_names):
+        if not allowed(state, ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            results.append(DeletableGroupResult(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         try:
             coordinator.delete_group(group_id)
             code = ErrorCode.NONE

@@ -14,6 +14,10 @@ Wire details (Kafka's ``KafkaApis``):
 * OffsetDelete: partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; a group-level
   error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID) is the top-level code.
 
+Authorization (Kafka's, ``authz.py``): JoinGroup, SyncGroup, Heartbeat and LeaveGroup need
+READ on the group (GROUP_AUTHORIZATION_FAILED); OffsetDelete DELETE on the group and READ
+on each topic (its partitions TOPIC_AUTHORIZATION_FAILED).
+
 Thread-safety: handlers keep no state; the coordinator is thread-safe.
 """
 
@@ -27,6 +31,7 @@ from broker.protocol.messages.offset_delete import OFFSET_DELETE_RESPONSE
 from broker.protocol.messages.sync_group import SYNC_GROUP_RESPONSE
 from broker.server.errors import ApiError
 from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names
 from broker.server.handlers.group import _coordinator
 
 JoinGroupResponse = JOIN_GROUP_RESPONSE.cls
@@ -48,6 +53,8 @@ def client_host(ctx: RequestContext) -> str:
 # --- JoinGroup ---
 
 def handle_join_group(state: ServerState, ctx: RequestContext, body) -> object:
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return join_group_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     rebalance_timeout = body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms
     result = _coordinator(state).join_group(
@@ -69,6 +76,8 @@ def join_group_error_response(state: ServerState, ctx: RequestContext, body, cod
 # --- SyncGroup ---
 
 def handle_sync_group(state: ServerState, ctx: RequestContext, body) -> object:
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return sync_group_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     result = _coordinator(state).sync_group(
         body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None,
@@ -86,6 +95,8 @@ def sync_group_error_response(state: ServerState, ctx: RequestContext, body, cod
 # --- Heartbeat ---
 
 def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return heartbeat_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = _coordinator(state).heartbeat(body.group_id, body.generation_id, body.member_id,
                                          body.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
@@ -104,6 +115,8 @@ def _leaving(ctx: RequestContext, body) -> list[tuple[str, str | None]]:
 
 
 def handle_leave_group(state: ServerState, ctx: RequestContext, body) -> object:
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return leave_group_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     leaving = _leaving(ctx, body)
     codes = _coordinator(state).leave_group(body.group_id, leaving)
     if ctx.api_version < 3:
@@ -121,12 +134,15 @@ def leave_group_error_response(state: ServerState, ctx: RequestContext, body, co
 # --- OffsetDelete ---
 
 def handle_offset_delete(state: ServerState, ctx: RequestContext, body) -> object:
+    if not allowed(state, ctx, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return offset_delete_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = _coordinator(state)
+    readable = allowed_names(state, ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     known: list[tuple[str, int]] = []
     for t in body.topics:
         info = state.topics.get(t.name)
         for p in t.partitions:
-            if info is not None and 0 <= p.partition_index < info.partitions:
+            if t.name in readable and info is not None and 0 <= p.partition_index < info.partitions:
                 known.append((t.name, p.partition_index))
     try:
         codes = coordinator.delete_offsets(body.group_id, known)
@@ -135,7 +151,8 @@ def handle_offset_delete(state: ServerState, ctx: RequestContext, body) -> objec
     return OffsetDeleteResponse(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
         DeleteTopic(name=t.name, partitions=[
             DeletePartition(partition_index=p.partition_index,
-                            error_code=codes.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                            error_code=codes.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                            if t.name in readable else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             for p in t.partitions])
         for t in body.topics])
 

@@ -21,6 +21,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH_RESPONSE
 from broker.server.errors import error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState, leader_epoch_of
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed_names
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,14 @@ def _lookup(lg, index: int, current: int, requested: int) -> object:
 
 
 def handle(state: ServerState, ctx: RequestContext, body) -> object:
+    visible = allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in body.topics))
     topics = []
     for t in body.topics:
         partitions = []
         for p in t.partitions:
+            if t.topic not in visible:  # Kafka: a consumer needs DESCRIBE on the topic
+                partitions.append(_error(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             lg = state.topics.get_log(t.topic, p.partition) if state.topics.get(t.topic) is not None else None
             if lg is None:
                 partitions.append(_error(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

@@ -17,6 +17,9 @@ OFFSET_OUT_OF_RANGE past the high watermark; answers the new low watermark. The 
 wholly below it are removed by the next retention pass, as in Kafka. An internal topic
 (``__consumer_offsets``) gets INVALID_TOPIC_EXCEPTION.
 
+Authorization (Kafka's, ``authz.py``): ListOffsets needs DESCRIBE on each topic,
+DeleteRecords DELETE (else the topic's partitions TOPIC_AUTHORIZATION_FAILED).
+
 Thread-safety: ``fetch_offset_by_timestamp`` is a lock-free read; the log start offset
 move takes the log's lock.
 """
@@ -32,6 +35,7 @@ from broker.protocol.messages.list_offsets import LIST_OFFSETS_RESPONSE
 from broker.server.errors import error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed_names
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +71,15 @@ def _lookup(lg, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
 
 def handle(state: ServerState, ctx: RequestContext, body) -> object:
     read_committed = ctx.api_version >= 2 and body.isolation_level == READ_COMMITTED
+    visible = allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         partitions = []
         for p in t.partitions:
             index = p.partition_index
+            if t.name not in visible:
+                partitions.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             lg = state.topics.get_log(t.name, index) if state.topics.get(t.name) is not None else None
             if lg is None:
                 partitions.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -98,11 +106,16 @@ def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> 
 # --- DeleteRecords ---
 
 def handle_delete_records(state: ServerState, ctx: RequestContext, body) -> object:
+    deletable = allowed_names(state, ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         partitions = []
         for p in t.partitions:
             index = p.partition_index
+            if t.name not in deletable:
+                partitions.append(DeletePartitionResult(partition_index=index, low_watermark=-1,
+                                                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             lg = state.topics.get_log(t.name, index) if state.topics.get(t.name) is not None else None
             if lg is None:
                 partitions.append(DeletePartitionResult(partition_index=index, low_watermark=-1,

@@ -19,8 +19,14 @@ Wire behaviour (PROTOCOL.md 3.7):
   and only replica of every partition. leader_epoch (v7+) is the log's latest epoch.
 * A partition whose log is missing or offline answers LEADER_NOT_AVAILABLE (5) with
   leader -1 and this node in offline_replicas (v5+).
-* topic_authorized_operations (v8+) is Kafka's "not requested" INT32_MIN unless asked
-  for; with no authorizer every topic operation is then allowed.
+* topic_authorized_operations (v8+) and cluster_authorized_operations (v8-10) are Kafka's
+  "not requested" INT32_MIN unless asked for; then the bit field of what the principal
+  may do (every supported operation with no authorizer; ``authz.py``).
+* Authorization (Kafka's): listing every topic lists only those the principal may
+  DESCRIBE (denials not audited); a requested topic it may not DESCRIBE is answered
+  TOPIC_AUTHORIZATION_FAILED, whether or not it exists; auto-creation needs CREATE on
+  the CLUSTER or on the topic (else TOPIC_AUTHORIZATION_FAILED); a topic id the
+  principal may not DESCRIBE is answered as unknown (UNKNOWN_TOPIC_ID).
 * Internal topics (``__consumer_offsets``, ``__transaction_state``) are listed like the
   others with is_internal=true (v1+), as Kafka does; clients leave them out of pattern
   subscriptions (exclude.internal.topics). Auto-creating ``__consumer_offsets`` goes
@@ -39,6 +45,7 @@ from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS, OFFSETS_TOPIC
 from broker.server.handlers import RequestContext, ServerState, leader_epoch_of
+from broker.server.handlers.authz import CLUSTER_NAME, AclOperation, ResourceType, allowed, authorized_operations
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +54,8 @@ Broker = METADATA_RESPONSE.structs["MetadataResponseBroker"]
 Topic = METADATA_RESPONSE.structs["MetadataResponseTopic"]
 Partition = METADATA_RESPONSE.structs["MetadataResponsePartition"]
 
-# AclOperation codes of the operations a topic supports (READ, WRITE, CREATE, DELETE,
-# ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), as a bit field.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
-
-def _topic_entry(state: ServerState, name: str, include_ops: bool) -> object:
+def _topic_entry(state: ServerState, ctx: RequestContext, name: str, include_ops: bool) -> object:
     info = state.topics.get(name)
     if info is None:  # deleted since the name was listed
         return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -70,7 +73,8 @@ def _topic_entry(state: ServerState, name: str, include_ops: bool) -> object:
                                         isr_nodes=[node], offline_replicas=[]))
     return Topic(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id, is_internal=name in INTERNAL_TOPICS,
                  partitions=partitions,
-                 topic_authorized_operations=TOPIC_OPERATIONS if include_ops else INT32_MIN)
+                 topic_authorized_operations=authorized_operations(state, ctx, ResourceType.TOPIC, name,
+                                                                   include_ops))
 
 
 def _error_topic(name, code: int, topic_id=None) -> object:
@@ -101,7 +105,8 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     topics = []
     if requested is None or (version == 0 and not requested):
         for name in sorted(state.topics.topics()):
-            topics.append(_topic_entry(state, name, include_ops))
+            if allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=False):
+                topics.append(_topic_entry(state, ctx, name, include_ops))
     else:
         allow_create = state.auto_create_topics and (version < 4 or body.allow_auto_topic_creation)
         seen = set()
@@ -112,16 +117,23 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
             seen.add(name)
             if name is None:  # v10+ lookup by topic id
                 found = _name_of(state, t.topic_id)
-                if found is None:
+                if found is None or not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, found):
                     topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, t.topic_id))
                 else:
-                    topics.append(_topic_entry(state, found, include_ops))
+                    topics.append(_topic_entry(state, ctx, found, include_ops))
+                continue
+            if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if state.topics.get(name) is None:
                 try:
                     state.topics.validate_name(name)
                     if not allow_create:
                         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    if not (allowed(state, ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                    audit=False)
+                            or allowed(state, ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
+                        raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if name == OFFSETS_TOPIC and state.group_coordinator is not None:
                         state.group_coordinator.ensure_offsets_topic()
                     else:
@@ -131,10 +143,13 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
                         log.exception("auto-creating topic %r failed", name)
                     topics.append(_error_topic(name, error_code_for(exc)))
                     continue
-            topics.append(_topic_entry(state, name, include_ops))
+            topics.append(_topic_entry(state, ctx, name, include_ops))
+    include_cluster_ops = 8 <= version <= 10 and body.include_cluster_authorized_operations
     return MetadataResponse(
         throttle_time_ms=0, brokers=_brokers(state, ctx), cluster_id=state.cluster_id,
-        controller_id=state.node_id, topics=topics, cluster_authorized_operations=INT32_MIN)
+        controller_id=state.node_id, topics=topics,
+        cluster_authorized_operations=authorized_operations(state, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
+                                                            include_cluster_ops))
 
 
 def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:

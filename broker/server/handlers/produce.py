@@ -35,6 +35,10 @@ Wire behaviour:
   log_start_offset (v5+); every successful append wakes the fetches waiting on that
   partition (``PartitionWatchers.notify``).
 
+Authorization (Kafka's, ``authz.py``): a transactional produce needs WRITE on its
+transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic
+needs WRITE (else its partitions TOPIC_AUTHORIZATION_FAILED, the others still appended).
+
 Thread-safety: appends to one partition are serialised by the log; handlers run
 concurrently for different connections.
 """
@@ -56,6 +60,7 @@ from broker.server.handlers import (
     leader_epoch_of,
     throttling,
 )
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names
 
 log = logging.getLogger(__name__)
 
@@ -146,11 +151,23 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     acks = body.acks
     responses = []
     failed = False
+    denied: dict[str, int] = {}  # topic -> its authorization error code
+    if state.authorizer is not None:
+        names = [t.name for t in body.topic_data]
+        if body.transactional_id is not None and not allowed(
+                state, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            denied = dict.fromkeys(names, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        else:
+            writable = allowed_names(state, ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+            denied = {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED for n in names if n not in writable}
     for t in body.topic_data:
         partitions = []
+        refused = denied.get(t.name) if denied else None
         for p in t.partition_data:
             if acks not in (0, 1, -1):
                 part = _partition_error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
+            elif refused is not None:
+                part = _partition_error(p.index, refused)
             else:
                 part = _append(state, t.name, p.index, p.records, version)
             failed = failed or part.error_code != ErrorCode.NONE

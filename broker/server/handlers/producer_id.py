@@ -8,6 +8,8 @@ state simply starts over under a fresh id. A request WITH a transactional id goe
 to the transaction coordinator (``broker.server.handlers.txn.handle_init_producer_id``: epoch
 bump, fencing, INVALID_TRANSACTION_TIMEOUT; PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH
 before). A storage failure while reserving ids answers KAFKA_STORAGE_ERROR (56), retriable.
+Authorization (Kafka's): an idempotent producer needs IDEMPOTENT_WRITE on the CLUSTER or
+WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
 
 ``ProducerIdManager``: ids are handed out from blocks of ``BLOCK_SIZE`` (Kafka's
 ``ProducerIdsBlock``); the end of the current block is persisted BEFORE any id of it is
@@ -38,6 +40,7 @@ from broker.protocol.messages.init_producer_id import INIT_PRODUCER_ID_RESPONSE
 from broker.record.limits import INT64_MAX
 from broker.server.errors import error_code_for, is_expected
 from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed_any, cluster_allowed
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,11 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
     if body.transactional_id is not None:  # served by handlers.txn.handle_init_producer_id
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR,
                                       producer_id=-1, producer_epoch=-1)
+    if state.authorizer is not None and not (
+            cluster_allowed(state, ctx, AclOperation.IDEMPOTENT_WRITE, audit=False)
+            or allowed_any(state, ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        # Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        return error_response(state, ctx, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         pid = state.producer_ids.generate()
     except Exception as exc:  # noqa: BLE001 - answered with its code

@@ -31,6 +31,11 @@ Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
   Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; another broker id or another resource type:
   INVALID_REQUEST.
 
+Authorization (Kafka's, ``authz.py``): CreateTopics needs CREATE on the CLUSTER or on the
+topic, DeleteTopics DELETE and CreatePartitions ALTER on the topic (else
+TOPIC_AUTHORIZATION_FAILED); DescribeConfigs DESCRIBE_CONFIGS on the topic, or on the
+CLUSTER for BROKER and client-metrics resources (CLUSTER_AUTHORIZATION_FAILED).
+
 Thread-safety: changes are serialised by ``TopicManager``; describe reads snapshots.
 """
 
@@ -50,6 +55,7 @@ from broker.protocol.messages.describe_configs import DESCRIBE_CONFIGS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import RequestContext, ServerState, throttling
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed, cluster_allowed
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +77,8 @@ RESOURCE_CLIENT_METRICS = 16
 SOURCE_CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 # DescribeConfigsResponse.ConfigType
@@ -91,12 +99,15 @@ def handle_create_topics(state: ServerState, ctx: RequestContext, body) -> objec
     results = []
     manager = state.topics
     quota = throttling.mutation_quota(state, ctx, "CreateTopics")
+    create_any = cluster_allowed(state, ctx, AclOperation.CREATE, audit=False)
     for t in body.topics:
         name = t.name
         try:
             if counts[name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Create topics request from client "
                                f"contains a duplicate topic name: {name}")
+            if not create_any and not allowed(state, ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             manager.validate_name(name)
             if manager.get(name) is not None:
                 raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -130,6 +141,8 @@ def handle_delete_topics(state: ServerState, ctx: RequestContext, body) -> objec
     quota = throttling.mutation_quota(state, ctx, "DeleteTopics")
     for name in dict.fromkeys(body.topic_names):
         try:
+            if not allowed(state, ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             info = state.topics.get(name)
             if name in INTERNAL_TOPICS and info is not None:
                 raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
@@ -160,6 +173,8 @@ def handle_create_partitions(state: ServerState, ctx: RequestContext, body) -> o
         try:
             if counts[t.name] > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {t.name}")
+            if not allowed(state, ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             existing = state.topics.get(t.name)
             if existing is not None and t.count > existing.partitions and not body.validate_only:
                 quota.record(t.count - existing.partitions)
@@ -248,8 +263,30 @@ def _broker_configs(state: ServerState, name: str, keys, version: int, include_s
         synonyms = [Synonym(name=key, value=shown(value), source=source)]
         if source != SOURCE_DEFAULT_CONFIG:
             synonyms.append(Synonym(name=key, value=shown(key_def.default), source=SOURCE_DEFAULT_CONFIG))
+        dynamic = state.dynamic_config
+        if dynamic is not None:  # dynamic values first: this broker's, then the cluster default's
+            own = dynamic.overrides(str(state.node_id)).get(key) if name else None
+            default = dynamic.overrides("").get(key)
+            if default is not None:
+                synonyms.insert(0, Synonym(name=key, value=default, source=SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
+            if own is not None:
+                synonyms.insert(0, Synonym(name=key, value=own, source=SOURCE_DYNAMIC_BROKER_CONFIG))
+            if own is not None or default is not None:
+                source = synonyms[0].source
+                value = own if own is not None else default
         entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
     return entries
+
+
+def authorize_configs(state: ServerState, ctx: RequestContext, resource_type: int, name: str,
+                       op: AclOperation) -> None:
+    """Kafka's config authorization: ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the topic
+    for a topic, on the CLUSTER for brokers and client-metrics resources."""
+    if resource_type == RESOURCE_TOPIC:
+        if not allowed(state, ctx, op, ResourceType.TOPIC, name):
+            raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    elif not cluster_allowed(state, ctx, op):
+        raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
 
 
 def handle_describe_configs(state: ServerState, ctx: RequestContext, body) -> object:
@@ -260,6 +297,7 @@ def handle_describe_configs(state: ServerState, ctx: RequestContext, body) -> ob
     for r in body.resources:
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
         try:
+            authorize_configs(state, ctx, r.resource_type, r.resource_name, AclOperation.DESCRIBE_CONFIGS)
             if r.resource_type == RESOURCE_TOPIC:
                 configs = _topic_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
             elif r.resource_type == RESOURCE_BROKER:

@@ -1,7 +1,8 @@
 """Transaction APIs over the ``TransactionCoordinator`` (``broker.server.txn``):
 AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-3, EndTxn (26) v0-3,
 TxnOffsetCommit (28) v0-3, DescribeTransactions (65) v0, ListTransactions (66) v0-1,
-DescribeProducers (61) v0;
+DescribeProducers (61) v0, WriteTxnMarkers (27) v0-1 (a marker appended per listed
+partition, as a partition leader does for its coordinator; CLUSTER_ACTION needed);
 InitProducerId (22) is dispatched here (``handle_init_producer_id``): with a transactional
 id to the coordinator, without one to ``producer_id.py``.
 
@@ -28,12 +29,22 @@ Wire behaviour (Kafka's ``KafkaApis``):
   ``unknown_state_filters``), producer id filters, and (v1) ``duration_filter``: only
   transactions running longer than that many ms.
 
+Authorization (Kafka's, ``authz.py``): InitProducerId with a transactional id,
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit need WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn WRITE on
+each topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED);
+AddOffsetsToTxn and TxnOffsetCommit READ on the group (GROUP_AUTHORIZATION_FAILED),
+TxnOffsetCommit READ on each topic; DescribeTransactions DESCRIBE on the transactional id
+(its topics listed only when the principal may DESCRIBE them); ListTransactions lists the
+ids the principal may DESCRIBE; DescribeProducers needs READ on the topic.
+
 Thread-safety: handlers keep no state; the coordinator is thread-safe.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from broker.protocol import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN_RESPONSE
@@ -43,10 +54,13 @@ from broker.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS
 from broker.protocol.messages.end_txn import END_TXN_RESPONSE
 from broker.protocol.messages.list_transactions import LIST_TRANSACTIONS_RESPONSE
 from broker.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT_RESPONSE
+from broker.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group.coordinator import INTERNAL_TOPICS
 from broker.server.group.txn_offsets import commit_txn_offsets
 from broker.server.handlers import RequestContext, ServerState, producer_id
+from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
+from broker.server.txn.markers import write_marker
 from broker.server.txn.state import TransactionState
 
 log = logging.getLogger(__name__)
@@ -68,6 +82,10 @@ ProducersTopic = DESCRIBE_PRODUCERS_RESPONSE.structs["TopicResponse"]
 ProducersPartition = DESCRIBE_PRODUCERS_RESPONSE.structs["PartitionResponse"]
 ProducerStateStruct = DESCRIBE_PRODUCERS_RESPONSE.structs["ProducerState"]
 ListedTxn = LIST_TRANSACTIONS_RESPONSE.structs["TransactionState"]
+WriteTxnMarkersResponse = WRITE_TXN_MARKERS_RESPONSE.cls
+MarkerResult = WRITE_TXN_MARKERS_RESPONSE.structs["WritableTxnMarkerResult"]
+MarkerTopicResult = WRITE_TXN_MARKERS_RESPONSE.structs["WritableTxnMarkerTopicResult"]
+MarkerPartitionResult = WRITE_TXN_MARKERS_RESPONSE.structs["WritableTxnMarkerPartitionResult"]
 
 # The first version of each API that knows PRODUCER_FENCED (KIP-588).
 _PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
@@ -92,6 +110,10 @@ def _coordinator(state: ServerState):
     return coordinator
 
 
+def _txn_writable(state: ServerState, ctx: RequestContext, transactional_id: str) -> bool:
+    return allowed(state, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 # --- InitProducerId (transactional) ---
 
 def handle_init_producer_id(state: ServerState, ctx: RequestContext, body) -> object:
@@ -106,6 +128,8 @@ def handle_init_producer_id(state: ServerState, ctx: RequestContext, body) -> ob
 def init_producer_id(state: ServerState, ctx: RequestContext, body) -> tuple[int, int, int]:
     """(error code, producer id, epoch) for an InitProducerId with a transactional id."""
     version = ctx.api_version
+    if not _txn_writable(state, ctx, body.transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
     pid = body.producer_id if version >= 3 else -1
     epoch = body.producer_epoch if version >= 3 else -1
     try:
@@ -120,6 +144,12 @@ def init_producer_id(state: ServerState, ctx: RequestContext, body) -> tuple[int
 
 def handle_add_partitions_to_txn(state: ServerState, ctx: RequestContext, body) -> object:
     requested = [(t.name, list(t.partitions)) for t in body.v3_and_below_topics]
+    if not _txn_writable(state, ctx, body.v3_and_below_transactional_id):
+        return _add_partitions_response(requested, lambda name, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = allowed_names(state, ctx, AclOperation.WRITE, ResourceType.TOPIC, (name for name, _ in requested))
+    if len(writable) < len({name for name, _ in requested}):
+        return _add_partitions_response(requested, lambda name, p: ErrorCode.OPERATION_NOT_ATTEMPTED
+                                        if name in writable else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     unknown: set[tuple[str, int]] = set()
     for name, parts in requested:
         info = state.topics.get(name)
@@ -158,6 +188,10 @@ def add_partitions_to_txn_error_response(state: ServerState, ctx: RequestContext
 # --- AddOffsetsToTxn ---
 
 def handle_add_offsets_to_txn(state: ServerState, ctx: RequestContext, body) -> object:
+    if not _txn_writable(state, ctx, body.transactional_id):
+        return AddOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return AddOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
         _coordinator(state).add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                         body.group_id)
@@ -174,6 +208,8 @@ def add_offsets_to_txn_error_response(state: ServerState, ctx: RequestContext, b
 # --- EndTxn ---
 
 def handle_end_txn(state: ServerState, ctx: RequestContext, body) -> object:
+    if not _txn_writable(state, ctx, body.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
         _coordinator(state).end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
                                             bool(body.committed))
@@ -191,6 +227,11 @@ def end_txn_error_response(state: ServerState, ctx: RequestContext, body, code: 
 
 def handle_txn_offset_commit(state: ServerState, ctx: RequestContext, body) -> object:
     version = ctx.api_version
+    if not _txn_writable(state, ctx, body.transactional_id):
+        return txn_offset_commit_error_response(state, ctx, body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return txn_offset_commit_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_names(state, ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     slots: list[tuple[int, int]] = []
     entries = []
     topics = []
@@ -198,6 +239,10 @@ def handle_txn_offset_commit(state: ServerState, ctx: RequestContext, body) -> o
         info = state.topics.get(t.name)
         partitions = []
         for p in t.partitions:
+            if t.name not in readable:
+                partitions.append(TxnCommitPartition(partition_index=p.partition_index,
+                                                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if info is None or not 0 <= p.partition_index < info.partitions:
                 partitions.append(TxnCommitPartition(partition_index=p.partition_index,
                                                      error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -234,14 +279,15 @@ def txn_offset_commit_error_response(state: ServerState, ctx: RequestContext, bo
 
 # --- DescribeTransactions / ListTransactions ---
 
-def _described(txn_id: str, code: int, md=None) -> object:
+def _described(txn_id: str, code: int, md=None, visible=None) -> object:
     if md is None:
         return DescribedTxn(error_code=code, transactional_id=txn_id, transaction_state="",
                             transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
                             producer_epoch=-1, topics=[])
     topics: dict[str, list[int]] = {}
     for topic, p in sorted(md.partitions):
-        topics.setdefault(topic, []).append(p)
+        if visible is None or topic in visible:
+            topics.setdefault(topic, []).append(p)
     return DescribedTxn(error_code=ErrorCode.NONE, transactional_id=txn_id,
                         transaction_state=md.state.display_name, transaction_timeout_ms=md.txn_timeout_ms,
                         transaction_start_time_ms=md.txn_start_timestamp, producer_id=md.producer_id,
@@ -252,10 +298,15 @@ def _described(txn_id: str, code: int, md=None) -> object:
 def handle_describe_transactions(state: ServerState, ctx: RequestContext, body) -> object:
     out = []
     for txn_id in body.transactional_ids:
+        if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            out.append(_described(txn_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         try:
             md = _coordinator(state).describe(txn_id)
+            visible = None if md is None or state.authorizer is None else allowed_names(
+                state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in md.partitions), audit=False)
             out.append(_described(txn_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND) if md is None
-                       else _described(txn_id, ErrorCode.NONE, md))
+                       else _described(txn_id, ErrorCode.NONE, md, visible))
         except Exception as exc:  # noqa: BLE001 - answered with its code
             out.append(_described(txn_id, _code(exc, "DescribeTransactions")))
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
@@ -290,6 +341,9 @@ def handle_list_transactions(state: ServerState, ctx: RequestContext, body) -> o
             continue
         if duration >= 0 and now - md.txn_start_timestamp <= duration:
             continue
+        if not allowed(state, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, md.transactional_id,
+                       audit=False):
+            continue
         listed.append(ListedTxn(transactional_id=md.transactional_id, producer_id=md.producer_id,
                                 transaction_state=md.state.display_name))
     return ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
@@ -304,10 +358,16 @@ def list_transactions_error_response(state: ServerState, ctx: RequestContext, bo
 # --- DescribeProducers ---
 
 def handle_describe_producers(state: ServerState, ctx: RequestContext, body) -> object:
+    readable = allowed_names(state, ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         partitions = []
         for index in t.partition_indexes:
+            if t.name not in readable:
+                partitions.append(ProducersPartition(partition_index=index,
+                                                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                     error_message=None, active_producers=[]))
+                continue
             lg = state.topics.get_log(t.name, index) if state.topics.get(t.name) is not None else None
             if lg is None:
                 partitions.append(ProducersPartition(partition_index=index,
@@ -330,3 +390,46 @@ def describe_producers_error_response(state: ServerState, ctx: RequestContext, b
         ProducersTopic(name=t.name, partitions=[ProducersPartition(partition_index=i, error_code=code,
                                                                    error_message=None, active_producers=[])
                                                 for i in t.partition_indexes]) for t in body.topics])
+
+
+# --- WriteTxnMarkers ---
+
+def handle_write_txn_markers(state: ServerState, ctx: RequestContext, body) -> object:
+    """Append the COMMIT / ABORT marker of each listed producer to each listed partition
+    (what a coordinator sends a partition leader; also how ``kafkalog transactions abort``
+    and kafka-transactions.sh end a hanging transaction). Needs CLUSTER_ACTION."""
+    if not cluster_allowed(state, ctx, AclOperation.CLUSTER_ACTION):
+        return write_txn_markers_error_response(state, ctx, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    now = state.txn_coordinator.time.milliseconds() if state.txn_coordinator is not None else \
+        int(time.time() * 1000)
+    results = []
+    for m in body.markers:
+        topics = []
+        for t in m.topics:
+            partitions = []
+            for index in t.partition_indexes:
+                code = ErrorCode.NONE
+                if state.topics.get(t.name) is None or state.topics.get_log(t.name, index) is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    try:
+                        write_marker(state.topics, t.name, index, producer_id=m.producer_id,
+                                     producer_epoch=m.producer_epoch, commit=bool(m.transaction_result),
+                                     timestamp=now, coordinator_epoch=m.coordinator_epoch)
+                        state.watchers.notify((t.name, index))
+                        log.info("WriteTxnMarkers from %s: %s marker for producer %d epoch %d written to %s-%d",
+                                 ctx.connection_id, "COMMIT" if m.transaction_result else "ABORT",
+                                 m.producer_id, m.producer_epoch, t.name, index)
+                    except Exception as exc:  # noqa: BLE001 - answered with its code
+                        code = _code(exc, "WriteTxnMarkers")
+                partitions.append(MarkerPartitionResult(partition_index=index, error_code=code))
+            topics.append(MarkerTopicResult(name=t.name, partitions=partitions))
+        results.append(MarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=results)
+
+
+def write_txn_markers_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    return WriteTxnMarkersResponse(markers=[MarkerResult(producer_id=m.producer_id, topics=[
+        MarkerTopicResult(name=t.name, partitions=[MarkerPartitionResult(partition_index=i, error_code=code)
+                                                  for i in t.partition_indexes]) for t in m.topics])
+        for m in body.markers])

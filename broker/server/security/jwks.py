@@ -21,6 +21,9 @@ with the ``cryptography`` package (imported only when a listener uses this valid
 ``alg`` ``none`` and HMAC algorithms are refused. ``exp`` is required, ``nbf`` / ``iat``
 must not be in the future (each with the clock skew).
 
+The ``exp`` / ``nbf`` / ``iat`` checks are ``oauthbearer.expiry_ms`` / ``json_time``
+(finite numbers; JSON too deeply nested is a bad token, not a RecursionError).
+
 Thread-safety: ``JwksValidator`` is shared by the connections of a listener; the key cache
 is swapped under a lock.
 """
@@ -36,6 +39,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
+
+from broker.server.security.oauthbearer import expiry_ms, json_time
 
 VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 _HASHES = {"256": "SHA256", "384": "SHA384", "512": "SHA512"}
@@ -133,7 +138,7 @@ class JwksValidator:
         try:
             header = json.loads(_b64url(parts[0]))
             claims = json.loads(_b64url(parts[1]))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[...
             raise ValueError("the token's header or claims are not JSON") from None
         if not isinstance(header, dict) or not isinstance(claims, dict):
             raise ValueError("the token's header or claims are not JSON objects")
@@ -182,14 +187,12 @@ class JwksValidator:
         principal = claims.get(self.sub_claim)
         if not isinstance(principal, str) or not principal.strip():
             raise ValueError(f"the principal claim {self.sub_claim!r} is missing or not a string")
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
-            raise ValueError("the exp claim is missing or not a number")
-        if exp <= now - self.skew_s:
+        exp_ms = expiry_ms(claims)
+        if exp_ms <= (now - self.skew_s) * 1000:
             raise ValueError("the token has expired")
         for name in ("nbf", "iat"):
-            value = claims.get(name)
-            if value is not None and (not isinstance(value, (int, float)) or value > now + self.skew_s):
+            value = json_time(claims, name)
+            if value is not None and value > now + self.skew_s:
                 raise ValueError(f"the {name} claim is in the future")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise ValueError("the token's issuer is not the expected one")
@@ -198,4 +201,4 @@ class JwksValidator:
             have = {aud} if isinstance(aud, str) else set(aud) if isinstance(aud, list) else set()
             if not have & set(self.audience):
                 raise ValueError("the token's audience is not an expected one")
-        return principal, int(exp * 1000)
+        return principal, exp_ms

@@ -10,13 +10,16 @@ accepted as Kafka's unsecured handler accepts them), ending with ``\\x01\\x01``.
 Token checks (options of the listener's OAuthBearerLoginModule JAAS line, Kafka's names):
 three base64url parts, the third empty; header ``alg`` = ``none``; claims JSON with the
 principal claim (``unsecuredValidatorPrincipalClaimName``, default ``sub``) a non-empty
-string, ``exp`` a number of seconds not in the past, ``iat`` (if present) not in the
-future, each within ``unsecuredValidatorAllowableClockSkewMs`` (default 0); every scope of
+string, ``exp`` a number of seconds not in the past (finite, its ms within Kafka's long:
+``expiry_ms``), ``iat`` (if present, a finite number: ``json_time``) not in the future,
+each within ``unsecuredValidatorAllowableClockSkewMs`` (default 0); every scope of
 ``unsecuredValidatorRequiredScope`` (comma separated) in the scope claim
 (``unsecuredValidatorScopeClaimName``, default ``scope``, a string or list). An authzid
 must equal the principal.
 
-A bad token is answered, as RFC 7628 says, with a JSON error challenge
+Whatever the token holds (JSON nested beyond the parser's depth, ``Infinity``, 400-digit
+numbers), a bad one only ever becomes a ``ValueError`` with the reason. A bad token is
+answered, as RFC 7628 says, with a JSON error challenge
 (``{"status":"invalid_token"}``); the client's ``\\x01`` reply then fails the
 authentication with that reason. ``credential_expiry_ms`` (the token's ``exp``) bounds the
 KIP-368 session.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -44,11 +48,35 @@ def _b64url_json(part: str, what: str) -> dict:
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
         value = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[...
         raise ValueError(f"invalid {what}: not base64url-encoded JSON") from None
     if not isinstance(value, dict):
         raise ValueError(f"invalid {what}: not a JSON object")
     return value
+
+
+def expiry_ms(claims: dict) -> int:
+    """The ``exp`` claim (NumericDate seconds) in epoch ms; ValueError unless it is a
+    finite number whose ms fit Kafka's long (Infinity, NaN or 1e400 cannot be a session
+    bound)."""
+    exp = claims.get("exp")
+    if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+        raise ValueError("the exp claim is missing or not a number")
+    if isinstance(exp, float) and not math.isfinite(exp) or not -(2 ** 63) < exp * 1000 < 2 ** 63:
+        raise ValueError("the exp claim is not a valid time")
+    return int(exp * 1000)
+
+
+def json_time(claims: dict, name: str) -> float | None:
+    """A time claim (``iat``, ``nbf``) as seconds, None when absent; ValueError unless a
+    finite number."""
+    value = claims.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or (
+            isinstance(value, float) and not math.isfinite(value)):
+        raise ValueError(f"the {name} claim is not a number")
+    return float(value) if abs(value) < 2 ** 63 else math.copysign(2.0 ** 63, value)
 
 
 class OAuthBearerServer:
@@ -116,13 +144,11 @@ class OAuthBearerServer:
         if not isinstance(principal, str) or not principal.strip():
             raise ValueError(f"the principal claim {self._principal_claim!r} is missing or not a string")
         now = time.time()
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
-            raise ValueError("the exp claim is missing or not a number")
-        if exp <= now - self._skew_s:
+        exp_ms = expiry_ms(claims)
+        if exp_ms <= (now - self._skew_s) * 1000:
             raise ValueError("the token has expired")
-        iat = claims.get("iat")
-        if iat is not None and (not isinstance(iat, (int, float)) or iat > now + self._skew_s):
+        iat = json_time(claims, "iat")
+        if iat is not None and iat > now + self._skew_s:
             raise ValueError("the iat claim is in the future")
         if self._required_scope:
             scope = claims.get(self._scope_claim)
@@ -130,4 +156,4 @@ class OAuthBearerServer:
             missing = [s for s in self._required_scope if s not in have]
             if missing:
                 raise ValueError(f"the token lacks the required scope {missing}")
-        return principal, int(exp * 1000)
+        return principal, exp_ms

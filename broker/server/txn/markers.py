@@ -43,7 +43,7 @@ def crash_point(name: str) -> None:
 
 
 def write_marker(topics: Any, topic: str, partition: int, *, producer_id: int, producer_epoch: int,
-                 commit: bool, timestamp: int) -> int | None:
+                 commit: bool, timestamp: int, coordinator_epoch: int = COORDINATOR_EPOCH) -> int | None:
     """Append the marker; returns its offset, None when the partition no longer exists."""
     lg = topics.get_log(topic, partition) if topics.get(topic) is not None else None
     if lg is None:
@@ -51,6 +51,6 @@ def write_marker(topics: Any, topic: str, partition: int, *, producer_id: int, p
         return None
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     batch = encode_end_txn_marker_batch(kind, producer_id=producer_id, producer_epoch=producer_epoch,
-                                        coordinator_epoch=COORDINATOR_EPOCH, timestamp=timestamp)
+                                        coordinator_epoch=coordinator_epoch, timestamp=timestamp)
     info = lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
     return info.first_offset
