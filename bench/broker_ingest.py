@@ -51,6 +51,13 @@ core for the figures to be the servers'.
 Prints a table, then as its very last line one JSON object with the headline figures.
 Run: ``.venv/bin/python bench/broker_ingest.py [--quick]`` (about a minute; --quick: a
 tenth of the bytes, one run each, for trying changes).
+
+``--security-protocol SASL_SSL [--kinds 1m,16k,...] [--quick]`` (issue 16) runs instead
+``main_sasl_ssl``: the broker alone with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-256
+over TLSv1.3, ``sasl_ssl.py``), the same generator and raw fetches through each listener
+(the worker's connections TLS-handshake and authenticate first; an SSL socket has no
+sendmsg, so the 12-byte head and the 1-MiB frame go as two writes), 600 MB per run, median
+and spread of 3 runs, and the SASL_SSL / PLAINTEXT ratios in the last JSON line.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -101,7 +109,8 @@ FETCH_MAX_BYTES = 16 << 20  # partition_max_bytes of the raw fetches (max_bytes 
 CONFLUENT_CAP_S = 60.0
 SAMPLE_EVERY = 64  # responses fully decoded by the generator
 SOCKET_BUFFER_BYTES = 102400  # the broker's socket.{send,receive}.buffer.bytes defaults
-READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ]+):(\d+) ")
+TLS_DIRECT_MIN = 64 * 1024  # through TLS, parts this large are written as they are, smaller ones joined
+READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ,]+):(\d+)[ ,]")
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -399,6 +408,9 @@ def make_frames(kind: str) -> list[list[tuple[bytes, memoryview, int]]]:
 
 
 def _sendmsg_all(sock: socket.socket, parts: list) -> None:
+    if isinstance(sock, ssl.SSLSocket):  # no sendmsg through TLS: small parts joined, large ones as they are
+        _send_tls(sock, parts)
+        return
     views = [memoryview(p) for p in parts]
     while views:
         sent = sock.sendmsg(views)
@@ -409,10 +421,35 @@ def _sendmsg_all(sock: socket.socket, parts: list) -> None:
             views[0] = views[0][sent:]
 
 
+def _send_tls(sock: ssl.SSLSocket, parts: list) -> None:
+    pending: list = []
+    for p in parts:
+        v = memoryview(p)
+        if v.nbytes >= TLS_DIRECT_MIN:
+            if pending:
+                sock.sendall(b"".join(pending))
+                pending = []
+            sock.sendall(v)
+        else:
+            pending.append(v)
+    if pending:
+        sock.sendall(b"".join(pending))
+
+
+def _connect(host: str, port: int, security: dict | None = None) -> socket.socket:
+    """A PLAINTEXT connection, or with ``security`` (``{"cafile": ...}``) a SASL_SSL one
+    (``sasl_ssl.connect``: TLS handshake, then SCRAM-SHA-256)."""
+    if security:
+        import sasl_ssl
+        return sasl_ssl.connect(host, port, security["cafile"])
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class _ProduceConnection:
-    def __init__(self, host: str, port: int, frames: list) -> None:
-        self.sock = socket.create_connection((host, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, frames: list, security: dict | None = None) -> None:
+        self.sock = _connect(host, port, security)
         self.frames = frames
         self.cid = 0
         self.bytes = 0
@@ -493,19 +530,32 @@ def _walk_batches(records) -> tuple[int, int]:
     return pos, nxt
 
 
-def _fetch_partition(host: str, port: int, partition: int, out: dict) -> None:
+def _recv_head(sock: socket.socket) -> bytes:
+    if not isinstance(sock, ssl.SSLSocket):
+        return sock.recv(4, socket.MSG_WAITALL)
+    head = b""
+    while len(head) < 4:  # through TLS: no MSG_WAITALL
+        got = sock.recv(4 - len(head))
+        if not got:
+            raise ConnectionError("closed by the server")
+        head += got
+    return head
+
+
+def _fetch_partition(host: str, port: int, partition: int, out: dict, security: dict | None = None,
+                     max_bytes: int = 0) -> None:
+    """Read ``partition`` from offset 0 to its high watermark (or, with ``max_bytes``, until
+    that many bytes of complete batches have arrived)."""
     from broker.protocol import RequestHeader, decode_response, encode_request
     try:
-        sock = socket.create_connection((host, port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = _connect(host, port, security)
         buf = bytearray(2 * FETCH_MAX_BYTES)
         offset = nbytes = requests = 0
         while True:
             frame = encode_request(RequestHeader(1, 11, requests, CLIENT_ID), fetch_body(partition, offset))
             _sendmsg_all(sock, frame)
             requests += 1
-            head = sock.recv(4, socket.MSG_WAITALL)
-            size = _I32.unpack(head)[0]
+            size = _I32.unpack(_recv_head(sock))[0]
             if size > len(buf):
                 buf = bytearray(size)
             view = memoryview(buf)
@@ -523,7 +573,7 @@ def _fetch_partition(host: str, port: int, partition: int, out: dict) -> None:
             good, nxt = _walk_batches(part.records)
             del part, body, view
             nbytes += good
-            if nxt < 0 or nxt >= hw:
+            if nxt < 0 or nxt >= hw or (max_bytes and nbytes >= max_bytes):
                 break
             offset = nxt
         out.update(bytes=nbytes, requests=requests, high_watermark=hw)
@@ -574,8 +624,8 @@ def worker() -> None:
                 if kind not in frames:
                     frames[kind] = make_frames(kind)
                 n_conns = cmd.get("connections", CONNECTIONS)
-                conns = [_ProduceConnection(cmd["host"], cmd["port"], frames[kind][c % CONNECTIONS])
-                         for c in range(n_conns)]
+                conns = [_ProduceConnection(cmd["host"], cmd["port"], frames[kind][c % CONNECTIONS],
+                                            cmd.get("security")) for c in range(n_conns)]
                 _run_connections(conns, [WARMUP_REQUESTS] * n_conns)
                 warm = sum(c.bytes for c in conns)
                 batch_bytes = frames[kind][0][0][1]
@@ -595,7 +645,8 @@ def worker() -> None:
                 ready()
                 outs = [{} for _ in range(PARTITIONS)]
                 t0 = time.perf_counter()
-                threads = [threading.Thread(target=_fetch_partition, args=(cmd["host"], cmd["port"], p, outs[p]))
+                threads = [threading.Thread(target=_fetch_partition, args=(
+                    cmd["host"], cmd["port"], p, outs[p], cmd.get("security"), cmd.get("max_bytes", 0) // PARTITIONS))
                            for p in range(PARTITIONS)]
                 for t in threads:
                     t.start()
@@ -648,10 +699,13 @@ class Worker:
 # --- the driver ------------------------------------------------------------------------
 
 
-def start_broker(work: Path) -> tuple[subprocess.Popen, str, int]:
+def start_broker(work: Path, overrides: list[str] | None = None) -> tuple[subprocess.Popen, str, int]:
+    """The broker subprocess; (process, host, port of its PLAINTEXT listener)."""
     log_dir = work / "broker-logs"
     cmd = [sys.executable, "-m", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
            "--override", f"log.dirs={log_dir}"]
+    for value in overrides or ():
+        cmd += ["--override", value]
     out_path, err_path = work / "broker.out", work / "broker.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=work, env=dict(os.environ, PYTHONPATH=ROOT))
@@ -790,10 +844,97 @@ def main(quick: bool = False) -> None:
     print(json.dumps(summary))
 
 
+def main_sasl_ssl(quick: bool = False, kinds: tuple[str, ...] = ("1m",)) -> None:
+    """``--security-protocol SASL_SSL``: the broker alone (no minimal server), one process with
+    a PLAINTEXT and a SASL_SSL listener (``sasl_ssl``: SCRAM-SHA-256, PEM trust store), and
+    per kind ``REPEAT`` ingest runs through each listener, then ``REPEAT`` fetches of as many
+    bytes through each, the listeners interleaved; median and spread (min..max) of MB/s and
+    of the broker's CPU s/GB, the SASL_SSL / PLAINTEXT ratio of the medians (goal: at least
+    0.7 at 1-MiB batches), and as the last line one JSON object."""
+    import statistics
+
+    import sasl_ssl
+    scale, repeat = (0.1, 1) if quick else (0.6, REPEAT)
+    load = os.getloadavg()[0]
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {CONNECTIONS} connections x {WINDOW} "
+          f"in flight, {PARTITIONS} partitions, acks=1, PLAINTEXT vs SASL_SSL ({sasl_ssl.MECHANISM}) of one "
+          f"broker, {repeat} runs each; load average before the run: {load:.2f}")
+    work = Path(tempfile.mkdtemp(prefix="bench-broker-ingest-sasl-ssl-"))
+    broker = worker_proc = None
+    runs: dict[tuple[str, str, str], list[dict]] = {}  # (listener, phase, kind) -> results
+    try:
+        pki = sasl_ssl.make_pki(work / "pki")
+        broker, host, port = start_broker(work, sasl_ssl.broker_overrides(pki))
+        ports = sasl_ssl.parse_listeners((work / "broker.out").read_text())
+        create_topic(host, port)
+        sasl_ssl.create_user(host, port)
+        security = {"PLAINTEXT": None, "SASL_SSL": {"cafile": pki.path("ca.pem")}}
+        worker_proc = Worker()
+        for kind in kinds:
+            nbytes = int(INGEST_BYTES[kind_size(kind)] * scale)
+            for phase in ("ingest", "fetch"):
+                for rep in range(repeat):
+                    order = sasl_ssl.SECURITY_PROTOCOLS[::1 if rep % 2 == 0 else -1]
+                    for listener in order:
+                        if phase == "ingest":
+                            r = worker_proc.run(broker.pid, op="ingest", kind=kind, host=host, port=ports[listener],
+                                                bytes=nbytes, security=security[listener])
+                        else:
+                            os.sync()
+                            r = worker_proc.run(broker.pid, op="fetch", host=host, port=ports[listener],
+                                                max_bytes=nbytes, security=security[listener])
+                        runs.setdefault((listener, phase, kind), []).append(r)
+                        generator = f", generator {r['gen_cpu'] / r['elapsed']:.0%} of a core" if "gen_cpu" in r else ""
+                        print(f"  {kind:>8} {phase:6} {listener:9} run {rep + 1}: {mb_s(r):7.1f} MB/s, "
+                              f"broker {cpu_per_gb(r):5.2f} CPU s/GB{generator}", flush=True)
+        worker_proc.close()
+    finally:
+        if broker is not None and broker.poll() is None:
+            broker.send_signal(signal.SIGTERM)
+            try:
+                broker.wait(60)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+        if worker_proc is not None and worker_proc.proc.poll() is None:
+            worker_proc.proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+    summary: dict = {"security_protocol": "SASL_SSL", "sasl_mechanism": sasl_ssl.MECHANISM, "runs": repeat}
+    print(f"\n{'kind':>8} {'phase':6} {'listener':9} {'MB/s median':>11}  {'(min..max)':17} {'CPU s/GB':>8}")
+    for (listener, phase, kind), results in runs.items():
+        rates = [mb_s(r) for r in results]
+        cpus = [cpu_per_gb(r) for r in results]
+        key = f"{listener.lower()}_{phase}_{kind}"
+        summary[f"{key}_mb_s"] = round(statistics.median(rates), 1)
+        summary[f"{key}_mb_s_min"] = round(min(rates), 1)
+        summary[f"{key}_mb_s_max"] = round(max(rates), 1)
+        summary[f"{key}_cpu_s_per_gb"] = round(statistics.median(cpus), 2)
+        print(f"{kind:>8} {phase:6} {listener:9} {statistics.median(rates):11.1f}  "
+              f"({min(rates):.0f}..{max(rates):.0f}){'':6} {statistics.median(cpus):8.2f}")
+    for kind in kinds:
+        for phase in ("ingest", "fetch"):
+            ratio = summary[f"sasl_ssl_{phase}_{kind}_mb_s"] / summary[f"plaintext_{phase}_{kind}_mb_s"]
+            summary[f"ratio_{phase}_{kind}"] = round(ratio, 3)
+            print(f"SASL_SSL / PLAINTEXT {phase} {kind}: {ratio:.2f}" + (" (goal >= 0.70)" if kind == "1m" else ""))
+    print(json.dumps(summary))
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker()
     elif len(sys.argv) > 2 and sys.argv[1] == "--baseline-server":
         baseline_server(sys.argv[2])
+    elif "--security-protocol" in sys.argv:
+        protocol = sys.argv[sys.argv.index("--security-protocol") + 1:][:1]
+        if protocol == ["PLAINTEXT"]:
+            main(quick="--quick" in sys.argv)
+        elif protocol != ["SASL_SSL"]:
+            raise SystemExit("--security-protocol: PLAINTEXT (the default run) or SASL_SSL")
+        else:
+            chosen = sys.argv[sys.argv.index("--kinds") + 1].split(",") if "--kinds" in sys.argv else ["1m"]
+            unknown = [k for k in chosen if k not in KINDS]
+            if unknown:
+                raise SystemExit(f"--kinds: unknown {unknown}; one or more of {','.join(KINDS)}")
+            main_sasl_ssl(quick="--quick" in sys.argv, kinds=tuple(chosen))
     else:
         main(quick="--quick" in sys.argv)

@@ -34,6 +34,14 @@ so a source's figure is an upper bound (direct mode runs first).
 Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark_read.py``
 (a few minutes; ``--quick`` for a smaller data set).
+
+``--security-protocol SASL_SSL`` (issue 16): the broker gets a SASL_SSL listener beside
+PLAINTEXT (``sasl_ssl.py``: SCRAM-SHA-256 over TLSv1.3, PEM trust store) and a fifth
+source, ``network_sasl_ssl``, reads the same topics in network mode through it (the
+``kafka.security.protocol`` / ``kafka.ssl.truststore.*`` / ``kafka.sasl.*`` options),
+interleaved with the others; printed beside PLAINTEXT network mode with the ratio, and
+in the JSON line as ``<topic>_<query>_network_sasl_ssl`` and
+``<topic>_<query>_ratio_sasl_ssl_vs_plaintext``.
 """
 
 from __future__ import annotations
@@ -236,11 +244,16 @@ from spark_workers import WorkerMemory  # noqa: E402
 
 # --- broker for the confluent reference ---
 
-def start_broker(log_dir: Path) -> tuple[subprocess.Popen | None, str | None, str | None]:
-    """(process, bootstrap servers, error) of ``python -m broker`` serving ``log_dir``."""
+def start_broker(log_dir: Path, overrides: list[str] | None = None
+                 ) -> tuple[subprocess.Popen | None, str | None, str | None]:
+    """(process, bootstrap servers of its PLAINTEXT listener, error) of ``python -m broker``
+    serving ``log_dir``; ``overrides`` (``key=value``) are added (``--security-protocol
+    SASL_SSL``: a second listener, ``sasl_ssl.broker_overrides``)."""
     cmd = [sys.executable, "-m", "broker", "--override", f"log.dirs={log_dir}",
            "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "log.retention.ms=-1",
            "--log-level", "WARNING"]
+    for value in overrides or ():
+        cmd += ["--override", value]
     errors = open(log_dir.parent / "broker.stderr", "w+")  # a file: a full pipe would block it
     try:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=errors, text=True)
@@ -254,6 +267,8 @@ def start_broker(log_dir: Path) -> tuple[subprocess.Popen | None, str | None, st
             break
         m = re.search(r"listening on PLAINTEXT://([\d.]+:\d+)", line)
         if m:
+            global LISTENING
+            LISTENING = line
             return proc, m.group(1), None
     proc.kill()
     proc.wait()
@@ -324,10 +339,24 @@ print(json.dumps({{"rows": n, "arrow_peak_mib": pa.default_memory_pool().max_mem
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+LISTENING = ""  # the broker's "listening on" line
+
+
+def security_protocol() -> str:
+    """``--security-protocol PLAINTEXT`` (the default) or ``SASL_SSL``."""
+    if "--security-protocol" not in sys.argv:
+        return "PLAINTEXT"
+    value = (sys.argv[sys.argv.index("--security-protocol") + 1:] or [""])[0]
+    if value not in ("PLAINTEXT", "SASL_SSL"):
+        raise SystemExit("--security-protocol: PLAINTEXT or SASL_SSL")
+    return value
+
+
 def main() -> None:
     global N100, N1K, REPEAT
     if "--quick" in sys.argv:
         N100, N1K, REPEAT = 400_000, 100_000, 2
+    secure = security_protocol() == "SASL_SSL"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *inherited])
@@ -347,7 +376,18 @@ def main() -> None:
 
         served = work / "served"
         shutil.copytree(logs, served)
-        broker, servers, broker_error = start_broker(served)
+        secure_options: dict[str, str] = {}
+        if secure:  # a SASL_SSL listener beside PLAINTEXT on the same broker
+            import sasl_ssl
+            pki = sasl_ssl.make_pki(work / "pki")
+            broker, servers, broker_error = start_broker(served, sasl_ssl.broker_overrides(pki))
+            if servers:
+                sasl_ssl.create_user(*servers.split(":"))
+                port = sasl_ssl.parse_listeners(LISTENING)["SASL_SSL"]
+                secure_options = {f"kafka.{k}": v for k, v in sasl_ssl.client_config(
+                    f"localhost:{port}", pki.path("ca.pem")).items()}
+        else:
+            broker, servers, broker_error = start_broker(served)
 
         from pyspark.sql import SparkSession
         spark = (SparkSession.builder.master(f"local[{CORES}]").appName("bench-spark-read")
@@ -360,6 +400,7 @@ def main() -> None:
         from spark_kafkalog.options import DEFAULT_MAX_BYTES_PER_BATCH
 
         results: dict = {}
+        samples: dict = {}  # every timed run's seconds, for the median and spread of --security-protocol
         memory: dict = {}
         runs: dict = {}
         for topic, (n, size) in datasets.items():
@@ -372,11 +413,14 @@ def main() -> None:
             if servers:
                 runs[topic][2]["network"] = spark.read.format("kafkalog").option(
                     "kafka.bootstrap.servers", servers).option("subscribe", topic).load()
+                if secure_options:
+                    runs[topic][2]["network_sasl_ssl"] = spark.read.format("kafkalog").options(
+                        **secure_options).option("subscribe", topic).load()
                 ranges = [(topic, p, 0, n // PARTITIONS) for p in range(PARTITIONS)]
                 runs[topic][2]["confluent"] = spark.read.format("bench_confluent").option(
                     "servers", servers).option("ranges", json.dumps(ranges)).load()
         # warm-up and checks, one source at a time (direct first: its workers are fresh)
-        for mode in ("direct", "network", "prebuilt", "confluent"):
+        for mode in ("direct", "network", "network_sasl_ssl", "prebuilt", "confluent"):
             for topic, (rows, expected_sum, frames) in runs.items():
                 if mode not in frames:
                     continue
@@ -395,6 +439,7 @@ def main() -> None:
                         seconds = timed(lambda: run_query(df, query))
                         key = (topic, mode, query)
                         results[key] = min(results.get(key, float("inf")), seconds)
+                        samples.setdefault(key, []).append(seconds)
         rates = {key: runs[key[0]][0] / seconds / CORES for key, seconds in results.items()}
         budget = DEFAULT_MAX_BYTES_PER_BATCH
         alone = {t: reader_memory(logs, t, runs[t][0] // PARTITIONS, budget) for t in datasets}
@@ -421,6 +466,34 @@ def main() -> None:
                 headline[f"{topic}_{query}_ratio_direct_vs_prebuilt"] = round(r_pre, 3) if r_pre else None
                 headline[f"{topic}_{query}_ratio_direct_vs_confluent"] = round(r_conf, 2) if r_conf else None
                 headline[f"{topic}_{query}_ratio_network_vs_confluent"] = round(r_net, 2) if r_net else None
+        if secure:  # SASL_SSL beside PLAINTEXT network mode: best of the runs, and their median (min..max)
+            import statistics
+            print("\nnetwork mode, SASL_SSL (SCRAM-SHA-256, TLSv1.3) vs PLAINTEXT, rows/s per core: "
+                  f"best of {REPEAT}, then median (min..max) of the {REPEAT} runs")
+            for topic in datasets:
+                for query in QUERIES:
+                    nw, ns = (rates.get((topic, m, query)) for m in ("network", "network_sasl_ssl"))
+                    ratio = ns / nw if nw and ns else None
+                    spread = {}
+                    for m in ("network", "network_sasl_ssl"):
+                        per_core = [runs[topic][0] / t / CORES for t in samples.get((topic, m, query), [])]
+                        spread[m] = (statistics.median(per_core), min(per_core), max(per_core)) if per_core else None
+                    median_ratio = (spread["network_sasl_ssl"][0] / spread["network"][0]
+                                    if spread["network"] and spread["network_sasl_ssl"] else None)
+                    fmt = lambda v: f"{v[0]:,.0f} ({v[1]:,.0f}..{v[2]:,.0f})" if v else "-"  # noqa: E731
+                    print(f"{topic:6} {query:6} PLAINTEXT {nw or 0:10,.0f}  SASL_SSL {ns or 0:10,.0f}  "
+                          f"ratio {ratio or 0:.2f} | median PLAINTEXT {fmt(spread['network'])}  "
+                          f"SASL_SSL {fmt(spread['network_sasl_ssl'])}  ratio {median_ratio or 0:.2f} (goal >= 0.70)")
+                    headline[f"{topic}_{query}_network_sasl_ssl"] = round(ns) if ns else None
+                    headline[f"{topic}_{query}_ratio_sasl_ssl_vs_plaintext"] = round(ratio, 3) if ratio else None
+                    for m in ("network", "network_sasl_ssl"):
+                        if spread[m]:
+                            headline[f"{topic}_{query}_{m}_median"] = round(spread[m][0])
+                            headline[f"{topic}_{query}_{m}_min"] = round(spread[m][1])
+                            headline[f"{topic}_{query}_{m}_max"] = round(spread[m][2])
+                    headline[f"{topic}_{query}_ratio_sasl_ssl_vs_plaintext_median"] = \
+                        round(median_ratio, 3) if median_ratio else None
+            headline["security_protocol"] = "SASL_SSL"
         for topic in datasets:
             mb = log_bytes[topic] / 1e6
             seconds = results.get((topic, "direct", "count"))

@@ -32,9 +32,22 @@ the client imported: the part that is not the writer's working set).
 Workers are reused across jobs: the kafkalog figure comes from its first (warm-up) runs,
 before the reference has run in the same workers.
 
+Exactly-once (``--exactly-once`` runs only this part; the full run ends with it): the
+sink with ``kafkalog.exactlyOnce=true`` (one transaction per task, committed by the
+driver) against the same sink without it (idempotent, at-least-once), in the same Spark
+session and broker, EOS_ROWS_PER_TASK rows per task (100-byte and 1-KiB values, the
+workload above), EOS_REPEAT runs of each, interleaved, after one warm-up run of each; the
+clock is around ``save()``, so the exactly-once figure includes the transactions'
+InitProducerId, AddPartitionsToTxn and the driver's EndTxn. Each exactly-once run is
+checked: every partition's last stable offset equals its high watermark (no transaction
+left open) and the records (high watermark minus the commit markers) number N. Figures:
+median and spread (min-max) of rows/s per core, the ratio of the medians (goal: at least
+0.8), and the median (min-max) of each round's own ratio (its two runs back to back: the
+steadier figure on a shared machine).
+
 Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark_write.py``
-(a few minutes; ``--quick`` for a tenth of the rows).
+(a few minutes; ``--quick`` for a tenth of the rows; ``--exactly-once`` for that part only).
 """
 
 from __future__ import annotations
@@ -59,6 +72,8 @@ PARTITIONS = 2
 REPEAT = 2
 N100 = 2_000_000
 N1K = 500_000
+EOS_ROWS_PER_TASK = 100_000
+EOS_REPEAT = 5
 SETTINGS = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5",
             "compression.type": "lz4"}
 
@@ -173,10 +188,78 @@ def sink_format(spark) -> str:
     return "kafkalog_bench"
 
 
+def stable_and_high(servers: str, topic: str) -> tuple[int, int]:
+    """(sum of last stable offsets, sum of high watermarks) of the topic's partitions."""
+    from broker.client.consumer.offsets import latest_offsets
+    tps = [(topic, p) for p in range(PARTITIONS)]
+    config = {"bootstrap.servers": servers}
+    lso = latest_offsets(config, tps, isolation_level="read_committed")
+    hw = latest_offsets(config, tps, isolation_level="read_uncommitted")
+    return sum(lso.values()), sum(hw.values())
+
+
+def exactly_once_comparison(spark, servers: str, fmt: str) -> dict:
+    """The exactly-once sink against the idempotent one (module docstring); headline dict."""
+    import statistics
+    n = EOS_ROWS_PER_TASK * CORES
+    datasets = {"v100": 100, "v1k": 1024}
+    frames = {name: make_frame(spark, n, size) for name, size in datasets.items()}
+    modes = {"idempotent": {}, "exactly-once": {"kafkalog.exactlyOnce": "true"}}
+    times: dict = {}
+    for rnd in range(EOS_REPEAT + 1):
+        for name in datasets:
+            for mode, extra in modes.items():
+                topic = f"bench-eos-{mode}-{name}-{uuid.uuid4().hex[:6]}"
+                w = frames[name].write.format(fmt).mode("append").option("topic", topic) \
+                    .option("kafka.bootstrap.servers", servers)
+                for k, v in {**{f"kafka.{k}": v for k, v in SETTINGS.items()}, **extra}.items():
+                    w = w.option(k, v)
+                t = time.perf_counter()
+                w.save()
+                seconds = time.perf_counter() - t
+                lso, hw = stable_and_high(servers, topic)
+                markers = CORES * PARTITIONS if extra else 0  # one commit marker per task and partition
+                if lso != hw or not n <= hw <= n + markers:
+                    raise RuntimeError(f"{mode} {name}: last stable offsets {lso}, high watermarks {hw} "
+                                       f"for {n} rows")
+                if rnd > 0:
+                    times.setdefault((mode, name), []).append(seconds)
+                print(f"eos round {rnd} {mode:12} {name}: {n:,} rows in {seconds:6.2f} s "
+                      f"({n / seconds / CORES:,.0f} rows/s per core)")
+                delete_topic(servers, topic)
+    print(f"\nexactly-once vs idempotent sink: {EOS_ROWS_PER_TASK:,} rows per task, {CORES} tasks, "
+          f"median (min-max) of {EOS_REPEAT} runs, rows/s per core")
+    headline: dict = {}
+    for name in datasets:
+        rates = {mode: sorted(n / t / CORES for t in times[(mode, name)]) for mode in modes}
+        med = {mode: statistics.median(r) for mode, r in rates.items()}
+        ratio = med["exactly-once"] / med["idempotent"]
+        # each round's two runs were back to back: their ratio is steadier on a shared machine
+        paired = sorted(a / b for a, b in zip(times[("idempotent", name)], times[("exactly-once", name)]))
+        print(f"{name:5} idempotent {med['idempotent']:9,.0f} ({rates['idempotent'][0]:,.0f}-"
+              f"{rates['idempotent'][-1]:,.0f})   exactly-once {med['exactly-once']:9,.0f} "
+              f"({rates['exactly-once'][0]:,.0f}-{rates['exactly-once'][-1]:,.0f})   ratio {ratio:.2f}; "
+              f"per round {statistics.median(paired):.2f} ({paired[0]:.2f}-{paired[-1]:.2f})")
+        headline[f"eos_{name}_paired_ratio_median"] = round(statistics.median(paired), 2)
+        headline[f"eos_{name}_paired_ratio_spread"] = [round(paired[0], 2), round(paired[-1], 2)]
+        headline[f"eos_{name}_idempotent_rows_per_s_per_core_median"] = round(med["idempotent"])
+        headline[f"eos_{name}_exactly_once_rows_per_s_per_core_median"] = round(med["exactly-once"])
+        headline[f"eos_{name}_idempotent_spread"] = [round(rates["idempotent"][0]), round(rates["idempotent"][-1])]
+        headline[f"eos_{name}_exactly_once_spread"] = [round(rates["exactly-once"][0]),
+                                                       round(rates["exactly-once"][-1])]
+        headline[f"eos_{name}_ratio_exactly_once_vs_idempotent"] = round(ratio, 2)
+    headline["eos_rows_per_task"] = EOS_ROWS_PER_TASK
+    headline["eos_runs"] = EOS_REPEAT
+    headline["eos_goal_ratio"] = 0.8
+    return headline
+
+
 def main() -> None:
-    global N100, N1K, REPEAT
+    global N100, N1K, REPEAT, EOS_ROWS_PER_TASK
     if "--quick" in sys.argv:
         N100, N1K, REPEAT = N100 // 10, N1K // 10, 1
+        EOS_ROWS_PER_TASK //= 10
+    only_eos = "--exactly-once" in sys.argv
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -191,6 +274,11 @@ def main() -> None:
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         fmt = sink_format(spark)
+        if only_eos:
+            headline = exactly_once_comparison(spark, servers, fmt)
+            spark.stop()
+            print(json.dumps(headline))
+            return
         datasets = {"v100": (N100, 100), "v1k": (N1K, 1024)}
         frames = {name: make_frame(spark, n, size) for name, (n, size) in datasets.items()}
 
@@ -229,6 +317,7 @@ def main() -> None:
                           f"({n / seconds / CORES:,.0f} rows/s per core), worker peak "
                           f"{mem.peak_kb / 1024:.0f} MiB")
                     delete_topic(servers, topic)
+        eos = exactly_once_comparison(spark, servers, fmt)
         spark.stop()
 
         print(f"\n{CORES} cores (local[{CORES}]), {PARTITIONS} partitions, acks=all, idempotent, "
@@ -253,6 +342,7 @@ def main() -> None:
         headline["rows"] = {name: n for name, (n, _) in datasets.items()}
         headline["cores"] = CORES
         headline["goal_ratio"] = 3
+        headline.update(eos)
         print(json.dumps(headline))
     finally:
         if broker is not None:

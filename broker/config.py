@@ -337,6 +337,19 @@ SERVER_CONFIG_DEF = (
             "and OAUTHBEARER with unsecured JWTs are implemented).")
     .define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
             "Accepted for compatibility (a single node has no inter-broker traffic).")
+    # GSSAPI (Kerberos) is not implemented: its keys are accepted, also as dynamic broker
+    # configs (Kafka reconfigures them per listener), and have no effect.
+    .define("sasl.kerberos.service.name", STRING, None, "Accepted for compatibility (GSSAPI is not implemented).")
+    .define("sasl.kerberos.kinit.cmd", STRING, "/usr/bin/kinit",
+            "Accepted for compatibility (GSSAPI is not implemented).")
+    .define("sasl.kerberos.ticket.renew.window.factor", DOUBLE, 0.8,
+            "Accepted for compatibility (GSSAPI is not implemented).")
+    .define("sasl.kerberos.ticket.renew.jitter", DOUBLE, 0.05,
+            "Accepted for compatibility (GSSAPI is not implemented).")
+    .define("sasl.kerberos.min.time.before.relogin", LONG, 60000,
+            "Accepted for compatibility (GSSAPI is not implemented).")
+    .define("sasl.kerberos.principal.to.local.rules", LIST, ["DEFAULT"],
+            "Accepted for compatibility (GSSAPI is not implemented).")
     .define("sasl.jaas.config", PASSWORD, None,
             "JAAS login context for SASL connections, in the format of a JAAS configuration file.")
     .define("sasl.server.max.receive.size", INT, 524288,

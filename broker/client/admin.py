@@ -53,6 +53,19 @@ Owns:
   A broker without an authorizer answers SecurityDisabledError, a principal without
   ALTER (DESCRIBE for describe_acls) on the cluster ClusterAuthorizationFailedError.
 
+  Transactions (KIP-664; values and builders in ``broker.client.admin_txn``)::
+
+      list_transactions(states=(), producer_ids=(), duration_filter_ms=-1) -> [TransactionListing]
+                    (every broker is asked; ``list_transactions_by_broker``: {broker id: [...]})
+      describe_transactions(ids)       -> AdminResults[str, TransactionDescription] (to each
+                    id's coordinator, FindCoordinator key_type 1)
+      describe_producers(partitions, broker_id=None) -> AdminResults[TopicPartition, [ProducerState]]
+                    (to the leaders, or to that broker)
+      abort_transaction(topic, partition, producer_id, producer_epoch, coordinator_epoch) -> None
+                    (WriteTxnMarkers ABORT to the leader; CLUSTER_ACTION where an authorizer runs)
+
+  Keys answered a code of ``admin_txn.RETRIABLE`` are routed and sent again until the deadline.
+
   CreateTopics, DeleteTopics and CreatePartitions go to the controller named by Metadata
   (PROTOCOL.md 1.2), retried while it answers NOT_CONTROLLER; Metadata and TOPIC config
   requests go to the least loaded node; BROKER config resources to that broker.
@@ -91,9 +104,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from broker.client import admin_acls, admin_groups, admin_quotas, admin_scram
+from broker.client import admin_acls, admin_groups, admin_quotas, admin_scram, admin_txn
 from broker.client.admin_acls import AclBinding, AclBindingFilter
 from broker.client.admin_groups import OffsetResetSpec, ResetPlan
+from broker.client.admin_txn import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
 from broker.client.admin_types import (
     AdminResult,
     AdminResults,
@@ -152,15 +166,17 @@ from broker.config import BOOLEAN, INT, LIST, LONG, STRING, ConfigDef, ConfigErr
 from broker.protocol import ApiKey, ErrorCode, request_schema
 
 __all__ = [
-    "ADMIN_CONFIG_DEF", "AclBinding", "AclBindingFilter", "AdminClient", "AdminResult", "AdminResults",
-    "AlterConfigOp", "AlterConfigOpType",
+    "ADMIN_CONFIG_DEF", "AbortTransactionSpec", "AclBinding", "AclBindingFilter", "AdminClient", "AdminResult",
+    "AdminResults", "AlterConfigOp", "AlterConfigOpType",
     "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
-    "NewTopic", "OffsetResetSpec", "ResetPlan", "TopicDescription", "TopicPartitionInfo", "admin_error",
+    "NewTopic", "OffsetResetSpec", "ProducerState", "ResetPlan", "TopicDescription", "TopicPartitionInfo",
+    "admin_error",
     "ClusterAuthorizationFailedError", "InvalidConfigurationError", "SecurityDisabledError",
     "InvalidPartitionsError", "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError", "InvalidRequestError", "InvalidTopicError", "NotControllerError",
     "PolicyViolationError", "TopicAlreadyExistsError", "TopicAuthorizationFailedError",
-    "TopicDeletionDisabledError", "UnknownServerError", "UnknownTopicOrPartitionError",
+    "TopicDeletionDisabledError", "TransactionDescription", "TransactionListing", "UnknownServerError",
+    "UnknownTopicOrPartitionError",
 ]
 
 ADMIN_CONFIG_DEF = (
@@ -206,6 +222,8 @@ _VERSIONS = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3), ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.FIND_COORDINATOR: admin_txn.FIND_COORDINATOR_VERSIONS, ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.WRITE_TXN_MARKERS: (0, 1),
 }
 
 
@@ -515,6 +533,54 @@ class AdminClient:
                     results[f] = AdminResult([b for _, _, b in matching])
         return AdminResults((f, results[f]) for f in flts)
 
+    # -- transactions (KIP-664; values and builders in broker.client.admin_txn) ---------
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_filter_ms: int = -1, *, timeout_ms: float | None = None) -> list[TransactionListing]:
+        by_broker = self.list_transactions_by_broker(states, producer_ids, duration_filter_ms, timeout_ms=timeout_ms)
+        return [t for listings in by_broker.values() for t in listings]
+
+    def list_transactions_by_broker(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                    duration_filter_ms: int = -1, *,
+                                    timeout_ms: float | None = None) -> dict[int, list[TransactionListing]]:
+        """ListTransactions to every broker: broker id -> the transactions it coordinates
+        (filtered by state name, producer id, running longer than ``duration_filter_ms``)."""
+        wanted, pids, out = list(states), list(producer_ids), {}
+        with self._lock:
+            self._check_open()
+            deadline = self._deadline(timeout_ms)
+            for node in sorted(b.node_id for b in self._metadata([], deadline).brokers):
+                code, _, listings = admin_txn.parse_list(self._request(
+                    node, ApiKey.LIST_TRANSACTIONS, lambda v: admin_txn.build_list(v, wanted, pids, duration_filter_ms),
+                    deadline))
+                if code:
+                    raise admin_error(code, f"ListTransactions on broker {node}")
+                out[node] = listings
+        return out
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *,
+                              timeout_ms: float | None = None) -> AdminResults:
+        """id -> AdminResult(TransactionDescription) or its error (TRANSACTIONAL_ID_NOT_FOUND...)."""
+        return self._routed(ApiKey.DESCRIBE_TRANSACTIONS, list(dict.fromkeys(transactional_ids)),
+                            self._txn_coordinators, admin_txn.build_describe, admin_txn.parse_describe, timeout_ms)
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]], *, broker_id: int | None = None,
+                           timeout_ms: float | None = None) -> AdminResults:
+        """TopicPartition -> AdminResult([ProducerState]) from the partition's leader (or
+        from the replica on ``broker_id``)."""
+        tps = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        route = self._leaders if broker_id is None else \
+            lambda ks, deadline: admin_txn.broker_routes(self._metadata([], deadline), broker_id, ks)
+        return self._routed(ApiKey.DESCRIBE_PRODUCERS, tps, route, admin_txn.build_describe_producers,
+                            admin_txn.parse_describe_producers, timeout_ms)
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, *, timeout_ms: float | None = None) -> None:
+        """Write an ABORT marker for the producer to the partition's log (raises the error)."""
+        spec = admin_txn.abort_spec((topic, partition), producer_id, producer_epoch, coordinator_epoch)
+        self._routed(ApiKey.WRITE_TXN_MARKERS, [spec.topic_partition], self._leaders,
+                     lambda v, tps: admin_txn.build_abort(v, [spec]), admin_txn.parse_abort, timeout_ms).all()
+
     # -- consumer groups -----------------------------------------------------------------
 
     def _groups(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -674,6 +740,54 @@ class AdminClient:
                     self._client.sleep(self._client.backoff_ms(attempt), deadline)
                     attempt += 1
         return AdminResults((k, results[k]) for k in keys)
+
+    def _routed(self, api_key: ApiKey, keys: list, route: Callable[[list, float], dict],
+                build: Callable[[int, list], Any], parse: Callable[[Any, int], dict],
+                timeout_ms: float | None) -> AdminResults:
+        """Each key to the node ``route`` names (a node id, or an ``Outcome`` when none),
+        batched per node; keys answered ``admin_txn.RETRIABLE`` are routed and sent again."""
+        results: dict = {}
+        with self._lock:
+            self._check_open()
+            deadline = self._deadline(timeout_ms)
+            pending, attempt = list(keys), 0
+            while pending:
+                routes = route(pending, deadline)
+                outcomes = {k: r for k, r in routes.items() if not isinstance(r, int)}
+                nodes = admin_txn.group_by([k for k in pending if isinstance(routes[k], int)], routes)
+                for node, ks in nodes.items():
+                    outcomes.update(parse(self._request(node, api_key, lambda v, ks=ks: build(v, ks), deadline), node))
+                retry = []
+                for k in pending:
+                    code, message, value = outcomes.get(k, (ErrorCode.UNKNOWN_SERVER_ERROR, "no result in the "
+                                                            f"response for {admin_txn.key_text(k)}", None))
+                    if code == ErrorCode.NONE:
+                        results[k] = AdminResult(value)
+                    elif code in admin_txn.RETRIABLE and now_ms() < deadline and attempt < self.retries:
+                        retry.append(k)
+                    else:
+                        results[k] = AdminResult(error=admin_error(code, message or admin_txn.key_text(k)))
+                pending = retry
+                if pending:
+                    self._client.sleep(self._client.backoff_ms(attempt), deadline)
+                    attempt += 1
+        return AdminResults((k, results[k]) for k in keys)
+
+    def _txn_coordinators(self, ids: list[str], deadline: float) -> dict:
+        """Each transactional id's coordinator (FindCoordinator key_type 1)."""
+        known = {b.node_id for b in self._metadata([], deadline).brokers}  # their addresses
+        routes: dict = {}
+        for tid in ids:
+            code, message, (node, host, port) = admin_txn.parse_find_coordinator(self._request(
+                None, ApiKey.FIND_COORDINATOR, lambda v, t=tid: admin_txn.build_find_coordinator(v, t), deadline))
+            if not code and node not in known:
+                self._client.client.add_node(node, host, port)
+            routes[tid] = (code, message, None) if code else node
+        return routes
+
+    def _leaders(self, partitions: list[TopicPartition], deadline: float) -> dict:
+        """Each partition's leader, from a Metadata response of their topics."""
+        return admin_txn.leader_routes(self._metadata(sorted({tp.topic for tp in partitions}), deadline), partitions)
 
     def _by_node(self, api_key: ApiKey, resources: list[ConfigResource], build: Callable[[int, list], Any],
                  parse: Callable[[Any], dict], timeout_ms: float | None) -> AdminResults:

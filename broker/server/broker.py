@@ -164,7 +164,7 @@ class KafkaBroker:
         self._shutdown_lock = threading.Lock()
 
     def _tls_for(self, listener: Listener) -> tuple[Any, PrincipalMapper]:
-        values = listener_ssl_values(self.config, self.props, listener.name)
+        values = listener_ssl_values(self.config, self.props, listener.name, listener.security_protocol)
         context = server_context(values, listener.name)
         return context, PrincipalMapper(values.get("ssl.principal.mapping.rules") or "DEFAULT")
 

@@ -6,7 +6,9 @@ Owns ``DynamicBrokerConfig``:
 
 * ``DYNAMIC_KEYS``: the keys that can change live and what applies them (today the
   connection limits of ``broker.server.quota.connection_quotas``: ``max.connections``,
-  ``max.connections.per.ip``, ``max.connections.per.ip.overrides``); any other key is
+  ``max.connections.per.ip``, ``max.connections.per.ip.overrides``), plus the Kerberos
+  keys Kafka reconfigures per listener (``COMPATIBILITY_KEYS``: stored and shown, no
+  effect: GSSAPI is not implemented); any other key is
   refused with Kafka's INVALID_REQUEST "Cannot update these configs dynamically: ...";
 * storage: section ``broker_configs`` of ``broker.server.cluster_metadata`` (one JSON
   object: ``{"default": {key: value}, "<node id>": {key: value}}``, values as the text
@@ -49,7 +51,13 @@ _CONNECTION_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max.connections.per.ip": ("max_per_ip", lambda v: int(v) if v is not None else UNLIMITED),
     "max.connections.per.ip.overrides": ("per_ip_overrides", lambda v: parse_overrides(v or "")),
 }
-DYNAMIC_KEYS = frozenset(_CONNECTION_KEYS)
+# Kafka reconfigures these per listener; GSSAPI is not implemented here, so they are only
+# stored and shown (DescribeConfigs), as server.properties accepts them.
+COMPATIBILITY_KEYS = frozenset((
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules"))
+DYNAMIC_KEYS = frozenset(_CONNECTION_KEYS) | COMPATIBILITY_KEYS
 
 
 class DynamicBrokerConfig:

@@ -5,7 +5,10 @@ Owns:
 
 * ``listener_ssl_values(config, props, listener)``: the ``ssl.*`` values for one listener,
   with Kafka's precedence: ``listener.name.<listener lowercase>.ssl.<key>`` (from
-  server.properties, validated as the plain key) wins over ``ssl.<key>``.
+  server.properties, validated as the plain key) wins over ``ssl.<key>``. On a SASL_SSL
+  listener ``ssl.client.auth`` counts only listener-prefixed, as Kafka's ``ChannelBuilders``
+  (KIP-684): SASL authenticates those clients, so the broker-wide ``ssl.client.auth`` (meant
+  for SSL listeners, logged as a warning when set) does not ask them for certificates.
 * ``server_context(values, listener)``: a server-side context from those values (key
   store required; trust store and ``ssl.client.auth`` none / requested / required;
   ``ssl.enabled.protocols``, ``ssl.cipher.suites``), built at startup so that a bad key
@@ -24,6 +27,7 @@ threads (an ``SSLContext`` may wrap sockets concurrently).
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 from collections.abc import Mapping
@@ -32,15 +36,25 @@ from typing import Any
 from broker.config import SERVER_CONFIG_DEF, ConfigError
 from broker.ssl_stores import apply_protocols, hidden, load_key_store, load_trust_store
 
+log = logging.getLogger(__name__)
+
 ANONYMOUS = "User:ANONYMOUS"
 SSL_PROTOCOLS = ("SSL", "SASL_SSL")
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-def listener_ssl_values(config: Mapping[str, Any], props: Mapping[str, Any], listener: str) -> dict[str, Any]:
-    """``ssl.*`` for ``listener``: ``listener.name.<l>.ssl.*`` over ``ssl.*``."""
+def listener_ssl_values(config: Mapping[str, Any], props: Mapping[str, Any], listener: str,
+                        security_protocol: str = "SSL") -> dict[str, Any]:
+    """``ssl.*`` for ``listener``: ``listener.name.<l>.ssl.*`` over ``ssl.*`` (a SASL_SSL
+    listener takes ``ssl.client.auth`` only from its prefixed key: module docstring)."""
     prefix = f"listener.name.{listener.lower()}."
     out = {k: v for k, v in config.items() if k.startswith("ssl.")}
+    if security_protocol == "SASL_SSL" and f"{prefix}ssl.client.auth" not in props:
+        if (out.get("ssl.client.auth") or "none") != "none":
+            log.warning("Broker configuration 'ssl.client.auth' is applied only to SSL listeners: listener %s "
+                        "(SASL_SSL) does not request client certificates; set "
+                        "listener.name.%s.ssl.client.auth to request them there", listener, listener.lower())
+        out["ssl.client.auth"] = "none"
     for key, raw in props.items():
         if key.startswith(prefix) and key[len(prefix):].startswith("ssl."):
             name = key[len(prefix):]

@@ -15,13 +15,14 @@ Owns, one module per tool (``kafkalog <NAME>``, the Kafka tool it follows):
 - ``consumer_groups``   ``groups``     kafka-consumer-groups.sh
 - ``configs``           ``configs``    kafka-configs.sh (``--entity-type users``: SCRAM credentials)
 - ``acls``              ``acls``       kafka-acls.sh (the authorizer's ACLs)
+- ``transactions``      ``transactions`` kafka-transactions.sh (list, describe, find and
+                                       abort hanging transactions)
 
 and what they share: ``common`` (``CliError``, ``parse_key_value``, ``warn``, the
 ``progress`` / ``offset_progress`` bars) and ``records_format`` (the console producer's
 line parser and the console consumer's message formatter, client property files).
 
-New tools go here, one module each (next:
-kafka-transactions.sh). A tool module defines::
+New tools go here, one module each. A tool module defines::
 
     NAME = "topics"                      # the word after ``kafkalog``
     SUMMARY = "create, list, describe, alter and delete topics"   # one line for --help
@@ -56,4 +57,5 @@ TOOLS: tuple[str, ...] = (
     "broker.tools.consumer_groups",
     "broker.tools.configs",
     "broker.tools.acls",
+    "broker.tools.transactions",
 )

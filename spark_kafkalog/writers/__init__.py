@@ -56,6 +56,16 @@ Options:
     (streaming only: the micro-batch), ``kafkalog.partition`` and ``kafkalog.attempt``
     (the Spark task) and ``kafkalog.seq`` (the row's 0-based position in the task's
     input), as UTF-8 text, after the row's own headers.
+``kafkalog.exactlyOnce`` (default false)
+    Exactly-once (``exactly_once.py``): each task writes in a Kafka transaction left open
+    for the driver, whose ``commit`` commits them all and whose ``abort`` aborts them;
+    retried attempts fence earlier ones; a replayed micro-batch already committed is
+    skipped. Readers with ``isolation.level=read_committed`` see each row once. Needs
+    ``kafka.acks=all`` and idempotence (the defaults); ``kafka.transaction.timeout.ms``
+    (default 60000) must exceed a write's or micro-batch's duration. See the README's
+    "Exactly-once sink".
+``kafkalog.transactionalIdPrefix`` (default ``kafkalog-sink``)
+    The prefix of the tasks' transactional ids (and of the streams' marker groups).
 ``checkpointLocation``: Spark's own (streaming).
 
 Modes: batch writes append (``mode("append")``; Spark refuses the default ErrorIfExists
@@ -81,8 +91,8 @@ Semantics:
   ``spark.tvf.python_worker_logs()``); an abort logs at WARNING which tasks failed and
   what the finished ones had written, and a failed task's error says what its attempt had
   written.
-- Across Spark task retries and query restarts the sink is **at-least-once**, like
-  Spark's Kafka sink: a retried task, or a micro-batch re-run after a restart from its
+- Without ``kafkalog.exactlyOnce``, across Spark task retries and query restarts the sink
+  is **at-least-once**, like Spark's Kafka sink: a retried task, or a micro-batch re-run after a restart from its
   checkpoint, writes its rows again, and records already written are never taken back
   (there is no rollback in a log). Deduplicate downstream: on a unique key in the data;
   or with ``kafkalog.writeBatchHeaders=true`` on (``kafkalog.queryId``,
@@ -97,6 +107,8 @@ copy.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -134,6 +146,8 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
             "the kafkalog sink cannot overwrite: a Kafka log is append-only (records are "
             "never replaced or removed by a write); use .mode(\"append\")")
     opts = parse_write_options(options)
+    if opts.exactly_once:  # this save()'s id, in its tasks' transactional ids
+        opts = dataclasses.replace(opts, write_id=uuid.uuid4().hex[:12])
     return KafkaLogArrowWriter(opts, sink_columns(schema, opts))
 
 

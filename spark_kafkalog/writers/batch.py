@@ -9,7 +9,9 @@ one line (logger ``spark_kafkalog.writers``: INFO for a commit, WARNING for an a
 Invariants: only append is possible (Spark's ``overwrite`` is refused in ``make_writer``,
 before any task runs, since a Kafka log cannot be overwritten); ``write`` returns only
 after every row it was given is acknowledged; ``commit`` and ``abort`` never touch the
-brokers (what is written is written: a Kafka log has no rollback).
+brokers (what is written is written: a Kafka log has no rollback), except with
+``kafkalog.exactlyOnce``, where they commit or abort the tasks' transactions
+(``exactly_once.py``; ``make_writer`` then draws the write's id for the transactional ids).
 
 Thread-safety: a writer object is immutable after construction; each task works on its own
 unpickled copy.
@@ -48,10 +50,21 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         self.columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        if self.options.exactly_once:
+            from .exactly_once import write_task_transactional
+            return write_task_transactional(self.options, self.columns, iterator, streaming=False)
         return write_task(self.options, self.columns, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import commit_transactions
+            log.info(commit_transactions(self.options, messages))
+            return
         log.info(commit_summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import abort_transactions
+            log.warning(abort_transactions(self.options, messages))
+            return
         log.warning(abort_summary(messages))

@@ -3,7 +3,8 @@
 Owns:
 
 * ``WriteOptions`` / ``parse_write_options``: the sink's options (``topic``, ``kafka.*``
-  passed to the producer, ``kafkalog.writeBatchHeaders``) validated on the driver, with
+  passed to the producer, ``kafkalog.writeBatchHeaders``, ``kafkalog.exactlyOnce``,
+  ``kafkalog.transactionalIdPrefix``) validated on the driver, with
   Spark's Kafka sink's refusals (``kafka.key.serializer`` / ``kafka.value.serializer``);
   the producer settings are checked by building a ``ProducerConfig`` (no network).
 * ``SinkColumns`` / ``sink_columns``: the input schema checked against Spark's Kafka sink
@@ -13,7 +14,9 @@ Owns:
 * ``KafkaLogCommitMessage`` / ``WrittenRange``: what a task wrote, per topic-partition
   (first and last offset, count), with the producer id and epoch, the Spark partition and
   attempt, and, in a streaming query, the micro-batch id and query id.
-* ``write_task``: the body of a task, shared by both writers: one idempotent
+* ``write_task``: the body of a task, shared by both writers (with
+  ``kafkalog.exactlyOnce`` the writers call ``exactly_once.write_task_transactional``
+  instead, which reuses ``_TaskWriter`` with a transactional producer): one idempotent
   ``KafkaProducer`` per task, the Arrow batches handed to ``send_arrow`` column-wise (no
   Python object per row), a flush before returning, and one INFO line on the executor
   saying what the attempt wrote. When the writer itself fails (a producer error, a null
@@ -76,6 +79,9 @@ class KafkaLogWriteError(ValueError):
 
 OPT_TOPIC = "topic"
 OPT_BATCH_HEADERS = "kafkalog.writeBatchHeaders"
+OPT_EXACTLY_ONCE = "kafkalog.exactlyOnce"
+OPT_TXN_ID_PREFIX = "kafkalog.transactionalIdPrefix"
+DEFAULT_TXN_ID_PREFIX = "kafkalog-sink"
 KAFKA_PREFIX = "kafka."
 
 # The user-facing spelling of every option, keyed by its lower-cased form (Spark hands
@@ -84,7 +90,8 @@ KAFKA_PREFIX = "kafka."
 # checkpointLocation and queryName: Spark passes them to the sink with the user's options
 # (DataStreamWriter.queryName() lands here too); the sink accepts and ignores them.
 WRITE_OPTION_NAMES: dict[str, str] = {
-    name.lower(): name for name in (OPT_TOPIC, OPT_BATCH_HEADERS, "checkpointLocation", "queryName")
+    name.lower(): name for name in (OPT_TOPIC, OPT_BATCH_HEADERS, OPT_EXACTLY_ONCE, OPT_TXN_ID_PREFIX,
+                                    "checkpointLocation", "queryName")
 }
 
 _REFUSED_KAFKA = {
@@ -96,6 +103,9 @@ _REFUSED_KAFKA = {
                          "explicitly serialize the values into either strings or byte arrays."),
     "partitioner.class": ("Kafka option 'partitioner.class' is not supported by the kafkalog "
                           "sink: give rows a 'partition' column to choose their partitions"),
+    "transactional.id": ("Kafka option 'transactional.id' is not supported by the kafkalog sink: "
+                         "with kafkalog.exactlyOnce=true the sink derives one transactional id per "
+                         "task (choose their prefix with kafkalog.transactionalIdPrefix)"),
 }
 
 # Sink defaults where Kafka's do not suit a bulk writer. batch.size: a Spark task hands
@@ -116,6 +126,11 @@ class WriteOptions:
     # (kafka.sasl.jaas.config, kafka.ssl.keystore.password ...)
     producer_config: Mapping[str, str] = field(repr=False)
     write_batch_headers: bool = False
+    # kafkalog.exactlyOnce: one transaction per task, completed by the driver (exactly_once.py)
+    exactly_once: bool = False
+    transactional_id_prefix: str = DEFAULT_TXN_ID_PREFIX
+    # A batch write's id (set on the driver by make_writer; part of the transactional ids)
+    write_id: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -138,7 +153,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     from broker.client.producer.config import ConfigError, ProducerConfig
 
     topic: str | None = None
-    batch_headers = False
+    batch_headers = exactly_once = False
+    prefix = DEFAULT_TXN_ID_PREFIX
     producer: dict[str, str] = {}
     for raw_key, value in options.items():
         key = raw_key.lower()
@@ -151,6 +167,12 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             topic = value
         elif key == OPT_BATCH_HEADERS.lower():
             batch_headers = _bool(OPT_BATCH_HEADERS, value)
+        elif key == OPT_EXACTLY_ONCE.lower():
+            exactly_once = _bool(OPT_EXACTLY_ONCE, value)
+        elif key == OPT_TXN_ID_PREFIX.lower():
+            prefix = str(value).strip()
+            if not prefix:
+                raise KafkaLogWriteError(f"option {OPT_TXN_ID_PREFIX} must not be empty")
         elif key == "path":
             raise KafkaLogWriteError(
                 f"the kafkalog sink writes through Kafka brokers (kafka.bootstrap.servers), "
@@ -166,11 +188,15 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     for k, v in SINK_PRODUCER_DEFAULTS.items():
         producer.setdefault(k, v)
     try:
-        ProducerConfig(producer)
+        # with exactlyOnce, checked as the tasks' transactional producers will be (acks=all,
+        # idempotence on)
+        ProducerConfig({**producer, "transactional.id": prefix} if exactly_once else producer)
     except ConfigError as e:
-        raise KafkaLogWriteError(f"option kafka.{e.key}: {e}") from None
+        what = " (kafkalog.exactlyOnce=true needs a transactional producer)" if exactly_once else ""
+        raise KafkaLogWriteError(f"option kafka.{e.key}: {e}{what}") from None
     return WriteOptions(topic=topic, producer_config=dict(producer),
-                        write_batch_headers=batch_headers)
+                        write_batch_headers=batch_headers, exactly_once=exactly_once,
+                        transactional_id_prefix=prefix)
 
 
 # -- input columns -------------------------------------------------------------------------
@@ -295,7 +321,10 @@ class KafkaLogCommitMessage(WriterCommitMessage):
     """What one task attempt wrote (returned by ``write`` and handed to the driver's
     ``commit``). ``producer_id`` / ``producer_epoch`` identify the idempotent producer
     (-1 when idempotence is off); ``batch_id`` / ``query_id`` are set in a streaming
-    query."""
+    query. With ``kafkalog.exactlyOnce``: ``transactional_id`` names the task's transaction,
+    left open for the driver to commit or abort (with ``producer_id`` / ``producer_epoch``);
+    ``already_committed``: a replayed micro-batch whose transaction for this Spark
+    partition had committed before, so nothing was written."""
     spark_partition: int
     attempt: int
     ranges: tuple[WrittenRange, ...]
@@ -307,6 +336,8 @@ class KafkaLogCommitMessage(WriterCommitMessage):
     query_id: str | None = None
     seconds: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    transactional_id: str | None = None
+    already_committed: bool = False
 
 
 def _ranges_text(ranges: Iterable[WrittenRange], limit: int = 8) -> str:
@@ -509,13 +540,14 @@ def _runs(mask: Any) -> list[tuple[int, int, bool]]:
 class _TaskWriter:
     """One task's sends (see ``write_task``)."""
 
-    def __init__(self, options: WriteOptions, columns: SinkColumns, info: TaskInfo) -> None:
+    def __init__(self, options: WriteOptions, columns: SinkColumns, info: TaskInfo,
+                 overrides: Mapping[str, str] | None = None) -> None:
         from broker.client.producer import KafkaProducer
 
         self.options = options
         self.columns = columns
         self.info = info
-        config = dict(options.producer_config)
+        config = {**options.producer_config, **(overrides or {})}
         if "client.id" not in config:
             config["client.id"] = f"kafkalog-sink-p{info.partition}-a{info.attempt}"
         self.producer = KafkaProducer(config)

@@ -15,7 +15,10 @@ Update mode": its ``PythonWriteBuilder`` lacks ``SupportsStreamingUpdateAsAppend
 ``foreachBatch`` with ``df.write.format("kafkalog")`` meanwhile.
 
 Invariants: as ``batch.py``; a micro-batch re-run after a restart writes its rows again
-with the same batch id (at-least-once), which is what the batch headers identify.
+with the same batch id (at-least-once), which is what the batch headers identify. With
+``kafkalog.exactlyOnce``, ``commit`` / ``abort`` complete the micro-batch's task
+transactions and a re-run skips the Spark partitions whose transaction had committed
+(``exactly_once.py``).
 
 Thread-safety: as ``batch.py``: immutable; Spark re-creates the writer from the pickled
 data source for each commit.
@@ -53,10 +56,21 @@ class KafkaLogStreamArrowWriter(DataSourceStreamArrowWriter):
         self.complete_mode = complete_mode
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        if self.options.exactly_once:
+            from .exactly_once import write_task_transactional
+            return write_task_transactional(self.options, self.columns, iterator, streaming=True)
         return write_task(self.options, self.columns, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import commit_transactions
+            log.info(commit_transactions(self.options, messages, batchId))
+            return
         log.info(commit_summary(messages, batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            from .exactly_once import abort_transactions
+            log.warning(abort_transactions(self.options, messages, batchId))
+            return
         log.warning(abort_summary(messages, batchId))

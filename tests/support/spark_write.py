@@ -18,7 +18,10 @@ Owns:
   options) the writer's ``commit`` / ``abort`` also pickle what they receive into that
   directory (``recorded()`` reads them back), and so does a task's ``write`` that fails
   (kind ``task-error``: the error text and its notes), which is how the tests check what
-  Spark hands the driver side and what a failed attempt reports.
+  Spark hands the driver side and what a failed attempt reports. With the test-only
+  option ``test.dieAtCommitOfBatch=N`` as well, the streaming writer's ``commit`` and
+  ``abort`` of micro-batch N record, then raise without calling the sink: the driver
+  "dies" between the tasks' writes and the commit (exactly-once sink tests).
 * ``read_topic`` (the ``kafkalog`` source, direct mode on the broker's log directory) and
   ``consume`` (confluent-kafka's Consumer) to read what was written.
 
@@ -46,6 +49,9 @@ REPO = Path(__file__).resolve().parents[2]
 MASTER = "local[2,4]"
 SOURCE_NAME = "kafkalog_wtest"
 RECORD_OPTION = "test.recordto"
+# Test-only: the streaming writer's commit and abort of this micro-batch fail without
+# reaching the sink, as if the driver died between the tasks' writes and the commit.
+DIE_OPTION = "test.dieatcommitofbatch"
 
 _session = None
 
@@ -145,17 +151,24 @@ def _make_source_class():
     class RecordingStreamWriter(KafkaLogStreamArrowWriter):
         write = recorded_write
 
+        def _die(self, batchId):
+            if getattr(self, "die_at", None) == batchId:
+                raise RuntimeError(f"test.dieAtCommitOfBatch: the driver dies at micro-batch {batchId}")
+
         def commit(self, messages, batchId):
             _record(self.record_to, "commit", batchId, messages)
+            self._die(batchId)
             super().commit(messages, batchId)
 
         def abort(self, messages, batchId):
             _record(self.record_to, "abort", batchId, messages)
+            self._die(batchId)
             super().abort(messages, batchId)
 
     def split(options):
-        opts = dict(options)
-        return opts, opts.pop(RECORD_OPTION, None)
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        die = opts.pop(DIE_OPTION, None)
+        return opts, opts.pop(RECORD_OPTION, None), None if die is None else int(die)
 
     class WriteTestSource(Base):
         @classmethod
@@ -163,7 +176,7 @@ def _make_source_class():
             return SOURCE_NAME
 
         def writer(self, schema, overwrite):
-            opts, record_to = split(self.options)
+            opts, record_to, _ = split(self.options)
             w = make_writer(opts, schema, overwrite)
             if record_to:
                 w.__class__ = RecordingArrowWriter
@@ -171,11 +184,12 @@ def _make_source_class():
             return w
 
         def streamWriter(self, schema, overwrite):
-            opts, record_to = split(self.options)
+            opts, record_to, die_at = split(self.options)
             w = make_stream_writer(opts, schema, overwrite)
             if record_to:
                 w.__class__ = RecordingStreamWriter
                 w.record_to = record_to
+                w.die_at = die_at
             return w
 
     return WriteTestSource
@@ -195,12 +209,14 @@ def read_topic(spark, broker, topic: str, include_headers: bool = True):
 
 
 def consume(broker, topic: str, partitions: int = 3, expect: int | None = None,
-            timeout: float = 20.0) -> list[dict]:
+            timeout: float = 20.0, isolation: str = "read_committed") -> list[dict]:
     """Every record of ``topic`` read with confluent-kafka's Consumer (assign from offset
-    0; stops once ``expect`` records arrived, or after 2 s without one)."""
+    0; stops once ``expect`` records arrived, or after 2 s without one); ``isolation``:
+    its ``isolation.level`` (librdkafka's default, read_committed, unless told)."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "sink-tests",
-                  "enable.auto.commit": False, "enable.partition.eof": False})
+                  "enable.auto.commit": False, "enable.partition.eof": False,
+                  "isolation.level": isolation})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[dict] = []
     deadline = time.monotonic() + timeout

@@ -65,8 +65,13 @@ def record_produce(state: ServerState, ctx: RequestContext, request_bytes: int) 
     quotas = state.quotas
     if quotas is None:
         return 0
-    ms = quotas.produce.maybe_record_and_get_throttle_time_ms(user_of(ctx), client_of(ctx), request_bytes)
-    _note(ctx, quotas.produce, ms)
+    produce = quotas.produce
+    if not produce.quotas_enabled():
+        return 0
+    ms = produce.record_and_get_throttle_time_ms(ctx.extra.get("user") or ANONYMOUS, ctx.header.client_id or "",
+                                                 request_bytes)
+    if ms > 0:
+        _note(ctx, produce, ms)
     return ms
 
 
@@ -96,15 +101,19 @@ def record_fetch(state: ServerState, ctx: RequestContext, response_bytes: int) -
 def request_throttle(state: ServerState, ctx: RequestContext) -> int:
     """Record this request's handler thread time (once) against the REQUEST quota."""
     quotas = state.quotas
-    if quotas is None or ctx.extra.get(REQUEST_DONE) or ctx.header.api_key in EXEMPT_APIS:
+    extra = ctx.extra
+    if quotas is None or extra.get(REQUEST_DONE) or ctx.header.api_key in EXEMPT_APIS:
         return 0
-    ctx.extra[REQUEST_DONE] = True
-    if not quotas.request.quotas_enabled():
+    extra[REQUEST_DONE] = True
+    request = quotas.request
+    if not request.quotas_enabled():
         return 0
-    elapsed = time.perf_counter_ns() - ctx.extra.get(START_NS, time.perf_counter_ns())
-    ms = quotas.request.maybe_record_and_get_throttle_time_ms(user_of(ctx), client_of(ctx),
-                                                              elapsed * NANOS_TO_PERCENTAGE_PER_SECOND)
-    _note(ctx, quotas.request, ms)
+    now = time.perf_counter_ns()
+    elapsed = now - extra.get(START_NS, now)
+    ms = request.record_and_get_throttle_time_ms(extra.get("user") or ANONYMOUS, ctx.header.client_id or "",
+                                                 elapsed * NANOS_TO_PERCENTAGE_PER_SECOND)
+    if ms > 0:
+        _note(ctx, request, ms)
     return ms
 
 
