@@ -185,6 +185,7 @@ class ConnectionQuotas:
             return
         end = start + throttle
         remaining = throttle
+        started_ns = self.time.nanoseconds()  # the blocked time, finer than the ms clock
         self.waiting += 1
         try:
             while True:
@@ -194,7 +195,7 @@ class ConnectionQuotas:
                     break
         finally:
             self.waiting -= 1
-        self.blocked_ms += self.time.milliseconds() - start
+        self.blocked_ms += (self.time.nanoseconds() - started_ns) / 1e6
 
     def _record_ip(self, listener: str, ip: str) -> None:
         rate = self.ip_rate(ip)
