@@ -47,13 +47,11 @@ import argparse
 import re
 import sys
 
-from .common import CliError
+from .common import CliError, admin_config
 
 NAME = "acls"
 SUMMARY = "add, remove and list ACLs of the broker's authorizer (like kafka-acls.sh)"
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
-DEFAULT_API_TIMEOUT_MS = 30000
 PATTERN_TYPES = ("literal", "prefixed", "any", "match")
 
 
@@ -285,17 +283,17 @@ def run(args) -> int:
             if any(not entries for entries in to_add.values()):
                 raise CliError("You must specify one of: --allow-principal, --deny-principal when trying to add "
                                "ACLs.")
-            with AdminClient(_admin_config(args)) as admin:
+            with AdminClient(admin_config(args, "kafkalog-acls")) as admin:
                 _add(admin, to_add)
                 _list(admin, args, pattern_type)
             return 0
         if args.remove:
             plan = filters_to_entries(args, pattern_type)
-            with AdminClient(_admin_config(args)) as admin:
+            with AdminClient(admin_config(args, "kafkalog-acls")) as admin:
                 _remove(admin, plan, args.force)
                 _list(admin, args, pattern_type)
             return 0
-        with AdminClient(_admin_config(args)) as admin:
+        with AdminClient(admin_config(args, "kafkalog-acls")) as admin:
             _list(admin, args, pattern_type, principals=[parse_principal(p) for p in args.principal])
         return 0
     except KafkaError as exc:
@@ -352,13 +350,3 @@ def _print_acls(by_pattern: dict) -> None:
             print(_block(f"Current ACLs for resource `{pattern}`", by_pattern[pattern]))
 
 
-def _admin_config(args) -> dict:
-    from broker.config import load_properties
-
-    config: dict = dict(load_properties(args.command_config)) if args.command_config else {}
-    if args.bootstrap_server:
-        config["bootstrap.servers"] = args.bootstrap_server
-    config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    config.setdefault("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
-    config.setdefault("client.id", "kafkalog-acls")
-    return config

@@ -11,6 +11,9 @@ Owns:
 - ``parse_key_value``: the one ``KEY=VALUE`` syntax of ``--config``, ``--override`` and
   friends, so that every subcommand reads them alike.
 - ``warn``: a non-fatal problem, one line on stderr: ``kafkalog <command>: warning: ...``.
+- ``admin_config``: the admin client settings of the admin tools (topics, configs, acls,
+  transactions): ``--command-config``'s properties, ``--bootstrap-server`` over them, else
+  ``DEFAULT_BOOTSTRAP``, and ``DEFAULT_API_TIMEOUT_MS``.
 - ``progress``: a byte-count progress bar (``rich``) on stderr for long commands. It shows
   only when the work exceeds ``PROGRESS_THRESHOLD_BYTES`` and stderr is a terminal while
   stdout is not (a terminal filling with output lines already shows progress, and the bar
@@ -31,7 +34,11 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-__all__ = ["CliError", "parse_key_value", "warn", "progress", "ByteProgress",
+DEFAULT_BOOTSTRAP = "localhost:9092"
+DEFAULT_API_TIMEOUT_MS = 30000
+
+__all__ = ["CliError", "parse_key_value", "warn", "admin_config", "DEFAULT_BOOTSTRAP", "DEFAULT_API_TIMEOUT_MS",
+           "progress", "ByteProgress",
            "PROGRESS_THRESHOLD_BYTES", "offset_progress", "OffsetProgress"]
 
 # A command that handles less than this finishes in a few seconds: no bar.
@@ -43,6 +50,20 @@ _REFRESH_BYTES = 1024 * 1024
 class CliError(Exception):
     """Bad input or a failed step of a subcommand; the message is one line for the user."""
 
+
+
+def admin_config(args, client_id: str) -> dict:
+    """The admin tools' client settings (module docstring); ``args`` has ``command_config``
+    and ``bootstrap_server``."""
+    from broker.config import load_properties
+
+    config: dict = dict(load_properties(args.command_config)) if args.command_config else {}
+    if args.bootstrap_server:
+        config["bootstrap.servers"] = args.bootstrap_server
+    config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
+    config.setdefault("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
+    config.setdefault("client.id", client_id)
+    return config
 
 def parse_key_value(item: str, option: str) -> tuple[str, str]:
     """``"k=v"`` -> ``("k", "v")``, keys and values stripped; ``CliError`` naming ``option``

@@ -33,13 +33,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from .common import CliError
+from .common import CliError, admin_config
 
 NAME = "configs"
 SUMMARY = "quotas, SCRAM credentials, client-metrics subscriptions, topic and broker configs (like kafka-configs.sh)"
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
-DEFAULT_API_TIMEOUT_MS = 30000
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -118,18 +116,6 @@ def scram_upsertion(user: str, mechanism: str, value: str):
     return ScramCredentialUpsertion(user, mechanism, fields["password"], iterations)
 
 
-def _admin_config(args) -> dict:
-    from broker.config import load_properties
-
-    config: dict = dict(load_properties(args.command_config)) if args.command_config else {}
-    if args.bootstrap_server:
-        config["bootstrap.servers"] = args.bootstrap_server
-    config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    config.setdefault("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
-    config.setdefault("client.id", "kafkalog-configs")
-    return config
-
-
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
               "connection_creation_rate")
 # --entity-type (Kafka's, plural; the singular is accepted) -> (quota entity type, what messages call it)
@@ -158,7 +144,7 @@ def run(args) -> int:
     if args.entity_name and args.entity_default:
         raise CliError("--entity-name and --entity-default are exclusive")
     try:
-        with AdminClient(_admin_config(args)) as admin:
+        with AdminClient(admin_config(args, "kafkalog-configs")) as admin:
             if entity_type in QUOTA_ENTITIES:
                 return _quotas(admin, args, entity_type)
             if entity_type == "client-metrics":

@@ -40,13 +40,11 @@ import argparse
 import re
 import sys
 
-from .common import CliError, parse_key_value, warn
+from .common import DEFAULT_BOOTSTRAP, CliError, admin_config, parse_key_value, warn
 
 NAME = "topics"
 SUMMARY = "create, list, describe, alter and delete topics (like kafka-topics.sh)"
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
-DEFAULT_API_TIMEOUT_MS = 30000
 _ACTIONS = ("create", "list", "describe", "alter", "delete")
 
 
@@ -114,18 +112,6 @@ def _configs(items: list[str], option: str) -> dict[str, str]:
     return out
 
 
-def _admin_config(args) -> dict:
-    from broker.config import load_properties
-
-    config: dict = dict(load_properties(args.command_config)) if args.command_config else {}
-    if args.bootstrap_server:
-        config["bootstrap.servers"] = args.bootstrap_server
-    config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    config.setdefault("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
-    config.setdefault("client.id", "kafkalog-topics")
-    return config
-
-
 def _matcher(pattern: str):
     """kafka-topics.sh's include list: a regex over the whole name, ',' = '|'."""
     regex = pattern.strip().strip("\"'").replace(",", "|")
@@ -156,7 +142,7 @@ def run(args) -> int:
     from broker.client.admin import AdminClient
 
     try:
-        with AdminClient(_admin_config(args)) as admin:
+        with AdminClient(admin_config(args, "kafkalog-topics")) as admin:
             if action == "create":
                 _create(admin, args, configs)
             elif action == "list":

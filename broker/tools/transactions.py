@@ -44,13 +44,11 @@ import argparse
 import contextlib
 import time
 
-from .common import CliError
+from .common import CliError, admin_config
 
 NAME = "transactions"
 SUMMARY = "list, describe, find and abort (hanging) transactions (like kafka-transactions.sh)"
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
-DEFAULT_API_TIMEOUT_MS = 30000
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
@@ -137,7 +135,7 @@ def run(args) -> int:
                 "abort": _abort, "find-hanging": _find_hanging}
     _check(args)
     try:
-        with AdminClient(_admin_config(args)) as admin:
+        with AdminClient(admin_config(args, "kafkalog-transactions")) as admin:
             commands[args.subcommand](admin, args)
     except KafkaError as exc:
         raise CliError(str(exc)) from None
@@ -278,13 +276,3 @@ def _filter_hanging(admin, candidates: list) -> list:
     return hanging
 
 
-def _admin_config(args) -> dict:
-    from broker.config import load_properties
-
-    config: dict = dict(load_properties(args.command_config)) if args.command_config else {}
-    if args.bootstrap_server:
-        config["bootstrap.servers"] = args.bootstrap_server
-    config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    config.setdefault("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
-    config.setdefault("client.id", "kafkalog-transactions")
-    return config
