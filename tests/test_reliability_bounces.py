@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from tests.support.soak import workload_row
 from tests.support.workload import Workload, free_port
 
 BOUNCES = 5 if os.environ.get("KAFKALOG_SOAK") else 2
@@ -42,5 +43,6 @@ def test_e1_e2_bounces_lose_nothing_acknowledged(broker_factory):
         e, t = w.finish()  # the final drain, then the verdicts (H1-H8) on both topics
     finally:
         w.close()
+    workload_row("E1/E2 bounces", 2 * BOUNCES, w, e, t, iterations=2 * BOUNCES)
     assert e.sends_ok > 1000 and t.sends_ok > 0
     assert "Traceback" not in broker.stderr_text()

@@ -44,6 +44,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.record.batch import encode_batch
 from tests.support.broker import RawClient
 from tests.support.fault_proxy import FaultProxy
+from tests.support.soak import workload_row
 from tests.support.workload import Workload, free_port, wait_for
 
 SOAK = bool(os.environ.get("KAFKALOG_SOAK"))
@@ -57,16 +58,6 @@ BROKER = {"flush.messages": "1", "group.initial.rebalance.delay.ms": "0", "offse
 REQUEST_TIMEOUT_MS = 5000
 PRODUCER = {"request.timeout.ms": REQUEST_TIMEOUT_MS, "socket.timeout.ms": REQUEST_TIMEOUT_MS}
 CONSUMER = {"socket.timeout.ms": REQUEST_TIMEOUT_MS}
-
-
-def _row(scenario: str, faults: int, w: Workload, e, t) -> None:
-    """One line of the soak table (shown with -s): scenario, faults, records checked, anomalies."""
-    tp = w.txn_producer
-    anomalies = sum(len(v) for r in (e, t) if r is not None for v in r.anomalies.values())
-    print(f"\n| {scenario} | faults {faults} | acked {e.sends_ok} idempotent + {t.sends_ok if t else 0} in "
-          f"{tp.committed_count if tp else 0} committed txns ({tp.aborted_count if tp else 0} aborted, "
-          f"{tp.unknown_count if tp else 0} unknown) | polled {e.values_polled} + {t.values_polled if t else 0} | "
-          f"anomalies {anomalies} |")
 
 
 def _assert_clean(broker) -> None:
@@ -93,7 +84,7 @@ def test_e3_pause_longer_than_request_timeout_loses_and_duplicates_nothing(broke
         e, t = w.finish()
     finally:
         w.close()
-    _row("E3 pause", pauses, w, e, t)
+    workload_row("E3 pause", pauses, w, e, t)
     assert e.sends_ok > 1000 and t.sends_ok > 0
     assert w.producer.errors == []  # nothing given up: every send acknowledged
     _assert_clean(broker)
@@ -123,7 +114,7 @@ def test_e4_partition_through_the_proxy_heals_without_a_client_restart(broker_fa
             e, t = w.finish()
         finally:
             w.close()
-        _row("E4 partition", 1, w, e, t)
+        workload_row("E4 partition", 1, w, e, t)
         assert proxy.connections > before  # the clients reconnected through the proxy
     assert e.sends_ok > 1000 and t.sends_ok > 0
     assert w.producer.errors == []
@@ -188,7 +179,7 @@ def test_e5_degraded_network_round_trip_loses_nothing(broker_factory):
             e, t = w.finish(drain_timeout=1200 if SOAK else 180)
         finally:
             w.close()
-        _row("E5 degraded", 1, w, e, t)
+        workload_row("E5 degraded", 1, w, e, t)
     assert e.sends_ok == n and e.values_polled == n
     assert t.sends_ok > 0
     _assert_clean(broker)
@@ -277,7 +268,7 @@ def test_e6_read_only_log_dir_goes_offline_and_acked_data_survives(broker_factor
     finally:
         w.close()
         _chattr("-i", broker.log_dir)
-    _row("E6 log dir", cycles, w, e, t)
+    workload_row("E6 log dir", cycles, w, e, t)
     assert acked_before > 0 and e.sends_ok > acked_before and t.sends_ok > 0
     assert all("log dir" in text and "is offline" in text for text in offline_logs)
     _assert_clean(broker)  # the restart loaded the directory without an error
