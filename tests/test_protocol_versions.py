@@ -31,7 +31,7 @@ EXPECTED = {
     ApiKey.OFFSET_COMMIT: (2, 9),  # v9: KIP-848
     ApiKey.OFFSET_FETCH: (1, 9),  # v9: KIP-848
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # transactions (issue 17); v2+ flexible
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),

@@ -302,3 +302,38 @@ def test_an_exhausted_epoch_moves_to_a_new_producer_id_after_the_markers(broker_
         assert txn.produce(topic, 0, [b"new-id"], version=12) == 0
         assert txn.end_v5(commit=True) == 0 and (txn.producer_id, txn.epoch) == (new_pid, 1)
         assert committed_values(fetch_partition(c, topic)) == [b"e32765", b"e32766", b"new-id"]
+
+
+def test_add_partitions_to_txn_v4_v5_verify_and_add_for_several_transactions(raw_client):
+    """KIP-890 part 1's verification path (the batched, broker-to-broker AddPartitionsToTxn):
+    verify_only answers which partitions are in each Ongoing transaction; without it the
+    partitions are added (the implicit add of transaction version 2)."""
+    c = raw_client()
+    topic = unique("verify")
+    create_topic(c, topic, partitions=3)
+    t1, t2 = RawTxn(c, unique("tid")), RawTxn(c, unique("tid"))
+    assert t1.init() == 0 and t2.init() == 0
+    assert t1.add(topic, 0) == 0
+
+    def batched(version: int, verify: bool, *txns_parts):
+        r = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, {"transactions": [
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "producer_epoch": epoch,
+             "verify_only": verify, "topics": [{"name": topic, "partitions": parts}]}
+            for t, epoch, parts in txns_parts]})
+        assert r.error_code == 0, r
+        return {res.transactional_id: {p.partition_index: p.partition_error_code
+                                       for tr in res.topic_results for p in tr.results_by_partition}
+                for res in r.results_by_transaction}
+
+    got = batched(4, True, (t1, t1.epoch, [0, 1]), (t2, t2.epoch, [2]))
+    assert got == {t1.transactional_id: {0: 0, 1: ErrorCode.INVALID_TXN_STATE},
+                   t2.transactional_id: {2: ErrorCode.INVALID_TXN_STATE}}
+    assert batched(5, True, (t1, t1.epoch, [1]))[t1.transactional_id] == {1: ErrorCode.TRANSACTION_ABORTABLE}
+    assert batched(5, True, (t1, t1.epoch + 1, [0]))[t1.transactional_id] == {0: ErrorCode.PRODUCER_FENCED}
+    # not verify_only: added, and t2's transaction starts
+    assert batched(5, False, (t1, t1.epoch, [1]), (t2, t2.epoch, [2])) == {
+        t1.transactional_id: {1: 0}, t2.transactional_id: {2: 0}}
+    assert batched(4, True, (t1, t1.epoch, [0, 1]), (t2, t2.epoch, [2])) == {
+        t1.transactional_id: {0: 0, 1: 0}, t2.transactional_id: {2: 0}}
+    assert describe(c, t2.transactional_id).transaction_state == "Ongoing"
+    assert t1.end(commit=False) == 0 and t2.end(commit=False) == 0

@@ -61,7 +61,7 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.DELETE_RECORDS, 0, 1),
     _api(ApiKey.INIT_PRODUCER_ID, 0, 4),  # v5 is KIP-890's TRANSACTION_ABORTABLE
     _api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3),
-    _api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),  # v4+: KIP-890 verification (broker to broker)
+    _api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5),  # v4+: KIP-890 verification (broker to broker)
     _api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
     _api(ApiKey.END_TXN, 0, 5),  # v4: TRANSACTION_ABORTABLE; v5: transaction version 2 (KIP-890)
     _api(ApiKey.WRITE_TXN_MARKERS, 0, 1),  # broker to broker; served for admin tools' abort

@@ -102,7 +102,7 @@ HANDLERS: dict[int, ApiHandler] = {
                                       list_offsets.delete_records_error_response, 0, 1),
     ApiKey.INIT_PRODUCER_ID: ApiHandler(txn.handle_init_producer_id, producer_id.error_response, 0, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(txn.handle_add_partitions_to_txn,
-                                             txn.add_partitions_to_txn_error_response, 0, 3),
+                                             txn.add_partitions_to_txn_error_response, 0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(txn.handle_add_offsets_to_txn, txn.add_offsets_to_txn_error_response,
                                           0, 3),
     ApiKey.END_TXN: ApiHandler(txn.handle_end_txn, txn.end_txn_error_response, 0, 5),

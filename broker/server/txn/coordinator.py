@@ -381,6 +381,18 @@ class TransactionCoordinator:
         new.txn_last_update_timestamp = now
         self._commit_state(md, new)
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """AddPartitionsToTxn v4+ with verify_only (KIP-890 part 1, a partition leader asking
+        before it appends a transactional batch): the partitions of ``partitions`` that are
+        NOT in the producer's Ongoing transaction; ApiError for the id as a whole."""
+        md = self._check(transactional_id, producer_id, producer_epoch)
+        with md.lock:
+            self._check_producer(md, producer_id, producer_epoch)
+            if md.state != S.ONGOING:
+                return set(partitions)
+            return partitions - md.partitions
+
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
         if self.group_coordinator is None:
             raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
