@@ -35,8 +35,8 @@ producer always has a full local queue, so the only thing between it and more by
 the throttle; payload bytes exclude the protocol's overhead (record and batch headers,
 about 2 percent with 1-KiB values in 16-KiB batches), which the broker counts.
 
-**Consumers: at most 1.05 x the quota; at least 0.85 x, not 0.95 x** (measured: kafka-
-python 0.96, confluent-kafka 0.92, with 16-KiB fetches). Kafka guarantees only the upper
+**Consumers: at most 1.05 x the quota; at least 0.8 x, not 0.95 x** (measured 0.88-0.96
+for kafka-python, 0.92 for confluent-kafka, with 16-KiB fetches). Kafka guarantees only the upper
 bound, and its own arithmetic (which the broker follows exactly: KafkaApis'
 handleFetchRequest and Rate.windowSize) costs a flat-out consumer throughput:
 
@@ -55,7 +55,8 @@ that fetches again as soon as it is allowed gives 0.98 x the quota with 16-KiB f
 window allows (``max_value_in_quota_window``: quota x (samples - 1) x window, the clamp
 librdkafka's 1-MB default fetch meets here). So the consumers fetch 16 KiB per partition
 (``max.partition.fetch.bytes``); librdkafka also waits out the throttle itself before its
-next fetch, on top of the broker's mute, which costs it a few percent more.
+next fetch, on top of the broker's mute, and kafka-python's fetcher tries a fetch during
+its own throttle pause and backs off after the failure: a few percent more each.
 
 These tests take ~25-30 s each (four of them, under 2.5 minutes).
 """
@@ -93,7 +94,7 @@ BATCH_SIZE = 16384  # both clients: kafka-python's default; librdkafka's default
 LOCAL_QUEUE_KB = 1024  # the producers' local buffer: full all the time, drained in ~3 s
 FETCH_BYTES = 16384  # the consumers' max.partition.fetch.bytes (see the module docstring)
 TOLERANCE = 0.05
-CONSUMER_FLOOR = 0.85  # a flat-out consumer's lower bound (see the module docstring)
+CONSUMER_FLOOR = 0.8  # a flat-out consumer's lower bound (see the module docstring)
 CONN_RE = re.compile(r"connection (\S+) client_id='([^']*)': api_key=(\d+) ")
 
 
@@ -191,8 +192,10 @@ def fill(broker, topic: str, n: int, tag: str) -> list[bytes]:
 
 class KafkaLogCapture(logging.Handler):
     """kafka-python's own log: its warnings and errors (a lost or timed-out connection
-    logs one), apart from the throttle notices (``... throttled by broker (N ms)``: the
-    client honouring ``throttle_time_ms``), which are counted."""
+    logs one), apart from the throttle notices, which are counted: ``... throttled by
+    broker (N ms)`` (the client honouring ``throttle_time_ms`` by pausing the connection)
+    and its fetcher's ``NodeNotReadyError: Node paused: {'throttle'}`` (a fetch it tried
+    to send during that pause, failed inside the client: nothing reaches the network)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -201,7 +204,7 @@ class KafkaLogCapture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
-        if "throttled by broker" in text:
+        if "throttled by broker" in text or "Node paused: {'throttle'}" in text:
             self.throttles += 1
         elif record.levelno >= logging.WARNING:
             self.problems.append(f"{record.name}: {text}")
