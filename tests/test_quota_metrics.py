@@ -244,3 +244,53 @@ def test_running_total_and_cached_oldest_match_a_plain_walk():
                 rate.record(cfg, value, now)
 
     check()
+
+
+def test_record_rate_is_record_with_the_check():
+    """Sensor.record_rate (the client quotas' hot path) keeps exactly the state and the
+    verdicts of Sensor.record(value, now, True) then Rate.measure, over random records,
+    gaps, negative values (the fetch un-record) and violations (hypothesis)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 3000), st.floats(-1e4, 1e5, allow_nan=False)), max_size=60))
+    def check(steps):
+        clock = MockTime()
+        fast, _ = byte_rate_sensor(Metrics(time=clock), 20_000)
+        plain, plain_rate = byte_rate_sensor(Metrics(time=clock), 20_000)
+        assert fast.rate_only
+        now = clock.milliseconds()
+        for gap, value in steps:
+            now += gap
+            try:
+                got = fast.record_rate(value, now)
+                fast_error = None
+            except QuotaViolationError as e:
+                got, fast_error = e.value, e
+            try:
+                plain.record(value, now, True)
+                plain_error = None
+            except QuotaViolationError as e:
+                plain_error = e
+            assert got == pytest.approx(plain_rate.measure(now))
+            assert (fast_error is None) == (plain_error is None)
+            if fast_error is not None:
+                assert throttle_time(fast_error, now) == throttle_time(plain_error, now)
+            assert fast.last_record_time_ms == plain.last_record_time_ms == now
+
+    check()
+
+
+def test_record_rate_applies_only_to_a_lone_rate_without_parents():
+    metrics = Metrics(time=MockTime())
+    parent = metrics.sensor("parent")
+    child = metrics.sensor("child", QUOTA_CONFIG, parents=[parent])
+    child.add(MetricName.of("r", "g"), Rate())
+    two = metrics.sensor("two", QUOTA_CONFIG)
+    two.add(MetricName.of("r2", "g"), Rate())
+    assert two.rate_only
+    two.add(MetricName.of("m2", "g"), Max())
+    counts = metrics.sensor("counts", QUOTA_CONFIG)
+    counts.add(MetricName.of("c", "g"), Rate(WindowedCount()))
+    assert not child.rate_only and not two.rate_only and not counts.rate_only

@@ -66,7 +66,7 @@ def record_produce(state: ServerState, ctx: RequestContext, request_bytes: int) 
     if quotas is None:
         return 0
     produce = quotas.produce
-    if not produce.quotas_enabled():
+    if not produce.quota_types_enabled:  # NO_QUOTAS: nothing is recorded
         return 0
     ms = produce.record_and_get_throttle_time_ms(ctx.extra.get("user") or ANONYMOUS, ctx.header.client_id or "",
                                                  request_bytes)
@@ -106,7 +106,7 @@ def request_throttle(state: ServerState, ctx: RequestContext) -> int:
         return 0
     extra[REQUEST_DONE] = True
     request = quotas.request
-    if not request.quotas_enabled():
+    if not request.quota_types_enabled:
         return 0
     now = time.perf_counter_ns()
     elapsed = now - extra.get(START_NS, now)

@@ -19,7 +19,9 @@ its reaper.
   derived without a lookup; with several, the eight-level probe decides. With no quota at
   all (``NO_QUOTAS``), ``maybe_record_and_get_throttle_time_ms`` does nothing.
 * **Recording:** ``record_and_get_throttle_time_ms`` records the value into the entity's
-  Rate and returns 0, or the throttle ``X = (O - T) / T * W`` (metrics.throttle_time); the
+  Rate (one dict lookup of (user, client id) to the sensor's ``record_rate``, cached until
+  the limits change or sensors expire) and returns 0, or the throttle ``X = (O - T) / T *
+  W`` (metrics.throttle_time); the
   REQUEST quota caps it at one window. ``unrecord_quota_sensor`` subtracts a value (a
   throttled fetch answered empty). ``max_value_in_quota_window`` is ``limit * (samples - 1)
   * window_seconds``: the fetch size to clamp to.
@@ -42,6 +44,7 @@ import heapq
 import itertools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
@@ -141,6 +144,10 @@ class ClientQuotaManager:
         # (user, client id) -> its sensors: the hot path's lookup; cleared whenever the limits
         # change (the tags, so the sensors, of a client may change) or sensors expire
         self._cache: dict[tuple[str, str], ClientSensors] = {}
+        # (user, client id) -> how to record into its quota sensor with the check
+        # (Sensor.record_rate when the sensor is rate_only): the produce / request hot path's
+        # one lookup, cleared with _cache
+        self._recorders: dict[tuple[str, str], Callable[[float, int], object]] = {}
         self._type_name = quota_type.value
 
     # -- limits ------------------------------------------------------------------------------
@@ -167,6 +174,7 @@ class ClientQuotaManager:
                     self._active[level] = self._active.get(level, 0) + 1
             self._quotas = quotas
             self._cache = {}
+            self._recorders = {}
             enabled = NO_QUOTAS
             for lvl, count in self._active.items():
                 if count > 0:
@@ -280,12 +288,22 @@ class ClientQuotaManager:
             self._cache[(user, client_id)] = sensors
         return sensors
 
+    def _recorder(self, user: str, client_id: str) -> Callable[[float, int], object]:
+        sensor = self._sensors(user, client_id).quota_sensor
+        if sensor.rate_only:
+            record = sensor.record_rate
+        else:
+            def record(value: float, now: int) -> None:
+                sensor.record(value, now, True)
+        self._recorders[(user, client_id)] = record
+        return record
+
     def record_and_get_throttle_time_ms(self, user: str, client_id: str, value: float,
                                         time_ms: int | None = None) -> int:
         now = self.time.milliseconds() if time_ms is None else time_ms
-        sensors = self._cache.get((user, client_id)) or self._sensors(user, client_id)
+        record = self._recorders.get((user, client_id)) or self._recorder(user, client_id)
         try:
-            sensors.quota_sensor.record(value, now, True)
+            record(value, now)
         except QuotaViolationError as e:
             if self.max_throttle_time_ms is not None:
                 return max(0, bounded_throttle_time(e, now, self.max_throttle_time_ms))
@@ -336,6 +354,7 @@ class ClientQuotaManager:
             self._sensor_tags.pop(name, None)
         if gone:
             self._cache = {}
+            self._recorders = {}
         return gone
 
     def start(self) -> None:
