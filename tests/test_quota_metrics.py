@@ -261,6 +261,7 @@ def test_record_rate_is_record_with_the_check():
         plain, plain_rate = byte_rate_sensor(Metrics(time=clock), 20_000)
         assert fast.rate_only
         now = clock.milliseconds()
+        skipped: list[int] = []
         for gap, value in steps:
             now += gap
             try:
@@ -273,13 +274,29 @@ def test_record_rate_is_record_with_the_check():
                 plain_error = None
             except QuotaViolationError as e:
                 plain_error = e
-            assert got == pytest.approx(plain_rate.measure(now))
+            if got is None:  # not measured: certainly within the quota
+                assert plain_rate.measure(now) <= 20_000
+                skipped.append(now)
+            else:
+                assert got == pytest.approx(plain_rate.measure(now))
             assert (fast_error is None) == (plain_error is None)
             if fast_error is not None:
                 assert throttle_time(fast_error, now) == throttle_time(plain_error, now)
             assert fast.last_record_time_ms == plain.last_record_time_ms == now
+        # the windows' state is the same either way (the next measure purges)
+        assert plain_rate.measure(now) == pytest.approx(fast.metrics[0].measure(now))
 
     check()
+    # the shortcut's edge: at most bound x (samples - 1) x window is within the quota
+    clock = MockTime()
+    sensor, rate = byte_rate_sensor(Metrics(time=clock), 100)
+    now = clock.milliseconds()
+    assert sensor.record_rate(999, now) is None  # 999 <= 100 B/s x 10 s: not measured
+    assert sensor.record_rate(1, now) == pytest.approx(100.0)  # 1000 B: measured, exactly at the quota
+    with pytest.raises(QuotaViolationError):
+        sensor.record_rate(1, now)
+    sensor.reconfigure(QUOTA_CONFIG.with_quota(Quota.upper_bound(1000)))  # a new limit: a new bound
+    assert sensor.record_rate(1, now) is None
 
 
 def test_record_rate_applies_only_to_a_lone_rate_without_parents():

@@ -499,6 +499,8 @@ class Sensor:
         self.parents = tuple(parents)
         self.metrics: list[KafkaMetric] = []
         self.rate_only = False  # record_rate applies (set by add)
+        self._fast_config: MetricConfig | None = None  # the config _safe_total was computed for
+        self._safe_total = -math.inf
         self.lock = threading.RLock()
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
         self.last_record_time_ms = registry.time.milliseconds()
@@ -512,28 +514,36 @@ class Sensor:
         self.registry._register(metric)
         return metric
 
-    def record_rate(self, value: float, now: int) -> float:
+    def record_rate(self, value: float, now: int) -> float | None:
         """``record(value, now, True)`` for a sensor that is ``rate_only`` (its one metric a
-        Rate over a WindowedSum, no parents: a client quota sensor), returning the rate
-        after the record. The client quotas' hot path (two per request with quotas on):
-        ``Rate.record_and_measure`` inlined, the same arithmetic, under one lock."""
+        Rate over a WindowedSum, no parents: a client quota sensor): the client quotas' hot
+        path (two per request with quotas on), ``Rate.record_and_measure`` inlined under one
+        lock. Returns the rate after the record, or None when the windows' total is at most
+        ``bound x (samples - 1) x window``: the padded window is never shorter than
+        samples - 1 windows, so the rate is then within an upper-bound quota whatever the
+        elapsed time, and is not computed (the purge of expired windows is left to the next
+        measure, which always purges first: the verdicts are the same)."""
         with self.lock:
             self.last_record_time_ms = now
             metric = self.metrics[0]
             config = metric.config
-            rate = metric.stat
-            stat = rate.stat
+            if config is not self._fast_config:
+                self._configure_fast(config)
+            stat = metric.stat.stat
             samples = stat.samples
-            window_ms = config.time_window_ms
             if samples:
                 sample = samples[stat.current]
-                if now - sample.last_window_ms >= window_ms or sample.event_count >= config.event_window:
+                if now - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
                     sample = stat._advance(config, now)
             else:
                 sample = stat.current_sample(now)
             sample.value += value
-            stat.total += value
+            total = stat.total + value
+            stat.total = total
             sample.event_count += 1
+            if total <= self._safe_total:
+                return None
+            window_ms = config.time_window_ms
             oldest = stat._oldest_ms if not stat._dirty else stat.oldest_start(now)
             n = config.samples
             if now - oldest >= n * window_ms:
@@ -543,11 +553,21 @@ class Sensor:
             full_windows = elapsed // window_ms
             if full_windows < n - 1:
                 elapsed += (n - 1 - full_windows) * window_ms
-            measured = stat.total / (max(int(elapsed), 1) / rate.unit_ms)
+            measured = stat.total / (max(int(elapsed), 1) / metric.stat.unit_ms)
             quota = config.quota
             if quota is not None and not (measured <= quota.bound if quota.upper else measured >= quota.bound):
                 raise QuotaViolationError(metric, measured, quota.bound)
             return measured
+
+    def _configure_fast(self, config: MetricConfig) -> None:
+        """``record_rate``'s bound for ``config`` (recomputed when the config is replaced)."""
+        quota = config.quota
+        rate = self.metrics[0].stat
+        if quota is None or not quota.upper or config.samples < 2:
+            self._safe_total = -math.inf  # always measured
+        else:  # a hair under, so that float rounding can never turn "at most" into "over"
+            self._safe_total = quota.bound * (config.samples - 1) * config.time_window_ms / rate.unit_ms * (1 - 1e-9)
+        self._fast_config = config
 
     def record(self, value: float = 1.0, time_ms: int | None = None, check_quotas: bool = True) -> None:
         """Record ``value`` into every stat (then the parents'); with ``check_quotas``,
