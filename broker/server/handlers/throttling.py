@@ -18,8 +18,9 @@ Owns the per-request decisions, made on the request's own thread:
   in Kafka, and acks=0 produce) records the time it spent on its handler thread (wall
   time from its decoding to its response, as Kafka's requestThreadTimeNanos; a Fetch's
   long-poll wait included) as a percentage of one second
-  (``NANOS_TO_PERCENTAGE_PER_SECOND``) against the REQUEST quota (``KafkaApis`` calls
-  ``request_throttle`` after the handler).
+  (``NANOS_TO_PERCENTAGE_PER_SECOND``) against the REQUEST quota, once: ``record_fetch``
+  through ``request_throttle``, every other request in ``finish`` (which ``KafkaApis``
+  calls after the handler; the same steps inlined, as it runs for every request).
 * **Controller mutations** (KIP-599): CreateTopics, CreatePartitions and DeleteTopics
   record the partitions they create or delete against the entity's token bucket
   (``mutation_quota``): from the strict versions an exhausted bucket refuses a topic with
@@ -138,11 +139,21 @@ def note_mutation(state: ServerState, ctx: RequestContext, quota: Any) -> int:
 def finish(state: ServerState, ctx: RequestContext, conn: Any, response: Any, exempt: bool = False) -> None:
     """After the handler: the request quota, then the largest throttle into the response
     and onto the connection (see the module docstring)."""
-    if state.quotas is None:
+    quotas = state.quotas
+    if quotas is None:
         return
-    if not exempt:
-        request_throttle(state, ctx)
-    throttles = ctx.extra.get(THROTTLES)
+    extra = ctx.extra
+    if not exempt and not extra.get(REQUEST_DONE):  # request_throttle's work, inlined (every request)
+        extra[REQUEST_DONE] = True
+        request = quotas.request
+        if request.quota_types_enabled and ctx.header.api_key not in EXEMPT_APIS:
+            now = time.perf_counter_ns()
+            ms = request.record_and_get_throttle_time_ms(
+                extra.get("user") or ANONYMOUS, ctx.header.client_id or "",
+                (now - extra.get(START_NS, now)) * NANOS_TO_PERCENTAGE_PER_SECOND)
+            if ms > 0:
+                _note(ctx, request, ms)
+    throttles = extra.get(THROTTLES)
     if not throttles:
         return
     manager, ms = max(throttles, key=lambda t: t[1])

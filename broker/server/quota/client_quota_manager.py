@@ -70,11 +70,6 @@ from .metrics import (
 log = logging.getLogger(__name__)
 
 
-def _system_ms() -> int:
-    """``SystemTime.milliseconds``, as a plain function."""
-    return _time_ns() // 1_000_000
-
-
 DEFAULT = "<default>"
 USER_TAG = "user"
 CLIENT_ID_TAG = "client-id"
@@ -140,8 +135,8 @@ class ClientQuotaManager:
         self.metrics = metrics
         self.quota_type = quota_type
         self.time = time or metrics.time
-        # the system clock read without the Time object's call (the hot path's one clock read)
-        self._now_ms = _system_ms if type(self.time) is SystemTime else self.time.milliseconds
+        # the hot path reads the system clock itself (SystemTime.milliseconds, without the call)
+        self._system_clock = type(self.time) is SystemTime
         self._lock = threading.Lock()
         self._quotas: dict[QuotaEntity, float] = {}
         self._active: dict[int, int] = {}
@@ -310,7 +305,12 @@ class ClientQuotaManager:
 
     def record_and_get_throttle_time_ms(self, user: str, client_id: str, value: float,
                                         time_ms: int | None = None) -> int:
-        now = self._now_ms() if time_ms is None else time_ms
+        if time_ms is not None:
+            now = time_ms
+        elif self._system_clock:
+            now = _time_ns() // 1_000_000
+        else:
+            now = self.time.milliseconds()
         record = self._recorders.get((user, client_id)) or self._recorder(user, client_id)
         try:
             record(value, now)
