@@ -499,8 +499,14 @@ class Sensor:
         self.parents = tuple(parents)
         self.metrics: list[KafkaMetric] = []
         self.rate_only = False  # record_rate applies (set by add)
-        self._fast_config: MetricConfig | None = None  # the config _safe_total was computed for
+        # record_rate's state (rate_only sensors): the metric, its WindowedSum, and what it
+        # derives from the config (recomputed when the config object is replaced)
+        self._rate_metric: KafkaMetric | None = None
+        self._rate_stat: WindowedSum | None = None
+        self._fast_config: MetricConfig | None = None
         self._safe_total = -math.inf
+        self._window_ms = 1
+        self._event_window = 1
         self.lock = threading.RLock()
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
         self.last_record_time_ms = registry.time.milliseconds()
@@ -511,6 +517,9 @@ class Sensor:
             self.metrics.append(metric)
             self.rate_only = (len(self.metrics) == 1 and not self.parents and type(stat) is Rate
                               and type(stat.stat) is WindowedSum)
+            if self.rate_only:
+                self._rate_metric = metric
+                self._rate_stat = stat.stat
         self.registry._register(metric)
         return metric
 
@@ -525,15 +534,15 @@ class Sensor:
         measure, which always purges first: the verdicts are the same)."""
         with self.lock:
             self.last_record_time_ms = now
-            metric = self.metrics[0]
+            metric = self._rate_metric
             config = metric.config
             if config is not self._fast_config:
                 self._configure_fast(config)
-            stat = metric.stat.stat
+            stat = self._rate_stat
             samples = stat.samples
             if samples:
                 sample = samples[stat.current]
-                if now - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
+                if now - sample.last_window_ms >= self._window_ms or sample.event_count >= self._event_window:
                     sample = stat._advance(config, now)
             else:
                 sample = stat.current_sample(now)
@@ -567,6 +576,8 @@ class Sensor:
             self._safe_total = -math.inf  # always measured
         else:  # a hair under, so that float rounding can never turn "at most" into "over"
             self._safe_total = quota.bound * (config.samples - 1) * config.time_window_ms / rate.unit_ms * (1 - 1e-9)
+        self._window_ms = config.time_window_ms
+        self._event_window = config.event_window
         self._fast_config = config
 
     def record(self, value: float = 1.0, time_ms: int | None = None, check_quotas: bool = True) -> None:
