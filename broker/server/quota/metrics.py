@@ -29,7 +29,9 @@ Owns:
   record and expires after ``inactive_sensor_expiration_ms`` without one. A sensor whose
   one metric is a Rate over a WindowedSum, without parents (``rate_only``: every client
   quota sensor), also has ``record_rate``: the same record-then-check with the Rate's
-  arithmetic inlined under one lock acquisition (the produce / request hot path).
+  arithmetic inlined under one lock acquisition (the produce / request hot path), which
+  skips computing the rate while the windows' total is at most ``bound x (samples - 1) x
+  window`` (the padded window is never shorter, so the verdict is "within").
 * ``Metrics``: the registry (sensors by name, metrics by ``MetricName``), the default
   config, expiry of inactive sensors (``remove_expired_sensors``).
 * The throttle-time arithmetic of ``QuotaUtils``: ``throttle_time`` is
