@@ -13,7 +13,9 @@ it down longer than the sink's delivery timeout, so that tasks fail and the quer
 them. Each bounce is timed to find a sink task mid-write: with exactlyOnce, when an open
 transaction holds records in the output log (high watermark above the last stable
 offset); without, when the output log grew while Spark's commit log did not (after a
-bounded wait it bounces anyway: "unaligned" in the report). A query that fails is
+bounded wait it bounces anyway: "unaligned" in the report); in the long version every
+third bounce is not timed ("at once": the next micro-batch is being planned or read, so
+the source's offset requests and fetches meet it). A query that fails is
 restarted from its checkpoint, as a user would, until it has read all its input.
 
 Then the output topic is read with two read_committed readers (confluent-kafka, and the
@@ -71,10 +73,12 @@ SINK_PRODUCER = {"batch.size": "256", "linger.ms": "0", "request.timeout.ms": "3
 LONG_DOWN_S = 10.0
 
 
-def _bounce_kind(i: int) -> tuple[bool, float]:
-    """Bounce i: (hard, seconds down). SIGKILL first, then alternately SIGTERM; bounces 1,
-    2 (mod 4) are long: 2 bounces = a quick SIGKILL and a long SIGTERM."""
-    return i % 2 == 0, LONG_DOWN_S if i % 4 in (1, 2) else 0.0
+def _bounce_kind(i: int) -> tuple[bool, float, bool]:
+    """Bounce i: (hard, seconds down, timed mid-write). SIGKILL first, then alternately
+    SIGTERM; bounces 1, 2 (mod 4) are long; every third from the third on is not timed (it
+    happens as soon as the micro-batch count is reached: the next micro-batch is being
+    planned or read). 2 bounces = a quick SIGKILL and a long SIGTERM, both mid-write."""
+    return i % 2 == 0, LONG_DOWN_S if i % 4 in (1, 2) else 0.0, i % 3 != 2
 
 BROKER = {"flush.messages": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
           "transaction.state.log.num.partitions": "3", "num.partitions": str(PARTITIONS)}
@@ -145,7 +149,8 @@ class _Run:
         self.source, self.sink, self.exactly_once = source, sink, exactly_once
         self.starts = 0
         self.failures: list[str] = []
-        # (committed micro-batches then, SIGKILL/SIGTERM, "mid-write" or "unaligned")
+        # (committed micro-batches then, SIGKILL/SIGTERM [long], "mid-write", "at once" or
+        # "unaligned")
         self.bounces: list[tuple[int, str, str]] = []
 
     def start(self):
@@ -188,14 +193,14 @@ class _Run:
                 if pending and done >= pending[0]:
                     if armed is None:
                         armed, armed_at = (done, ends.get("read_uncommitted") or [0] * PARTITIONS), time.monotonic()
-                    aligned = self._mid_write(ends, armed)
-                    if aligned or time.monotonic() - armed_at > ALIGN_WAIT_S:
+                    hard, down_s, timed = _bounce_kind(len(self.bounces))
+                    aligned = timed and self._mid_write(ends, armed)
+                    if aligned or not timed or time.monotonic() - armed_at > ALIGN_WAIT_S:
                         pending.pop(0)
                         armed = None
-                        hard, down_s = _bounce_kind(len(self.bounces))
                         _bounce(self.broker, hard, down_s)
                         self.bounces.append((done, ("SIGKILL" if hard else "SIGTERM") + (" long" if down_s else ""),
-                                             "mid-write" if aligned else "unaligned"))
+                                             "mid-write" if aligned else "at once" if not timed else "unaligned"))
                 if not q.isActive:
                     error = q.exception()
                     if error is None and not pending:
@@ -228,6 +233,22 @@ def _read_output(spark, broker, topic: str, expect: int | None) -> tuple[Counter
     return ck, Counter(r.v for r in rows)
 
 
+def _open_transactions(broker, topic: str) -> list[tuple[int, int]]:
+    """(high watermark, last stable offset) of every output partition, once they agree
+    (no transaction left open: the replays aborted what failed attempts left) or after a
+    bounded wait (the last EndTxn's markers may still be on their way)."""
+    ends = _EndOffsets(broker.bootstrap, topic)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            hwm, lso = ends.get("read_uncommitted"), ends.get("read_committed")
+            if hwm is not None and hwm == lso or time.monotonic() > deadline:
+                return list(zip(hwm or [], lso or []))
+            time.sleep(0.1)
+    finally:
+        ends.close()
+
+
 def _broker_tracebacks(broker) -> list[str]:
     return [p.name for p in sorted(broker.workdir.glob(f"{broker.name}-*.err"))
             if "Traceback" in p.read_text(errors="replace")]
@@ -247,6 +268,7 @@ def test_stream_kafkalog_to_kafkalog_under_broker_bounces(spark, broker_factory,
     run = _Run(spark, broker, source, sink, tmp_path / "chk", exactly_once)
     run.run()
 
+    ends = _open_transactions(broker, sink)
     got, via_spark = _read_output(spark, broker, sink, expect=RECORDS if exactly_once else None)
     lost = sorted(set(expected) - set(got))
     foreign = sorted(set(got) - set(expected))
@@ -269,4 +291,5 @@ def test_stream_kafkalog_to_kafkalog_under_broker_bounces(spark, broker_factory,
     else:
         assert set(got) == set(expected)  # duplicates only, of input values (foreign checked)
     assert via_spark == got  # the two read_committed readers agree
+    assert all(h == s for h, s in ends) and ends, f"a transaction left open: (HWM, LSO) {ends}"
     assert _broker_tracebacks(broker) == []
