@@ -62,12 +62,13 @@ BOUNCE_AT = [2 + i * (RECORDS // PER_TRIGGER * 2 // 3 - 2) // BOUNCES for i in r
 RUN_BUDGET_S = 1500 if SOAK else 330  # the whole run, restarts included (a bound, not a check)
 # How long an armed bounce waits for a sink task to be mid-write before bouncing anyway.
 ALIGN_WAIT_S = 30
+BROKER = {"flush.messages": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
+          "transaction.state.log.num.partitions": "3", "num.partitions": str(PARTITIONS)}
 # Small record batches: a task's 50 rows go out in several Produce requests (each fsynced
 # by the broker: flush.messages=1), which widens the window in which a bounce finds it
-# mid-write.
-# delivery.timeout.ms: a task whose records cannot be delivered fails within seconds (a
-# "long" bounce keeps the broker down longer than that, so the query fails and is
-# restarted from its checkpoint).
+# mid-write. delivery.timeout.ms: a task whose records cannot be delivered fails within
+# seconds (a "long" bounce keeps the broker down longer than that, so that tasks fail, the
+# query with them, and it is restarted from its checkpoint).
 SINK_PRODUCER = {"batch.size": "256", "linger.ms": "0", "request.timeout.ms": "3000",
                  "delivery.timeout.ms": "6000"}
 LONG_DOWN_S = 10.0
@@ -80,8 +81,6 @@ def _bounce_kind(i: int) -> tuple[bool, float, bool]:
     planned or read). 2 bounces = a quick SIGKILL and a long SIGTERM, both mid-write."""
     return i % 2 == 0, LONG_DOWN_S if i % 4 in (1, 2) else 0.0, i % 3 != 2
 
-BROKER = {"flush.messages": "1", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
-          "transaction.state.log.num.partitions": "3", "num.partitions": str(PARTITIONS)}
 
 
 def _create_topics(broker, *topics: str) -> None:
