@@ -26,7 +26,12 @@ Then the output topic is read with two read_committed readers (confluent-kafka, 
 * without it (at-least-once, RELIABILITY.md C1): ``set(output) == set(input)`` and every
   duplicate is an input value; the duplicates are counted and reported.
 
-And the broker wrote no traceback in any of its runs. Each scenario prints its row of the
+And the broker wrote no traceback in any of its runs.
+
+A second scenario simulates a single machine's crash with exactlyOnce: the broker is
+SIGKILLed after the query committed everything in the sink, and Spark's commit log loses
+its last entry; the restarted query replays that micro-batch, which must write nothing
+(its marker offsets are read back from the recovered ``__consumer_offsets``). Each scenario prints its row of the
 ``make soak`` table (``tests.support.soak``): iterations and faults = bounces, records =
 output records checked, anomalies = lost + foreign (+ duplicates with exactlyOnce), the
 detail lists the bounces and the query restarts. ``make test`` runs 2 bounces over 1200
@@ -151,6 +156,7 @@ class _Run:
         # (committed micro-batches then, SIGKILL/SIGTERM [long], "mid-write", "at once" or
         # "unaligned")
         self.bounces: list[tuple[int, str, str]] = []
+        self.progress: list[dict] = []
 
     def start(self):
         self.starts += 1
@@ -177,10 +183,11 @@ class _Run:
             return lso is not None and any(h > s for h, s in zip(hwm, lso))
         return sum(hwm) > sum(armed[1]) and _committed_batches(self.checkpoint) == armed[0]
 
-    def run(self) -> None:
+    def run(self, bounce_at: list[int] = BOUNCE_AT) -> None:
         """Until the query ends without an error after every bounce (AvailableNow: it has
-        then read everything the input held when it started, which is all of it)."""
-        pending = list(BOUNCE_AT)
+        then read everything the input held when it started, which is all of it); the
+        last run's progress reports are kept (``progress``)."""
+        pending = list(bounce_at)
         armed: tuple[int, list[int]] | None = None  # (committed micro-batches, end offsets) when armed
         armed_at = 0.0
         ends = _EndOffsets(self.broker.bootstrap, self.sink)
@@ -203,6 +210,7 @@ class _Run:
                 if not q.isActive:
                     error = q.exception()
                     if error is None and not pending:
+                        self.progress = q.recentProgress
                         return
                     if error is not None:
                         self.failures.append(str(error)[:3000])
@@ -290,5 +298,42 @@ def test_stream_kafkalog_to_kafkalog_under_broker_bounces(spark, broker_factory,
     else:
         assert set(got) == set(expected)  # duplicates only, of input values (foreign checked)
     assert via_spark == got  # the two read_committed readers agree
+    assert all(h == s for h, s in ends) and ends, f"a transaction left open: (HWM, LSO) {ends}"
+    assert _broker_tracebacks(broker) == []
+
+
+def test_exactly_once_replay_after_the_broker_and_the_driver_die_together(spark, broker_factory, tmp_path):
+    """A single machine's crash, simulated (E2 with the Spark driver on the same node): the
+    query has committed every micro-batch in the sink, then the broker is SIGKILLed and
+    Spark's commit log loses its last entry (the driver died between the sink's commit and
+    its own). After the broker's restart the query is restarted from its checkpoint: Spark
+    replays that micro-batch, whose tasks must find their transactions committed in the
+    marker groups (read back from the broker's recovered ``__consumer_offsets``, written
+    as transactional offset commits) and write nothing: every value exactly once."""
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", **BROKER})
+    tag = uuid.uuid4().hex[:6]
+    source, sink = f"spark-crash-in-{tag}", f"spark-crash-out-{tag}"
+    _create_topics(broker, source, sink)
+    expected = Counter(_fill(broker, source))
+    run = _Run(spark, broker, source, sink, tmp_path / "chk", exactly_once=True)
+    run.run(bounce_at=[])
+    last = _committed_batches(run.checkpoint) - 1
+
+    broker.kill()
+    (run.checkpoint / "commits" / str(last)).unlink()
+    (run.checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    broker.start()
+    run.run(bounce_at=[])
+
+    replayed = [p for p in run.progress if p["batchId"] == last]
+    ends = _open_transactions(broker, sink)
+    got, via_spark = _read_output(spark, broker, sink, expect=RECORDS)
+    anomalies = sum(abs(got[v] - expected[v]) for v in set(got) | set(expected))
+    soak_row("Spark stream exactlyOnce replay after broker SIGKILL", 1, 1, sum(got.values()), anomalies,
+             f"micro-batch {last} replayed with {replayed[0]['numInputRows'] if replayed else 0} rows; "
+             f"{len(expected)} in, {sum(got.values())} out")
+    assert replayed and replayed[0]["numInputRows"] > 0, run.progress  # Spark did replay it
+    assert got == expected, {v: c for v, c in got.items() if c != 1}
+    assert via_spark == got
     assert all(h == s for h, s in ends) and ends, f"a transaction left open: (HWM, LSO) {ends}"
     assert _broker_tracebacks(broker) == []
