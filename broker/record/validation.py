@@ -37,7 +37,9 @@ stream with its key, value and header bytes skipped, never held. The whole outpu
 counted against ``max_decompressed`` (the caller's budget): past it, ``RecordTooLargeError``
 as soon as the output passes it. Memory stays at about one chunk plus one buffered record
 plus the decompressor's own state (zstd's window: at most 128 MiB, the library's and
-zstd-jni's default limit, usually 1-8 MiB; a snappy block: at most about 32x its input),
+zstd-jni's default limit, usually 1-8 MiB, reserved from the process-wide budget of
+``codecs.DECOMPRESSION_IN_FLIGHT`` and not kept by the connection's thread afterwards; a
+snappy block: at most about 32x its input),
 whatever the ratio. Stricter than ``codecs.decompress`` on purpose: trailing bytes after
 the last gzip member and a second lz4 frame are refused (Java's lz4 stream stops at the
 first frame, and Python's gzip refuses trailing garbage, so some consumer would not read
@@ -47,8 +49,8 @@ Errors (``broker.record.errors``): ``CorruptRecordError`` (or ``DecompressionErr
 anything that does not parse, ``InvalidRecordError`` with ``batch_index`` for an offset
 delta out of order, ``RecordTooLargeError`` over budget.
 
-Thread-safety: pure functions; decompressor objects are per call (zstd's context is the
-per-thread one of ``codecs``).
+Thread-safety: pure functions; decompressor objects are per call (zstd's context is lent
+by ``codecs``' pool for the call).
 """
 
 from __future__ import annotations
@@ -642,10 +644,17 @@ def _snappy_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
         if blocks[0][1] > budget:
             raise RecordTooLargeError(f"snappy: decompressed records exceed the budget of {budget} bytes")
     for block, length in blocks:
-        out = bytearray(length)
-        if cramjam.snappy.decompress_raw_into(block, out) != length:
-            raise DecompressionError("snappy: block shorter than its length preamble")
-        yield bytes(out)
+        # the block is decoded whole (up to ~21x its input): reserved from the process-wide
+        # budget of codecs (as zstd windows are), and handed on without a copy
+        codecs._zstd_contexts.reserve(length)
+        try:
+            out = bytearray(length)
+            if cramjam.snappy.decompress_raw_into(block, out) != length:
+                raise DecompressionError("snappy: block shorter than its length preamble")
+            yield out
+            del out
+        finally:
+            codecs._zstd_contexts.release(length)
 
 
 def _lz4_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
@@ -669,10 +678,18 @@ def _lz4_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
 
 
 def _zstd_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
-    codecs._zstd_output_bound(view)  # every frame complete (the streaming reader stops silently at a cut)
-    reader = codecs._zstd_decompressor().stream_reader(view, read_size=_INPUT, read_across_frames=True)
-    while True:
-        out = reader.read(_CHUNK)
-        if not out:
-            return
-        yield out
+    # every frame complete (the streaming reader stops silently at a cut), and the window
+    # the context is lent for (codecs' pool and in-flight budget: ``_ZstdContexts``)
+    _, window = codecs._zstd_scan(view)
+    dctx = codecs._zstd_contexts.lend(window)
+    reader = None
+    try:
+        reader = dctx.stream_reader(view, read_size=_INPUT, read_across_frames=True)
+        while True:
+            out = reader.read(_CHUNK)
+            if not out:
+                return
+            yield out
+    finally:  # also when the walk stops early (check_records closes the generator)
+        reader = None
+        codecs._zstd_contexts.give_back(window, dctx)
