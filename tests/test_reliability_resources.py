@@ -1,0 +1,702 @@
+"""Resource exhaustion (issue 19; RELIABILITY.md F1, F4, F5, S7): abusive clients against a
+real broker subprocess while a well-behaved client keeps producing and consuming.
+
+Each scenario measures the broker's resident memory (``/proc/PID/status``: VmRSS sampled
+every 20 ms, and VmHWM reset through ``clear_refs`` at the start) before, at its peak and
+after, prints one ``make soak`` row (``tests.support.soak.soak_row``; the RSS figures in
+its detail), and asserts that the growth stays under a stated bound that does not grow
+with the abuse (connections, requests, declared or inflated sizes). Throughout, a
+``GoodClient`` (confluent-kafka producer, acks=all, and an assigned consumer) produces
+records and reads each back, and must verify records WHILE the abuse is going on.
+
+* idle connections: thousands of sockets opened from 127.0.0.2 and held, exactly
+  ``max.connections.per.ip`` of them; the ones beyond it are closed by the broker at once
+  (refused cleanly), and the process survives;
+* pipelined flood: connections with small socket buffers write tens of thousands of
+  ApiVersions / Metadata / Produce frames back to back and read nothing. The broker serves
+  one frame at a time and writes its response before reading on (``socket_server``), so
+  once the client's receive buffer is full it stops reading that connection: the client
+  can write only a bounded part of its flood. Then the client reads: every complete frame
+  written gets its response, in order;
+* huge declared sizes, many connections at once: frame sizes of 2 GiB - 1 and
+  ``socket.request.max.bytes`` + 1 (closed at the prefix), array / string / tagged-field
+  counts beyond the frame (F4: closed), a record batch whose batchLength is 2 GiB - 1
+  (CORRUPT_MESSAGE), and frames announcing the largest allowed size (100 MiB) of which
+  only 256 KiB arrive: the broker holds what arrived, not what was announced;
+* decompression bombs (F5), several connections at once: gzip, zstd (also with a 128 MiB
+  window), lz4 and snappy batches of one valid record whose value is up to 1 GiB of zeros,
+  with a right CRC: refused with RECORD_TOO_LARGE / CORRUPT_MESSAGE; the connections stay
+  open afterwards and the memory must come back;
+* a client that never reads: Fetch requests whose responses are megabytes, pipelined on
+  several connections whose receive buffers fill: the broker stalls those connections
+  (one response in flight each, records sent from the page cache) and serves the others.
+
+What other modules already prove one connection at a time is not repeated here: each
+size-prefix / count / truncation case alone (test_server_bad_input.py), each poison batch
+alone with its exact error (test_server_poison_batches.py), the decompressors' budgets
+(test_record_codecs.py), the connection quotas in-process (test_server_connection_quotas.py).
+
+``KAFKALOG_SOAK=1`` runs bigger versions (more connections, frames and bombs).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import select
+import socket
+import struct
+import threading
+import time
+import uuid
+import zlib
+from pathlib import Path
+
+import confluent_kafka
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+
+from broker.protocol import ApiKey, ErrorCode, FrameDecoder, RequestHeader, encode_request
+from broker.record import batch as rb
+from tests.support.broker import BrokerProcess, RawClient
+from tests.support.soak import soak_row
+from tests.test_server_poison_batches import bomb_record_prefix, framed, zeros_stream
+
+pytestmark = pytest.mark.timeout(900)
+
+SOAK = os.environ.get("KAFKALOG_SOAK") == "1"
+MIB = 1 << 20
+GIB = 1 << 30
+IDLE_CONNECTIONS = 5000 if SOAK else 2000
+OVER_THE_LIMIT = 50
+FLOODERS = 8 if SOAK else 2
+FLOOD_FRAMES = 100000 if SOAK else 40000
+BAD_SIZE_CONNECTIONS = 1000 if SOAK else 200
+BIG_ANNOUNCED = 200 if SOAK else 40
+BOMB_ROUNDS = 3 if SOAK else 1
+BOMBERS_PER_KIND = 6 if SOAK else 3
+NEVER_READERS = 16 if SOAK else 4
+MAX_REQUEST = 104857600  # socket.request.max.bytes (default)
+MESSAGE_MAX = 2 * MIB  # message.max.bytes here: the gzip bomb of 1 GiB is ~1 MiB compressed
+ABUSER_IP = "127.0.0.2"  # the abusive idle connections' source address (its own per-IP count)
+
+
+# --- the broker, its memory, the well-behaved client -----------------------------------------
+
+
+def _raise_nofile(wanted: int) -> None:
+    """The test process (and the broker it starts, which inherits it) may open ``wanted`` files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    _raise_nofile(2 * IDLE_CONNECTIONS + 1024)
+    b = BrokerProcess(tmp_path_factory.mktemp("exhaustion"), {
+        "message.max.bytes": str(MESSAGE_MAX),
+        "max.connections.per.ip": str(IDLE_CONNECTIONS),
+    }, name="exhaustion")
+    b.start()
+    yield b
+    b.stop()
+
+
+def create_topic(b: BrokerProcess, name: str, partitions: int = 1) -> str:
+    with RawClient(b.host, b.port, "exhaustion-admin") as admin:
+        r = admin.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+            "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+            "configs": []}], "timeout_ms": 5000})
+        assert r.topics[0].error_code == 0, r
+    return name
+
+
+def status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+class Memory:
+    """The broker's RSS: before (at start), peak (sampled every 20 ms, and VmHWM since a
+    ``clear_refs`` reset), after (``finish``); in MiB."""
+
+    def __init__(self, b: BrokerProcess) -> None:
+        self.pid = b.pid
+        try:
+            Path(f"/proc/{self.pid}/clear_refs").write_text("5")  # VmHWM := current RSS
+        except OSError:
+            pass
+        self.before = status_kb(self.pid, "VmRSS")
+        self.peak = self.before
+        self.after = self.before
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            try:
+                self.peak = max(self.peak, status_kb(self.pid, "VmRSS"))
+            except (OSError, RuntimeError):
+                return
+
+    def now(self) -> int:
+        return status_kb(self.pid, "VmRSS")
+
+    def finish(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.after = status_kb(self.pid, "VmRSS")
+        self.peak = max(self.peak, self.after, status_kb(self.pid, "VmHWM"))
+
+    @property
+    def growth_mib(self) -> float:
+        return (self.peak - self.before) / 1024
+
+    def text(self, bound_mib: int) -> str:
+        return (f"broker RSS before {self.before / 1024:.0f} MiB, peak {self.peak / 1024:.0f} MiB, "
+                f"after {self.after / 1024:.0f} MiB; peak growth {self.growth_mib:.0f} MiB, bound {bound_mib} MiB")
+
+
+class GoodClient:
+    """A well-behaved confluent-kafka producer (acks=all) and consumer (assigned, from offset
+    0) in a background thread: rounds of 20 records, each produced, acknowledged, then read
+    back in order. ``verified``: records read back; ``failures``: what went wrong."""
+
+    ROUND = 20
+
+    def __init__(self, b: BrokerProcess, topic: str) -> None:
+        self.topic = topic
+        self.producer = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap, "acks": "all",
+                                                  "linger.ms": 5, "enable.idempotence": True, "log_level": 4})
+        self.consumer = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"good-{topic}",
+                                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                                  "log_level": 4})
+        self.consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        self.verified = 0
+        self.rounds = 0
+        self.failures: list[str] = []
+        self._seq = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="good-client", daemon=True)
+
+    def __enter__(self) -> GoodClient:
+        self._thread.start()
+        self.wait_for(self.ROUND)  # connected and working before the abuse starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+        self.consumer.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):  # a pause between rounds: a client, not a load generator
+            try:
+                self._round()
+            except Exception as exc:  # noqa: BLE001 - recorded as the good client's failure
+                self.failures.append(f"round {self.rounds}: {exc!r}")
+                return
+
+    def _round(self) -> None:
+        values = [f"good-{self._seq + i}".encode() for i in range(self.ROUND)]
+        self._seq += self.ROUND
+        errors: list[str] = []
+
+        def acked(err, msg) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for v in values:
+            self.producer.produce(self.topic, v, partition=0, on_delivery=acked)
+        if self.producer.flush(60) or errors:
+            self.failures.append(f"round {self.rounds}: not acknowledged: {errors[:3]}")
+            return
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = self.consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                self.failures.append(f"round {self.rounds}: consumer error {msg.error()}")
+                return
+            got.append(msg.value())
+        if got != values:
+            self.failures.append(f"round {self.rounds}: read {len(got)} of {len(values)} records back in order")
+            return
+        self.verified += len(values)
+        self.rounds += 1
+
+    def wait_for(self, more: int, timeout: float = 180.0) -> None:
+        """Wait until ``more`` further records are verified (a bounded liveness wait)."""
+        target = self.verified + more
+        deadline = time.monotonic() + timeout
+        while self.verified < target and not self.failures and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.verified >= target and not self.failures, (self.verified, target, self.failures)
+
+
+def report(scenario: str, iterations: int, faults: int, good: GoodClient, mem: Memory, bound_mib: int,
+           extra: str = "", violations: int = 0) -> int:
+    """Prints the scenario's soak row; returns its anomalies (good-client failures + bound
+    violations: the peak's, plus ``violations`` found by the scenario)."""
+    violations += int(mem.growth_mib > bound_mib)
+    anomalies = len(good.failures) + violations
+    detail = mem.text(bound_mib) + (f"; {extra}" if extra else "")
+    if good.failures:
+        detail += f"; good client: {good.failures[:3]}"
+    soak_row(scenario, iterations, faults, good.verified, anomalies, detail)
+    return anomalies
+
+
+def frame(api_key: int, version: int, body, correlation_id: int, client_id: str = "abuser") -> bytes:
+    return b"".join(bytes(b) for b in encode_request(RequestHeader(api_key, version, correlation_id, client_id), body))
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 30.0) -> bool:
+    """True when the broker closes ``sock`` (EOF or reset) within ``timeout``; reads and
+    drops anything it answers meanwhile."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+# --- thousands of idle connections ----------------------------------------------------------------
+
+
+def test_thousands_of_idle_connections_and_the_per_ip_limit(broker):
+    topic = create_topic(broker, f"idle-good-{uuid.uuid4().hex[:6]}")
+    held: list[socket.socket] = []
+    with GoodClient(broker, topic) as good:
+        mem = Memory(broker)
+        try:
+            for _ in range(IDLE_CONNECTIONS):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind((ABUSER_IP, 0))
+                s.connect((broker.host, broker.port))
+                held.append(s)
+            # Every held connection is served: a few chosen ones answer an ApiVersions.
+            for i in (0, IDLE_CONNECTIONS // 2, IDLE_CONNECTIONS - 1):
+                held[i].sendall(frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "idle",
+                                                              "client_software_version": "1"}, 7))
+                held[i].settimeout(60)
+                assert FrameDecoder().feed(held[i].recv(65536)), "a held connection was not served"
+            # Beyond max.connections.per.ip: closed by the broker at once, nothing else affected.
+            refused = 0
+            for _ in range(OVER_THE_LIMIT):
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((ABUSER_IP, 0))
+                    s.connect((broker.host, broker.port))
+                    refused += closed_by_peer(s)
+            at_limit = mem.now()
+            good.wait_for(3 * GoodClient.ROUND)  # the good client works while they are held
+        finally:
+            for s in held:
+                s.close()
+        # the closed slots are free again: a new connection from the abuser's address is served
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((ABUSER_IP, 0))
+                s.connect((broker.host, broker.port))
+                s.sendall(frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "idle",
+                                                         "client_software_version": "1"}, 8))
+                s.settimeout(10)
+                try:
+                    if s.recv(65536):
+                        break
+                except (ConnectionResetError, TimeoutError):
+                    pass
+            assert time.monotonic() < deadline, "the per-IP slots were not freed"
+            time.sleep(0.2)
+        good.wait_for(GoodClient.ROUND)
+        mem.finish()
+    per_conn_kib = (at_limit - mem.before) / IDLE_CONNECTIONS
+    bound = 512
+    anomalies = report("idle connections", 1, IDLE_CONNECTIONS + OVER_THE_LIMIT, good, mem, bound,
+                       f"{IDLE_CONNECTIONS} held ({per_conn_kib:.0f} KiB each), {refused} of {OVER_THE_LIMIT} "
+                       f"beyond max.connections.per.ip refused")
+    assert refused == OVER_THE_LIMIT
+    assert broker.alive()
+    assert anomalies == 0
+
+
+# --- a flood of pipelined requests on connections that never read ------------------------------
+
+
+def _flood_blob(topic: str, frames: int) -> tuple[bytes, list[int]]:
+    """``frames`` requests back to back (ApiVersions, Metadata, Produce acks=1 in turn),
+    correlation ids 1..frames; returns the bytes and each frame's end offset."""
+    batch = rb.encode_batch([(b"k", b"v" * 1000, 1_700_000_000_000)])
+    kinds = [
+        lambda cid: frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "flood", "client_software_version": "1"},
+                          cid),
+        lambda cid: frame(ApiKey.METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                               "include_topic_authorized_operations": False}, cid),
+        lambda cid: frame(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                                              "topic_data": [{"name": topic, "partition_data": [
+                                                  {"index": 0, "records": batch}]}]}, cid),
+    ]
+    one = [kinds[i](0) for i in range(3)]  # the same bytes but the correlation id
+    parts, ends, at = [], [], 0
+    for cid in range(1, frames + 1):
+        f = bytearray(one[cid % 3])
+        struct.pack_into(">i", f, 8, cid)  # size, api key, version, then the correlation id
+        parts.append(f)
+        at += len(f)
+        ends.append(at)
+    return b"".join(parts), ends
+
+
+def _small_buffers(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+
+
+def _write_until_stalled(sock: socket.socket, blob: bytes, stall_s: float = 3.0) -> int:
+    """Write ``blob`` without reading until the socket stays unwritable for ``stall_s``
+    (the broker stopped reading) or all of it is written; returns the bytes written."""
+    sock.setblocking(False)
+    view = memoryview(blob)
+    written = 0
+    while written < len(blob):
+        try:
+            written += sock.send(view[written:written + 256 * 1024])
+        except BlockingIOError:
+            _, writable, _ = select.select([], [sock], [], stall_s)
+            if not writable:
+                break
+    sock.setblocking(True)
+    return written
+
+
+def test_pipelined_flood_is_back_pressured(broker):
+    topic = create_topic(broker, f"flood-{uuid.uuid4().hex[:6]}")
+    good_topic = create_topic(broker, f"flood-good-{uuid.uuid4().hex[:6]}")
+    blob, ends = _flood_blob(topic, FLOOD_FRAMES)
+    socks = []
+    for _ in range(FLOODERS):
+        s = socket.create_connection((broker.host, broker.port))
+        _small_buffers(s)
+        socks.append(s)
+    written = [0] * FLOODERS
+    with GoodClient(broker, good_topic) as good:
+        mem = Memory(broker)
+        writers = [threading.Thread(target=lambda i=i: written.__setitem__(i, _write_until_stalled(socks[i], blob)))
+                   for i in range(FLOODERS)]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join()
+        stalled_rss = mem.now()
+        good.wait_for(3 * GoodClient.ROUND)  # served while the flooders are stalled
+        # Now each flooder reads: every complete frame it wrote is answered, in order.
+        answered = []
+        for s, n in zip(socks, written, strict=True):
+            complete = sum(1 for e in ends if e <= n)
+            decoder, cids = FrameDecoder(), []
+            s.settimeout(120)
+            while len(cids) < complete:
+                data = s.recv(1 << 20)
+                assert data, f"closed after {len(cids)} of {complete} responses"
+                cids.extend(int.from_bytes(f[:4], "big") for f in decoder.feed(data))
+            assert cids == list(range(1, complete + 1))
+            answered.append(complete)
+            s.close()
+        good.wait_for(GoodClient.ROUND)
+        mem.finish()
+    bound = 128
+    anomalies = report("pipelined flood, no reads", 1, sum(answered), good, mem, bound,
+                       f"{FLOODERS} connections x {FLOOD_FRAMES} frames ({len(blob) / MIB:.1f} MiB) offered; "
+                       f"written before the broker stopped reading: "
+                       f"{', '.join(f'{a} frames ({w / MIB:.2f} MiB)' for a, w in zip(answered, written))}; "
+                       f"RSS while stalled {stalled_rss / 1024:.0f} MiB; all answered in order")
+    for w in written:
+        assert w < len(blob) // 4, f"the broker read {w} of {len(blob)} bytes without answering: no back-pressure"
+    assert anomalies == 0
+
+
+# --- huge declared sizes, many connections at once ------------------------------------------------
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _bad_size_payloads(topic: str) -> list[tuple[str, bytes, bool]]:
+    """(name, bytes, answered): the connection is closed, or (answered) a Produce is refused
+    with CORRUPT_MESSAGE."""
+    metadata = frame(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False}, 1)[4:]
+    prefix = metadata[:metadata.index(b"abuser") + 6]  # api key, version, correlation id, client id
+    api_versions = frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "a", "client_software_version": "1"}, 1)[4:]
+    produce_empty = frame(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout_ms": 1,
+                                              "topic_data": []}, 1)[4:-4]
+
+    def framed_payload(p: bytes) -> bytes:
+        return struct.pack(">i", len(p)) + p
+
+    huge_batch = bytearray(rb.encode_batch([(b"k", b"v" * 64, 1_700_000_000_000)]))
+    struct.pack_into(">i", huge_batch, 8, 2 ** 31 - 1)  # batchLength (after the int64 base offset)
+    produce_huge_batch = frame(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                                                   "topic_data": [{"name": topic, "partition_data": [
+                                                       {"index": 0, "records": bytes(huge_batch)}]}]}, 1)
+    return [
+        ("frame size 2 GiB - 1", struct.pack(">i", 2 ** 31 - 1) + b"\x00" * 64, False),
+        ("frame size socket.request.max.bytes + 1", struct.pack(">i", MAX_REQUEST + 1) + b"\x00" * 64, False),
+        ("Metadata topics count 2**31 - 1", framed_payload(prefix + struct.pack(">i", 2 ** 31 - 1) + b"\x00" * 64),
+         False),
+        ("Produce topics count 20M", framed_payload(produce_empty + struct.pack(">i", 20_000_000) + b"\x01" * 64),
+         False),
+        ("ApiVersions 20M tagged fields", framed_payload(api_versions[:-1] + _uvarint(20_000_000) + b"\x01" * 1024),
+         False),
+        ("string length past the frame", framed_payload(prefix + struct.pack(">i", 1) + struct.pack(">h", 30000)
+                                                        + b"abc"), False),
+        ("batchLength 2 GiB - 1", produce_huge_batch, True),
+    ]
+
+
+def _partition_error(frame_bytes: memoryview) -> int:
+    from broker.protocol import decode_response
+    _, body = decode_response(frame_bytes, ApiKey.PRODUCE, 8)
+    return body.responses[0].partition_responses[0].error_code
+
+
+def test_huge_declared_sizes_on_many_connections(broker):
+    topic = create_topic(broker, f"sizes-{uuid.uuid4().hex[:6]}")
+    good_topic = create_topic(broker, f"sizes-good-{uuid.uuid4().hex[:6]}")
+    cases = _bad_size_payloads(topic)
+    outcomes: dict[str, int] = {}
+    with GoodClient(broker, good_topic) as good:
+        mem = Memory(broker)
+        # 1. frames announcing the largest allowed size, of which 256 KiB arrive, held open
+        announced = []
+        sent_bytes = 0
+        for _ in range(BIG_ANNOUNCED):
+            s = socket.create_connection((broker.host, broker.port))
+            s.sendall(struct.pack(">i", MAX_REQUEST) + frame(ApiKey.API_VERSIONS, 3, {
+                "client_software_name": "a", "client_software_version": "1"}, 1)[4:] + b"\x00" * (256 * 1024))
+            sent_bytes += 256 * 1024
+            announced.append(s)
+        # 2. every bad size, on BAD_SIZE_CONNECTIONS connections at once
+        socks = []
+        for i in range(BAD_SIZE_CONNECTIONS):
+            name, data, _ = cases[i % len(cases)]
+            s = socket.create_connection((broker.host, broker.port))
+            s.sendall(data)
+            socks.append((name, s))
+        good.wait_for(2 * GoodClient.ROUND)
+        for i, (name, s) in enumerate(socks):
+            answered = cases[i % len(cases)][2]
+            if answered:
+                s.settimeout(60)
+                decoder, got = FrameDecoder(), []
+                while not got:
+                    data = s.recv(65536)
+                    assert data, f"{name}: closed instead of answered"
+                    got = decoder.feed(data)
+                code = _partition_error(got[0])
+                assert code == ErrorCode.CORRUPT_MESSAGE, (name, code)
+                outcomes[name] = outcomes.get(name, 0) + 1
+            else:
+                assert closed_by_peer(s, 60), f"{name}: the connection was not closed"
+                outcomes[name] = outcomes.get(name, 0) + 1
+            s.close()
+        held_rss = mem.now()
+        good.wait_for(GoodClient.ROUND)  # the announced-but-unsent frames are still held
+        for s in announced:
+            s.close()
+        good.wait_for(GoodClient.ROUND)
+        mem.finish()
+    # Bound: what actually arrived (twice: the receive buffer and the decoder's) plus slack,
+    # never what was announced (BIG_ANNOUNCED x 100 MiB, BAD_SIZE_CONNECTIONS x up to 2 GiB).
+    bound = int(2 * sent_bytes / MIB) + 128
+    declared = BIG_ANNOUNCED * MAX_REQUEST + sum(2 ** 31 - 1 for n, *_ in socks if "2 GiB" in n)
+    anomalies = report("huge declared sizes", 1, BIG_ANNOUNCED + BAD_SIZE_CONNECTIONS, good, mem, bound,
+                       f"{BIG_ANNOUNCED} frames announcing 100 MiB with 256 KiB sent held (RSS "
+                       f"{held_rss / 1024:.0f} MiB), {BAD_SIZE_CONNECTIONS} bad sizes at once "
+                       f"({len(cases)} kinds, all closed or CORRUPT_MESSAGE); {declared / GIB:.0f} GiB declared")
+    assert sum(outcomes.values()) == BAD_SIZE_CONNECTIONS and len(outcomes) == len(cases), outcomes
+    assert broker.alive()
+    assert "Traceback" not in broker.stderr_text()
+    assert anomalies == 0
+
+
+# --- decompression bombs (F5), several connections at once ----------------------------------------
+
+
+class _Lz4Stream:
+    def __init__(self) -> None:
+        self.c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=True)
+        self.started = False
+
+    def compress(self, data: bytes) -> bytes:
+        head = b"" if self.started else self.c.begin()
+        self.started = True
+        return head + self.c.compress(data)
+
+    def flush(self) -> bytes:
+        return self.c.flush()
+
+
+def _bomb(compressor, size: int, codec: int) -> bytes:
+    """A v2 batch (right CRC) of one valid record whose value is ``size`` zeros."""
+    return framed(zeros_stream(compressor, size, bomb_record_prefix(size), b"\x00"), 1, codec)
+
+
+def _snappy_bomb(size: int) -> bytes:
+    """Xerial-framed snappy: one block of ``size`` bytes (a record of zeros)."""
+    raw = bomb_record_prefix(size) + bytes(size) + b"\x00"
+    block = bytes(cramjam.snappy.compress_raw(raw))
+    payload = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
+    return framed(payload, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[str, bytes]:
+    zstd_wide = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)  # a 128 MiB window
+    out = {
+        "gzip 1 GiB": _bomb(zlib.compressobj(9, zlib.DEFLATED, 31), GIB, 1),
+        "zstd 1 GiB": _bomb(zstandard.ZstdCompressor(level=3).compressobj(), GIB, 4),
+        "zstd 1 GiB, 128 MiB window": _bomb(zstandard.ZstdCompressor(compression_params=zstd_wide).compressobj(),
+                                            GIB, 4),
+        "lz4 256 MiB": _bomb(_Lz4Stream(), 256 * MIB, 3),
+        "snappy 40 MiB": _snappy_bomb(40 * MIB),
+    }
+    for name, batch in out.items():
+        assert len(batch) < MESSAGE_MAX, (name, len(batch))
+    return out
+
+
+def _produce_bomb(b: BrokerProcess, client: RawClient, topic: str, batch: bytes):
+    return client.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
+                                              "topic_data": [{"name": topic, "partition_data": [
+                                                  {"index": 0, "records": batch}]}]}
+                          ).responses[0].partition_responses[0]
+
+
+def test_decompression_bombs_on_several_connections(broker, bombs):
+    topic = create_topic(broker, f"bombs-{uuid.uuid4().hex[:6]}")
+    good_topic = create_topic(broker, f"bombs-good-{uuid.uuid4().hex[:6]}")
+    names = list(bombs)
+    clients = [RawClient(broker.host, broker.port, f"bomber-{i}", timeout=300)
+               for i in range(BOMBERS_PER_KIND * len(names))]
+    codes: dict[str, set[int]] = {n: set() for n in names}
+    errors: list[str] = []
+    try:
+        with GoodClient(broker, good_topic) as good:
+            mem = Memory(broker)
+
+            def bomber(i: int) -> None:
+                name = names[i % len(names)]
+                try:
+                    for _ in range(BOMB_ROUNDS):
+                        p = _produce_bomb(broker, clients[i], topic, bombs[name])
+                        codes[name].add(p.error_code)
+                except Exception as exc:  # noqa: BLE001 - reported by the test thread
+                    errors.append(f"{name}: {exc!r}")
+
+            threads = [threading.Thread(target=bomber, args=(i,)) for i in range(len(clients))]
+            for t in threads:
+                t.start()
+            good.wait_for(2 * GoodClient.ROUND)
+            for t in threads:
+                t.join()
+            good.wait_for(GoodClient.ROUND)
+            mem.finish()  # the bombers' connections are still open: their memory must be back
+    finally:
+        for c in clients:
+            c.close()
+    bound = 384
+    retained = (mem.after - mem.before) / 1024
+    refused = {ErrorCode.CORRUPT_MESSAGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.MESSAGE_TOO_LARGE}
+    anomalies = report("decompression bombs", BOMB_ROUNDS, len(clients) * BOMB_ROUNDS, good, mem, bound,
+                       f"{len(clients)} connections at once, {', '.join(names)}; codes "
+                       f"{sorted({c for s in codes.values() for c in s})}; retained with the connections "
+                       f"open {retained:.0f} MiB (bound 64 MiB)", violations=int(retained > 64))
+    assert not errors, errors
+    for name, got in codes.items():  # snappy cannot inflate past the budget (~21:1 at most): accepted
+        assert got and got <= (refused if "snappy" not in name else {ErrorCode.NONE}), (name, got)
+    assert anomalies == 0
+
+
+# --- a client that never reads its responses ------------------------------------------------------
+
+
+def test_clients_that_never_read_their_fetch_responses(broker):
+    topic = create_topic(broker, f"never-read-{uuid.uuid4().hex[:6]}")
+    good_topic = create_topic(broker, f"never-read-good-{uuid.uuid4().hex[:6]}")
+    # 16 MiB of records to fetch, in 256 KiB batches (incompressible, so nothing shrinks)
+    with RawClient(broker.host, broker.port, "filler", timeout=60) as filler:
+        value = os.urandom(4096)
+        batch = rb.encode_batch([(b"k", value, 1_700_000_000_000)] * 64)
+        for _ in range(64):
+            p = _produce_bomb(broker, filler, topic, batch)
+            assert p.error_code == 0, p
+    fetch = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 * MIB, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                  "partition_max_bytes": 64 * MIB}]}], "forgotten_topics_data": [], "rack_id": ""}
+    one = frame(ApiKey.FETCH, 11, fetch, 0, "never-reads")
+    requests = 200
+    blob = b"".join(one[:8] + struct.pack(">i", cid) + one[12:] for cid in range(1, requests + 1))
+    socks = []
+    with GoodClient(broker, good_topic) as good:
+        mem = Memory(broker)
+        for _ in range(NEVER_READERS):
+            s = socket.create_connection((broker.host, broker.port))
+            _small_buffers(s)
+            s.sendall(blob)  # 200 x ~16 MiB of responses asked for; none will be read for now
+            socks.append(s)
+        good.wait_for(3 * GoodClient.ROUND)  # served while the never-readers are stalled
+        stalled_rss = mem.now()
+        good.wait_for(2 * GoodClient.ROUND)
+        mem.finish()
+        # The stalled connections are still usable: one reads its first responses whole.
+        s = socks[0]
+        s.settimeout(120)
+        decoder, got = FrameDecoder(), []
+        while len(got) < 2:
+            data = s.recv(1 << 20)
+            assert data, "the stalled connection was closed"
+            got.extend(decoder.feed(data))
+        assert [int.from_bytes(f[:4], "big") for f in got[:2]] == [1, 2]
+        for s in socks:
+            s.close()
+    bound = 128
+    asked = NEVER_READERS * requests * 16
+    anomalies = report("clients that never read", 1, NEVER_READERS * requests, good, mem, bound,
+                       f"{NEVER_READERS} connections x {requests} Fetches of 16 MiB ({asked / 1024:.0f} GiB of "
+                       f"responses asked), RSS while stalled {stalled_rss / 1024:.0f} MiB")
+    assert broker.alive()
+    assert anomalies == 0
+
+
+def test_broker_survives_the_abuse(broker):
+    """Nothing in this module left a traceback in the broker's log (failures were all
+    expected ones), and it still answers."""
+    assert broker.alive()
+    with RawClient(broker.host, broker.port, "after") as c:
+        assert c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "a",
+                                                  "client_software_version": "1"}).error_code == 0
+    text = broker.stderr_text()
+    assert "Traceback" not in text and " ERROR " not in text, text[-3000:]
+
+
