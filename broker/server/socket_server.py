@@ -51,7 +51,8 @@ connection is closed.
 Timeouts: a connection with nothing received for ``connections.max.idle.ms`` is closed
 (the blocking receive fails through ``SO_RCVTIMEO``: no poll call before each receive);
 a send blocked that long (a client that stopped reading) fails through ``SO_SNDTIMEO``
-and closes the connection.
+and resets the connection (``SO_LINGER`` 0: a plain close would leave the unsent bytes,
+and the FIN behind them, queued in an orphaned socket that the client never drains).
 
 TLS (SSL and SASL_SSL listeners, ``tls`` contexts from ``broker.server.ssl_context``): the
 connection's thread does the handshake (``_handshake``: it blocks no other connection),
@@ -301,13 +302,28 @@ class Connection:
                     if result is CLOSE_CONNECTION:
                         return
                     if result is not NO_RESPONSE:
-                        self.send(result)
+                        try:
+                            self.send(result)
+                        except (BlockingIOError, TimeoutError):  # SO_SNDTIMEO: the client stopped reading
+                            log.info("closing connection %s: a response could not be sent for %d ms",
+                                     self.id, idle_ms)
+                            self._abort()
+                            return
                     del result
                     if not self._unmuted.is_set():  # throttled: read nothing more until released
                         self._wait_unmuted()
             except ProtocolDecodeError as exc:  # a size prefix < 0 or above the limit (F1)
                 log.info("closing connection %s: %s", self.id, exc)
                 return
+
+    def _abort(self) -> None:
+        """Make the coming close a reset (SO_LINGER 0): the unsent bytes of a client that
+        stopped reading are dropped at once instead of being left queued, with the FIN
+        behind them, in an orphaned socket the client never drains."""
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
 
     # --- sending ---
 
