@@ -29,7 +29,9 @@ records and reads each back, and must verify records WHILE the abuse is going on
   open afterwards and the memory must come back;
 * a client that never reads: Fetch requests whose responses are megabytes, pipelined on
   several connections whose receive buffers fill: the broker stalls those connections
-  (one response in flight each, records sent from the page cache) and serves the others.
+  (one response in flight each, records sent from the page cache) and serves the others;
+* with a short ``connections.max.idle.ms`` (own broker): idle connections are closed, and
+  non-reading ones are reset once a send has been blocked that long.
 
 What other modules already prove one connection at a time is not repeated here: each
 size-prefix / count / truncation case alone (test_server_bad_input.py), each poison batch
