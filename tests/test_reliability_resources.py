@@ -22,7 +22,7 @@ records and reads each back, and must verify records WHILE the abuse is going on
   ``socket.request.max.bytes`` + 1 (closed at the prefix), array / string / tagged-field
   counts beyond the frame (F4: closed), a record batch whose batchLength is 2 GiB - 1
   (CORRUPT_MESSAGE), and frames announcing the largest allowed size (100 MiB) of which
-  only 256 KiB arrive: the broker holds what arrived, not what was announced;
+  only 256 KiB, or 100 bytes, arrive: the broker holds what arrived, not what was announced;
 * decompression bombs (F5), several connections at once: gzip, zstd (also with a 128 MiB
   window), lz4 and snappy batches of one valid record whose value is up to 1 GiB of zeros,
   with a right CRC: refused with RECORD_TOO_LARGE / CORRUPT_MESSAGE; the connections stay
@@ -77,6 +77,7 @@ FLOODERS = 8 if SOAK else 2
 FLOOD_FRAMES = 100000 if SOAK else 40000
 BAD_SIZE_CONNECTIONS = 1000 if SOAK else 200
 BIG_ANNOUNCED = 200 if SOAK else 40
+PREFIX_ONLY = 3000 if SOAK else 1000
 BOMB_ROUNDS = 3 if SOAK else 1
 BOMBERS_PER_KIND = 6 if SOAK else 3
 NEVER_READERS = 16 if SOAK else 4
@@ -497,7 +498,13 @@ def test_huge_declared_sizes_on_many_connections(broker):
                 "client_software_name": "a", "client_software_version": "1"}, 1)[4:] + b"\x00" * (256 * 1024))
             sent_bytes += 256 * 1024
             announced.append(s)
-        # 2. every bad size, on BAD_SIZE_CONNECTIONS connections at once
+        # 2. as many announcing it with only 100 bytes after the prefix (each once cost a
+        #    zero-filled 256 KiB receive buffer: 2000 of them held 546 MiB)
+        for _ in range(PREFIX_ONLY):
+            s = socket.create_connection((broker.host, broker.port))
+            s.sendall(struct.pack(">i", MAX_REQUEST) + b"\x00" * 100)
+            announced.append(s)
+        # 3. every bad size, on BAD_SIZE_CONNECTIONS connections at once
         socks = []
         for i in range(BAD_SIZE_CONNECTIONS):
             name, data, _ = cases[i % len(cases)]
@@ -530,9 +537,10 @@ def test_huge_declared_sizes_on_many_connections(broker):
     # Bound: what actually arrived (twice: the receive buffer and the decoder's) plus slack,
     # never what was announced (BIG_ANNOUNCED x 100 MiB, BAD_SIZE_CONNECTIONS x up to 2 GiB).
     bound = int(2 * sent_bytes / MIB) + 128
-    declared = BIG_ANNOUNCED * MAX_REQUEST + sum(2 ** 31 - 1 for n, *_ in socks if "2 GiB" in n)
-    anomalies = report("huge declared sizes", 1, BIG_ANNOUNCED + BAD_SIZE_CONNECTIONS, good, mem, bound,
-                       f"{BIG_ANNOUNCED} frames announcing 100 MiB with 256 KiB sent held (RSS "
+    declared = (BIG_ANNOUNCED + PREFIX_ONLY) * MAX_REQUEST + sum(2 ** 31 - 1 for n, *_ in socks if "2 GiB" in n)
+    anomalies = report("huge declared sizes", 1, BIG_ANNOUNCED + PREFIX_ONLY + BAD_SIZE_CONNECTIONS, good, mem,
+                       bound, f"{BIG_ANNOUNCED} frames announcing 100 MiB with 256 KiB sent and {PREFIX_ONLY} "
+                       f"with 100 bytes sent, held (RSS "
                        f"{held_rss / 1024:.0f} MiB), {BAD_SIZE_CONNECTIONS} bad sizes at once "
                        f"({len(cases)} kinds, all closed or CORRUPT_MESSAGE); {declared / GIB:.0f} GiB declared")
     assert sum(outcomes.values()) == BAD_SIZE_CONNECTIONS and len(outcomes) == len(cases), outcomes
