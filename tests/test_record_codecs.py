@@ -472,3 +472,22 @@ def test_zstd_windows_are_not_kept_per_thread_and_are_bounded_in_flight():
     assert 128 * MIB < peak[0] <= c.DECOMPRESSION_IN_FLIGHT
     assert c._zstd_contexts.in_flight == 0
     assert len(c._zstd_contexts._decompressors) <= c.ZSTD_POOL_SIZE
+
+
+def test_snappy_length_preamble_beyond_the_format_ratio_is_refused_before_allocating():
+    """A raw block of a few bytes declaring 512 MiB (within a 1 GiB budget) used to make a
+    zero-filled 512 MiB buffer before decoding failed; snappy cannot inflate more than
+    64 bytes per 3, so it is refused at the preamble."""
+    tracemalloc.start()
+    try:
+        for payload in (bytes([0x80, 0x80, 0x80, 0x80, 0x02]) + b"\x00" * 16,  # raw block, 512 MiB declared
+                        b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 21) + bytes([0x80, 0x80, 0x80, 0x80, 0x02])
+                        + b"\x00" * 16):  # the same as a xerial block
+            with pytest.raises(DecompressionError, match="impossible"):
+                decompress(SNAPPY, payload, max_bytes=1 << 30)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MIB
+    data = bytes(1 << 20)  # the format's best ratio is still accepted
+    assert decompress(SNAPPY, bytes(cramjam.snappy.compress_raw(data)), max_bytes=1 << 20) == data

@@ -181,6 +181,9 @@ _XERIAL_HEADER = struct.Struct(">8sii")
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 _XERIAL_BLOCK_INPUT = 32 * 1024  # uncompressed bytes per block, snappy-java's default
 _SNAPPY_MAX_LENGTH = 0xFFFFFFFF  # the preamble is a uint32
+# The most a snappy element yields per byte: a 3-byte copy of 64 bytes (literals yield less
+# than 1, 2-byte copies at most 11 / 2): a block's output is below 22x its elements' bytes.
+_SNAPPY_MAX_RATIO = 22
 
 
 def _snappy_compress(view: memoryview, level: int | None) -> bytes:
@@ -205,6 +208,14 @@ def _snappy_uncompressed_length(block: memoryview) -> int:
     raise DecompressionError("snappy: bad uncompressed length preamble")
 
 
+def _snappy_check_ratio(block: memoryview, length: int) -> None:
+    """Refuses a preamble (within the budget) that the block cannot possibly inflate to
+    (``_SNAPPY_MAX_RATIO``): the output buffer is allocated from it before decoding."""
+    if length > _SNAPPY_MAX_RATIO * len(block):
+        raise DecompressionError(f"snappy: an uncompressed length of {length} is impossible for "
+                                 f"{len(block)} compressed bytes")
+
+
 def _snappy_decompress(view: memoryview, max_bytes: int) -> bytes:
     if len(view) >= _XERIAL_HEADER.size and view[:len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
         blocks = _xerial_blocks(view, max_bytes)
@@ -212,6 +223,7 @@ def _snappy_decompress(view: memoryview, max_bytes: int) -> bytes:
         blocks = [(view, _snappy_uncompressed_length(view))]
         if blocks[0][1] > max_bytes:
             raise _too_large(max_bytes)
+        _snappy_check_ratio(*blocks[0])
     total = sum(length for _, length in blocks)
     out = bytearray(total)
     target = memoryview(out)
@@ -242,6 +254,7 @@ def _xerial_blocks(view: memoryview, max_bytes: int) -> list[tuple[memoryview, i
         total += length
         if total > max_bytes:
             raise _too_large(max_bytes)
+        _snappy_check_ratio(block, length)
         blocks.append((block, length))
     return blocks
 

@@ -643,6 +643,7 @@ def _snappy_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
         blocks = [(view, codecs._snappy_uncompressed_length(view))]
         if blocks[0][1] > budget:
             raise RecordTooLargeError(f"snappy: decompressed records exceed the budget of {budget} bytes")
+        codecs._snappy_check_ratio(*blocks[0])
     for block, length in blocks:
         # the block is decoded whole (up to ~21x its input): reserved from the process-wide
         # budget of codecs (as zstd windows are), and handed on without a copy
