@@ -12,6 +12,9 @@ records and reads each back, and must verify records WHILE the abuse is going on
 * idle connections: thousands of sockets opened from 127.0.0.2 and held, exactly
   ``max.connections.per.ip`` of them; the ones beyond it are closed by the broker at once
   (refused cleanly), and the process survives;
+* the file-descriptor limit (the broker's RLIMIT_NOFILE lowered with prlimit): accepts
+  fail with EMFILE and back off, a connected client keeps being served, a CreateTopics
+  that needs a file gets KAFKA_STORAGE_ERROR, and all is well once the limit is back;
 * pipelined flood: connections with small socket buffers write tens of thousands of
   ApiVersions / Metadata / Produce frames back to back and read nothing. The broker serves
   one frame at a time and writes its response before reading on (``socket_server``), so
@@ -333,6 +336,76 @@ def test_thousands_of_idle_connections_and_the_per_ip_limit(broker):
                        f"beyond max.connections.per.ip refused")
     assert refused == OVER_THE_LIMIT
     assert broker.alive()
+    assert anomalies == 0
+
+
+def _raw_produce_and_read_back(client: RawClient, topic: str, values: list[bytes]) -> int:
+    """Produce ``values`` (acks=-1) on an open connection and fetch them back; returns how
+    many were read back, in order."""
+    p = _produce_bomb(None, client, topic, rb.encode_batch([(b"k", v, 1_700_000_000_000) for v in values]))
+    assert p.error_code == 0, p
+    r = client.request(ApiKey.FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": MIB, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": p.base_offset, "log_start_offset": -1,
+             "partition_max_bytes": MIB}]}], "forgotten_topics_data": [], "rack_id": ""})
+    got = [rec.value for _, records in rb.iter_batches(bytes(r.responses[0].partitions[0].records))
+           for rec in records][:len(values)]
+    assert got == values, got
+    return len(got)
+
+
+def test_file_descriptor_limit_reached(broker_factory):
+    """The broker's RLIMIT_NOFILE lowered (prlimit) to ~200 above what it uses, then 600
+    connections: the acceptor fails with EMFILE and backs off (the connections beyond wait
+    in the listen backlog, or time out), nothing crashes, an already connected client keeps
+    producing and fetching, a topic creation that needs a file fails with a clean error
+    code; once the abusers leave and the limit is back, fresh clients are served."""
+    b = broker_factory({"message.max.bytes": str(MESSAGE_MAX)})
+    topic = create_topic(b, "fd-limit")
+    mem = Memory(b)
+    soft, hard = resource.prlimit(b.pid, resource.RLIMIT_NOFILE)
+    attempts = 1200 if SOAK else 600
+    verified, held, timed_out = 0, [], 0
+    with RawClient(b.host, b.port, "connected-before", timeout=60) as good_raw:
+        verified += _raw_produce_and_read_back(good_raw, topic, [b"before-%d" % i for i in range(10)])
+        used = len(os.listdir(f"/proc/{b.pid}/fd"))
+        resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (used + 200, hard))
+        try:
+            for _ in range(attempts):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.settimeout(2)
+                try:
+                    s.connect((b.host, b.port))
+                    held.append(s)
+                except OSError:  # the backlog is full: the SYN is not answered
+                    timed_out += 1
+                    s.close()
+            at_limit_fds = len(os.listdir(f"/proc/{b.pid}/fd"))
+            for i in range(5):  # the connected client is served at the limit
+                verified += _raw_produce_and_read_back(good_raw, topic, [b"at-limit-%d-%d" % (i, j) for j in range(10)])
+            r = good_raw.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+                "name": "fd-limit-new", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                "configs": []}], "timeout_ms": 5000})
+            create_code = r.topics[0].error_code
+        finally:
+            for s in held:
+                s.close()
+            resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (soft, hard))
+    with GoodClient(b, create_topic(b, "fd-limit-good")) as good:
+        good.wait_for(GoodClient.ROUND)
+    good.verified += verified
+    mem.finish()
+    text = b.stderr_text()
+    emfile = text.count("Too many open files")
+    anomalies = report("file descriptor limit", 1, attempts, good, mem, 128,
+                       f"limit {used + 200} fds, {len(held)} connected ({at_limit_fds} fds open at the limit), "
+                       f"{timed_out} connects timed out; CreateTopics at the limit: error {create_code}; "
+                       f"{emfile} EMFILE log lines")
+    assert b.alive()
+    assert at_limit_fds <= used + 200
+    assert create_code in (ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR), create_code
+    assert "Traceback" not in text, text[-3000:]
     assert anomalies == 0
 
 
