@@ -736,12 +736,17 @@ def test_decompression_bombs_on_several_connections(broker, bombs):
         for c in clients:
             c.close()
     bound = 384
+    # What the bombers' open connections still hold afterwards: the zstd pool (4 contexts of
+    # <= 8 MiB windows) and freed heap that malloc keeps; per-thread contexts used to keep a
+    # 128 MiB window per connection (3 per kind here: ~390 MiB).
+    retained_bound = 96
     retained = (mem.after - mem.before) / 1024
     refused = {ErrorCode.CORRUPT_MESSAGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.MESSAGE_TOO_LARGE}
     anomalies = report("decompression bombs", BOMB_ROUNDS, len(clients) * BOMB_ROUNDS, good, mem, bound,
                        f"{len(clients)} connections at once, {', '.join(names)}; codes "
                        f"{sorted({c for s in codes.values() for c in s})}; retained with the connections "
-                       f"open {retained:.0f} MiB (bound 64 MiB)", violations=int(retained > 64))
+                       f"open {retained:.0f} MiB (bound {retained_bound} MiB)",
+                       violations=int(retained > retained_bound))
     assert not errors, errors
     for name, got in codes.items():  # snappy cannot inflate past the budget (~21:1 at most): accepted
         assert got and got <= (refused if "snappy" not in name else {ErrorCode.NONE}), (name, got)
