@@ -37,7 +37,7 @@ Invariants:
 
 - zstd contexts are lent from small process-wide pools, never kept per thread; the
   windows of running zstd decompressions share ``DECOMPRESSION_IN_FLIGHT`` bytes (a call
-  waits for room; validation's snappy blocks share it): what zstd holds does not grow with
+  waits for room; validation's snappy blocks and lz4 buffers share it): what zstd holds does not grow with
   the number of threads (connections).
 
 Thread-safety: stateless functions apart from the zstd pools (``_ZstdContexts``, locked);
@@ -322,7 +322,7 @@ _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)  # flag 0 means 1 byte when Single_Segme
 #   ZSTD_POOL_SIZE compressors per level;
 # * in flight: decompressions reserve their window (the frame header's, or its content
 #   size when smaller, plus two blocks) from DECOMPRESSION_IN_FLIGHT bytes shared by every
-#   thread (validation's snappy blocks too); a call that does not fit waits for others to
+#   thread (validation's snappy blocks and lz4 buffers too); a call that does not fit waits for others to
 #   finish (back-pressure on its connection), one call alone always proceeds.
 ZSTD_POOL_SIZE = 4
 ZSTD_POOLED_WINDOW_MAX = 8 * 1024 * 1024
