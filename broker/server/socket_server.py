@@ -108,6 +108,9 @@ MAX_IOV = 512
 # Types that are always plain byte buffers (anything else may be a file slice: fileno()).
 _PLAIN_BUFFERS = frozenset((bytes, bytearray, memoryview))
 ACCEPT_BACKLOG = 512
+# A failing accept (EMFILE at the descriptor limit) is retried every 100 ms and warned about
+# at most once per this many seconds.
+ACCEPT_WARN_INTERVAL_S = 10.0
 # TLS sends (no sendmsg / sendfile through an SSL socket): small buffers are copied into a
 # staging buffer of TLS_WRITE_CHUNK bytes and written with one SSL_write each (file slices
 # are read into it with os.preadv); buffers of TLS_DIRECT_MIN bytes or more are written as
@@ -582,14 +585,23 @@ class SocketServer:
 
     def _accept_loop(self, listener: Listener) -> None:
         sock = self._sockets[listener.name]
+        failures, warned = 0, -ACCEPT_WARN_INTERVAL_S
         while not self._stopping:
             try:
                 client, _ = sock.accept()
             except OSError as exc:
                 if self._stopping:
                     return
-                log.warning("accept on %s failed: %s", listener.name, exc)
-                time.sleep(0.1)  # EMFILE and friends: let connections close
+                # EMFILE and friends: let connections close. Retried every 0.1 s; warned once
+                # per ACCEPT_WARN_INTERVAL_S (at the descriptor limit it lasts as long as the
+                # connections holding it: a warning per retry flooded the log, 10 lines a second)
+                failures += 1
+                now = time.monotonic()
+                if now - warned >= ACCEPT_WARN_INTERVAL_S:
+                    log.warning("accept on %s failed: %s (%d failures since the last warning; retrying every "
+                                "100 ms)", listener.name, exc, failures)
+                    failures, warned = 0, now
+                time.sleep(0.1)
                 continue
             if not self._admit(listener, client):
                 continue
