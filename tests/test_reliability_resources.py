@@ -41,7 +41,8 @@ size-prefix / count / truncation case alone (test_server_bad_input.py), each poi
 alone with its exact error (test_server_poison_batches.py), the decompressors' budgets
 (test_record_codecs.py), the connection quotas in-process (test_server_connection_quotas.py).
 
-``KAFKALOG_SOAK=1`` runs bigger versions (more connections, frames and bombs).
+``KAFKALOG_SOAK=1`` runs bigger versions (more connections, frames and bombs). The broker's
+memory, the well-behaved client and the raw-socket helpers are in tests/support/resources.py.
 """
 
 from __future__ import annotations
@@ -55,17 +56,25 @@ import threading
 import time
 import uuid
 import zlib
-from pathlib import Path
 
-import confluent_kafka
 import cramjam
 import lz4.frame
 import pytest
 import zstandard
 
-from broker.protocol import ApiKey, ErrorCode, FrameDecoder, RequestHeader, encode_request
+from broker.protocol import ApiKey, ErrorCode, FrameDecoder
 from broker.record import batch as rb
 from tests.support.broker import BrokerProcess, RawClient
+from tests.support.resources import (
+    GoodClient,
+    Memory,
+    closed_by_peer,
+    create_topic,
+    frame,
+    produce_raw,
+    report,
+    small_buffers,
+)
 from tests.support.soak import soak_row
 from tests.test_server_poison_batches import bomb_record_prefix, framed, zeros_stream
 
@@ -109,174 +118,6 @@ def broker(tmp_path_factory):
     b.start()
     yield b
     b.stop()
-
-
-def create_topic(b: BrokerProcess, name: str, partitions: int = 1) -> str:
-    with RawClient(b.host, b.port, "exhaustion-admin") as admin:
-        r = admin.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
-            "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
-            "configs": []}], "timeout_ms": 5000})
-        assert r.topics[0].error_code == 0, r
-    return name
-
-
-def status_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/{pid}/status")
-
-
-class Memory:
-    """The broker's RSS: before (at start), peak (sampled every 20 ms, and VmHWM since a
-    ``clear_refs`` reset), after (``finish``); in MiB."""
-
-    def __init__(self, b: BrokerProcess) -> None:
-        self.pid = b.pid
-        try:
-            Path(f"/proc/{self.pid}/clear_refs").write_text("5")  # VmHWM := current RSS
-        except OSError:
-            pass
-        self.before = status_kb(self.pid, "VmRSS")
-        self.peak = self.before
-        self.after = self.before
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.02):
-            try:
-                self.peak = max(self.peak, status_kb(self.pid, "VmRSS"))
-            except (OSError, RuntimeError):
-                return
-
-    def now(self) -> int:
-        return status_kb(self.pid, "VmRSS")
-
-    def finish(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.after = status_kb(self.pid, "VmRSS")
-        self.peak = max(self.peak, self.after, status_kb(self.pid, "VmHWM"))
-
-    @property
-    def growth_mib(self) -> float:
-        return (self.peak - self.before) / 1024
-
-    def text(self, bound_mib: int) -> str:
-        return (f"broker RSS before {self.before / 1024:.0f} MiB, peak {self.peak / 1024:.0f} MiB, "
-                f"after {self.after / 1024:.0f} MiB; peak growth {self.growth_mib:.0f} MiB, bound {bound_mib} MiB")
-
-
-class GoodClient:
-    """A well-behaved confluent-kafka producer (acks=all) and consumer (assigned, from offset
-    0) in a background thread: rounds of 20 records, each produced, acknowledged, then read
-    back in order. ``verified``: records read back; ``failures``: what went wrong."""
-
-    ROUND = 20
-
-    def __init__(self, b: BrokerProcess, topic: str) -> None:
-        self.topic = topic
-        self.producer = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap, "acks": "all",
-                                                  "linger.ms": 5, "enable.idempotence": True, "log_level": 4})
-        self.consumer = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"good-{topic}",
-                                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                                  "log_level": 4})
-        self.consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-        self.verified = 0
-        self.rounds = 0
-        self.failures: list[str] = []
-        self._seq = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="good-client", daemon=True)
-
-    def __enter__(self) -> GoodClient:
-        self._thread.start()
-        self.wait_for(self.ROUND)  # connected and working before the abuse starts
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(120)
-        self.consumer.close()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):  # a pause between rounds: a client, not a load generator
-            try:
-                self._round()
-            except Exception as exc:  # noqa: BLE001 - recorded as the good client's failure
-                self.failures.append(f"round {self.rounds}: {exc!r}")
-                return
-
-    def _round(self) -> None:
-        values = [f"good-{self._seq + i}".encode() for i in range(self.ROUND)]
-        self._seq += self.ROUND
-        errors: list[str] = []
-
-        def acked(err, msg) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        for v in values:
-            self.producer.produce(self.topic, v, partition=0, on_delivery=acked)
-        if self.producer.flush(60) or errors:
-            self.failures.append(f"round {self.rounds}: not acknowledged: {errors[:3]}")
-            return
-        got: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
-            msg = self.consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                self.failures.append(f"round {self.rounds}: consumer error {msg.error()}")
-                return
-            got.append(msg.value())
-        if got != values:
-            self.failures.append(f"round {self.rounds}: read {len(got)} of {len(values)} records back in order")
-            return
-        self.verified += len(values)
-        self.rounds += 1
-
-    def wait_for(self, more: int, timeout: float = 180.0) -> None:
-        """Wait until ``more`` further records are verified (a bounded liveness wait)."""
-        target = self.verified + more
-        deadline = time.monotonic() + timeout
-        while self.verified < target and not self.failures and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert self.verified >= target and not self.failures, (self.verified, target, self.failures)
-
-
-def report(scenario: str, iterations: int, faults: int, good: GoodClient, mem: Memory, bound_mib: int,
-           extra: str = "", violations: int = 0) -> int:
-    """Prints the scenario's soak row; returns its anomalies (good-client failures + bound
-    violations: the peak's, plus ``violations`` found by the scenario)."""
-    violations += int(mem.growth_mib > bound_mib)
-    anomalies = len(good.failures) + violations
-    detail = mem.text(bound_mib) + (f"; {extra}" if extra else "")
-    if good.failures:
-        detail += f"; good client: {good.failures[:3]}"
-    soak_row(scenario, iterations, faults, good.verified, anomalies, detail)
-    return anomalies
-
-
-def frame(api_key: int, version: int, body, correlation_id: int, client_id: str = "abuser") -> bytes:
-    return b"".join(bytes(b) for b in encode_request(RequestHeader(api_key, version, correlation_id, client_id), body))
-
-
-def closed_by_peer(sock: socket.socket, timeout: float = 30.0) -> bool:
-    """True when the broker closes ``sock`` (EOF or reset) within ``timeout``; reads and
-    drops anything it answers meanwhile."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 # --- thousands of idle connections ----------------------------------------------------------------
@@ -342,7 +183,7 @@ def test_thousands_of_idle_connections_and_the_per_ip_limit(broker):
 def _raw_produce_and_read_back(client: RawClient, topic: str, values: list[bytes]) -> int:
     """Produce ``values`` (acks=-1) on an open connection and fetch them back; returns how
     many were read back, in order."""
-    p = _produce_bomb(None, client, topic, rb.encode_batch([(b"k", v, 1_700_000_000_000) for v in values]))
+    p = produce_raw(client, topic, rb.encode_batch([(b"k", v, 1_700_000_000_000) for v in values]))
     assert p.error_code == 0, p
     r = client.request(ApiKey.FETCH, 11, {
         "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": MIB, "isolation_level": 0,
@@ -440,11 +281,6 @@ def _flood_blob(topic: str, frames: int) -> tuple[bytes, list[int]]:
     return b"".join(parts), ends
 
 
-def _small_buffers(sock: socket.socket) -> None:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-
-
 def _write_until_stalled(sock: socket.socket, blob: bytes, stall_s: float = 3.0) -> int:
     """Write ``blob`` without reading until the socket stays unwritable for ``stall_s``
     (the broker stopped reading) or all of it is written; returns the bytes written."""
@@ -469,7 +305,7 @@ def test_pipelined_flood_is_back_pressured(broker):
     socks = []
     for _ in range(FLOODERS):
         s = socket.create_connection((broker.host, broker.port))
-        _small_buffers(s)
+        small_buffers(s)
         socks.append(s)
     written = [0] * FLOODERS
     with GoodClient(broker, good_topic) as good:
@@ -701,13 +537,6 @@ def bombs() -> dict[str, bytes]:
     return out
 
 
-def _produce_bomb(b: BrokerProcess, client: RawClient, topic: str, batch: bytes):
-    return client.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
-                                              "topic_data": [{"name": topic, "partition_data": [
-                                                  {"index": 0, "records": batch}]}]}
-                          ).responses[0].partition_responses[0]
-
-
 def test_decompression_bombs_on_several_connections(broker, bombs):
     topic = create_topic(broker, f"bombs-{uuid.uuid4().hex[:6]}")
     good_topic = create_topic(broker, f"bombs-good-{uuid.uuid4().hex[:6]}")
@@ -724,7 +553,7 @@ def test_decompression_bombs_on_several_connections(broker, bombs):
                 name = names[i % len(names)]
                 try:
                     for _ in range(BOMB_ROUNDS):
-                        p = _produce_bomb(broker, clients[i], topic, bombs[name])
+                        p = produce_raw(clients[i], topic, bombs[name])
                         codes[name].add(p.error_code)
                 except Exception as exc:  # noqa: BLE001 - reported by the test thread
                     errors.append(f"{name}: {exc!r}")
@@ -769,7 +598,7 @@ def test_clients_that_never_read_their_fetch_responses(broker):
         value = os.urandom(4096)
         batch = rb.encode_batch([(b"k", value, 1_700_000_000_000)] * 64)
         for _ in range(64):
-            p = _produce_bomb(broker, filler, topic, batch)
+            p = produce_raw(filler, topic, batch)
             assert p.error_code == 0, p
     fetch = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 * MIB, "isolation_level": 0,
              "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
@@ -783,7 +612,7 @@ def test_clients_that_never_read_their_fetch_responses(broker):
         mem = Memory(broker)
         for _ in range(NEVER_READERS):
             s = socket.create_connection((broker.host, broker.port))
-            _small_buffers(s)
+            small_buffers(s)
             s.sendall(blob)  # 200 x ~16 MiB of responses asked for; none will be read for now
             socks.append(s)
         good.wait_for(3 * GoodClient.ROUND)  # served while the never-readers are stalled
@@ -840,7 +669,7 @@ def test_idle_and_never_reading_connections_are_closed_after_connections_max_idl
     with RawClient(b.host, b.port, "filler", timeout=60) as filler:
         batch = rb.encode_batch([(b"k", os.urandom(4096), 1_700_000_000_000)] * 64)
         for _ in range(16):
-            assert _produce_bomb(b, filler, topic, batch).error_code == 0
+            assert produce_raw(filler, topic, batch).error_code == 0
     fetch = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 * MIB, "isolation_level": 0,
              "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
                  {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
@@ -855,7 +684,7 @@ def test_idle_and_never_reading_connections_are_closed_after_connections_max_idl
         readers = []
         for _ in range(NEVER_READERS):
             s = socket.create_connection((b.host, b.port))
-            _small_buffers(s)
+            small_buffers(s)
             s.sendall(blob)  # 100 x 4 MiB of responses, never read
             readers.append(s)
         closed_readers = _wait_closed_unread(readers)
