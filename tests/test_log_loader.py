@@ -3,7 +3,8 @@ segment replaces (R5), junk after a clean close (R2), corrupt and missing indexe
 the recovery point (R6), the clean-shutdown marker (R7), recovery only after the recovery
 point from a producer snapshot (R8), corrupt snapshots (R9) and snapshot flush failures
 (R11) at the log level, truncation at the first invalid byte with later segments deleted,
-and a log start offset past the log end."""
+a log start offset past the log end, and each producer's dedup window after an unclean
+restart (I7: the last five batches after the newest snapshot)."""
 
 from __future__ import annotations
 

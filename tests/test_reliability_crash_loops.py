@@ -12,21 +12,29 @@ again and again under real clients, and restarted on the same port and log direc
   stderr and no fatal error of the idempotent producer.
 * I7 dedup across a restart: raw idempotent Produce requests (``RawClient``, producer ids
   from InitProducerId); SIGKILL right after the acks; restart; resend the identical
-  batches. Each is answered with its original base offset and nothing is appended.
-  Variants: one batch; several producers with five batches each in flight on two
-  partitions (small segments, so the producer state spans rolls), with the producer
-  state snapshot files kept (snapshot + replay of the log tail) and deleted before the
-  restart (replay from the log start rebuilds it).
+  batches, shuffled. Each is answered with its original base offset and nothing is
+  appended; the next sequence then lands at the old log end. Variants: one batch; three
+  producers with five batches each in flight on each of two partitions, in one segment;
+  the same with small rolling segments, the producer state snapshot files kept, and
+  deleted before the restart (the whole log is replayed). A snapshot keeps one batch
+  per producer (Kafka's format), so a batch older than the newest snapshot on disk may
+  be answered OUT_OF_ORDER_SEQUENCE_NUMBER (counted in the row), never appended again;
+  every batch after it must be a duplicate (the loader replays the log tail).
 * Transaction coordinator crash loop: a confluent-kafka transactional producer commits
-  and aborts transactions (data on three partitions plus its consumer group's offsets)
-  while the broker is SIGKILLed at random times, and at each named crash point of the
-  coordinator (``KAFKALOG_TXN_CRASH_POINT``, ``broker/server/txn/markers.py``: after the
-  Prepare record, after the first marker, before the Complete record), for commit and
-  abort. After each restart a new producer with the same transactional.id recovers
-  (init_transactions) and a read_committed consumer sees every committed transaction
-  whole, no aborted or never-ended one, an unknown outcome all or nothing, the outcome
-  decided before a crash point (the Prepare record) applied, and the group's committed
-  offset of the last visible transaction.
+  and aborts transactions (data on three partitions plus its consumer group's offsets,
+  API calls bounded to 2 s) while the broker is SIGKILLed at random times and stays down
+  a random time, and exits at each named crash point of the coordinator
+  (``KAFKALOG_TXN_CRASH_POINT``, ``broker/server/txn/markers.py``: after the Prepare
+  record, after the first marker, before the Complete record) for commit and abort,
+  after a clean restart. The killed producer stays alive (a zombie). After each
+  restart a new producer with the same transactional.id recovers (init_transactions,
+  which fences the zombie) and commits one more transaction, and a read_committed
+  consumer sees every committed transaction whole, no aborted or never-ended one, an
+  unknown outcome all or nothing and unchanged since the previous check, the outcome
+  decided before a crash point (its Prepare record) applied, no value twice, and the
+  group's committed offset of the last visible transaction. The producers run with
+  ``metadata.recovery.strategy=none``: librdkafka 2.16's re-bootstrap, when its only
+  broker is down, can leave a send_offsets_to_transaction hanging (see TxnProducer).
 
 ``make test`` runs short loops; ``KAFKALOG_SOAK=1`` (``make soak``) runs R14's 50
 iterations and longer I7 and coordinator loops. Each scenario prints its ``make soak``
