@@ -206,10 +206,12 @@ class LogLoader:
         self.producer_state_factory = producer_state_factory
         self.time = time
         self.stats = stats if stats is not None else LoadStats()
+        self._snapshots_found: set[Path] = set()  # the snapshot files before any recovery
 
     def load(self) -> LoadedLogOffsets:
         swap_files = self._remove_temp_files_and_collect_swap_files()
         self._complete_swap_operations(swap_files)
+        self._snapshots_found = set(self.dir.glob("*" + files.PRODUCER_SNAPSHOT_FILE_SUFFIX))
         self._load_segment_files()
         recovery_point, next_offset = self._recover_log()
         self.segments.active_segment.resize_indexes(self.config.max_index_size)
@@ -356,7 +358,6 @@ class LogLoader:
         segments = self.segments
         if not self.had_clean_shutdown:
             unflushed = segments.values(self.recovery_point_checkpoint, INT64_MAX) if segments.non_empty() else []
-            snapshots_before = set(self.dir.glob("*" + files.PRODUCER_SNAPSHOT_FILE_SUFFIX))
             for i, segment in enumerate(unflushed):
                 try:
                     truncated = self._recover_segment(segment)
@@ -373,7 +374,7 @@ class LogLoader:
                     segment.flush()
                     self._delete_segments(unflushed[i + 1:])
                     break
-            self._delete_recovery_snapshots(snapshots_before)
+            self._delete_recovery_snapshots(self._snapshots_found)
         log_end_offset = self._delete_segments_if_log_start_greater_than_log_end()
         if segments.is_empty():
             segments.add(LogSegment.open(
@@ -387,8 +388,8 @@ class LogLoader:
         return min(self.recovery_point_checkpoint, log_end_offset), log_end_offset
 
     def _delete_recovery_snapshots(self, before: set[Path]) -> None:
-        """Delete the snapshots the recovery pass wrote above the newest one from before
-        (they let each recovered segment start from the previous one's end). A snapshot
+        """Delete the snapshots recoveries wrote (passes 3 and 4) above the newest one from
+        before (they let each recovered segment start from the previous one's end). A snapshot
         keeps one batch per producer, so loading the one at the log end would shrink each
         producer's dedup window to its last batch; without them the final rebuild replays
         the log after the newest snapshot that was there before the crash, and keeps the
