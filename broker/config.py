@@ -464,6 +464,13 @@ SERVER_CONFIG_DEF = (
     .define("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
             "The interval at which to remove transactions that have expired "
             "(transactional.id.expiration.ms passing).", at_least(1))
+    .define("kafkalog.feature.transaction.version", INT, 2,
+            "The transaction.version feature level finalized in ApiVersions (Kafka sets it with "
+            "kafka-features.sh): 2 lets Kafka 4 clients use transaction version 2 (KIP-890 part 2).",
+            between(0, 2))
+    .define("kafkalog.transaction.marker.retry.interval.ms", INT, 1000,
+            "How often the markers of a decided transaction are retried after writing them failed.",
+            at_least(1))
     .define("cluster.id", STRING, None, "Cluster id; generated once and kept in meta.properties.")
     # Quotas (broker/server/quota/): the sampling of client quotas and of the controller
     # mutation token bucket (burst = num x size x rate).

@@ -193,7 +193,7 @@ def test_struct_api() -> None:
 
 def test_version_outside_the_table_is_unsupported() -> None:
     with pytest.raises(UnsupportedApiVersionError):
-        decode(PRODUCE_REQ, 12, Reader(b""))
+        decode(PRODUCE_REQ, 13, Reader(b""))
     with pytest.raises(UnsupportedApiVersionError):
         encode_bytes(PRODUCE_REQ, -1, {})
 

@@ -20,7 +20,7 @@ from broker.protocol.versions import (
 EXPECTED = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.METADATA: (0, 12),  # v10+ topic ids (KIP-848)
-    ApiKey.PRODUCE: (0, 8),
+    ApiKey.PRODUCE: (0, 12),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -31,10 +31,10 @@ EXPECTED = {
     ApiKey.OFFSET_COMMIT: (2, 9),  # v9: KIP-848
     ApiKey.OFFSET_FETCH: (1, 9),  # v9: KIP-848
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # transactions (issue 17); v2+ flexible
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.END_TXN: (0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
@@ -88,7 +88,8 @@ FIRST_FLEXIBLE_ADVERTISED = {
     ApiKey.PUSH_TELEMETRY: 0, ApiKey.LIST_CLIENT_METRICS_RESOURCES: 0,
     # SASL (issue 16): SaslAuthenticate v2, the SCRAM credential APIs (flexible only)
     ApiKey.SASL_AUTHENTICATE: 2, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
-    # transactions (issue 17)
+    # transactions (issue 17); Produce v9+ flexible since v12 is served (transaction version 2)
+    ApiKey.PRODUCE: 9,
     ApiKey.INIT_PRODUCER_ID: 2, ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3,
     ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.WRITE_TXN_MARKERS: 1, ApiKey.DESCRIBE_TRANSACTIONS: 0,
@@ -128,7 +129,7 @@ def test_lookup_errors() -> None:
         request_schema(ApiKey.LEADER_AND_ISR, 0)  # a Kafka API without a table here
     with pytest.raises(UnsupportedApiVersionError):
         response_schema(ApiKey.PRODUCE, 99)
-    assert is_advertised(ApiKey.PRODUCE, 8) and not is_advertised(ApiKey.PRODUCE, 9)
+    assert is_advertised(ApiKey.PRODUCE, 12) and not is_advertised(ApiKey.PRODUCE, 13)
     assert not is_advertised(ApiKey.SASL_HANDSHAKE, 1)
     assert is_advertised(ApiKey.SASL_HANDSHAKE, 1, sasl=True)
 

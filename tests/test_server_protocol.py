@@ -76,7 +76,13 @@ def test_api_versions_advertises_only_implemented_apis(raw_client):
             table[ApiKey.LEAVE_GROUP], table[ApiKey.OFFSET_DELETE]) == ((0, 5), (0, 3), (0, 3), (0, 3), (0, 0))
     assert table[ApiKey.FIND_COORDINATOR] == (0, 2) and table[ApiKey.OFFSET_COMMIT] == (2, 9)  # v9: KIP-848
     assert table[ApiKey.OFFSET_FETCH] == (1, 9)
-    assert table[ApiKey.PRODUCE] == (0, 8) and table[ApiKey.FETCH] == (4, 11)
+    assert table[ApiKey.PRODUCE] == (0, 12) and table[ApiKey.FETCH] == (4, 11)  # Produce v12: KIP-890 part 2
+    assert table[ApiKey.END_TXN] == (0, 5) and table[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
+    # v3 carries the features: transaction.version supported (from 1 in v3, KAFKA-17011) and finalized at 2
+    assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [("transaction.version", 1, 2)]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == \
+        [("transaction.version", 2, 2)]
+    assert r.finalized_features_epoch > 0
     assert table[ApiKey.API_VERSIONS] == (0, 3) and table[ApiKey.METADATA] == (0, 12)
     for key, (lo, hi) in table.items():  # served ⊇ advertised, except Produce v0-2 (KAFKA-18659)
         api = HANDLERS[key]

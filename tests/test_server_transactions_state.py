@@ -57,6 +57,17 @@ def test_value_v1_flexible_with_tagged_fields():
     assert (md.producer_id, md.producer_epoch, md.state, md.partitions, md.txn_last_update_timestamp,
             md.txn_start_timestamp, md.previous_producer_id) == (99, 3, S.ONGOING, {("orders", 0), ("orders", 2)},
                                                                  500, 400, 77)
+    assert (md.next_producer_id, md.client_transaction_version) == (-1, 2)
+    # what this broker writes for a transaction version 2 client: exactly Kafka's v1 bytes
+    md.next_producer_id = 123
+    assert txn_log.encode_value(md) == (
+        struct.pack(">hqhib", 1, 99, 3, 60000, int(S.ONGOING))
+        + bytes([2]) + compact_string("orders") + bytes([3]) + struct.pack(">ii", 0, 2) + b"\x00"
+        + struct.pack(">qq", 500, 400)
+        + bytes([3, 0, 8]) + struct.pack(">q", 77) + bytes([1, 8]) + struct.pack(">q", 123)
+        + bytes([2, 2]) + struct.pack(">h", 2))
+    back = txn_log.decode_value("t", txn_log.encode_value(md))
+    assert (back.previous_producer_id, back.next_producer_id, back.client_transaction_version) == (77, 123, 2)
 
 
 def test_unreadable_records():

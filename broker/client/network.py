@@ -23,7 +23,9 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
 * ApiVersions negotiation per connection (v3 first; a broker that answers
   UNSUPPORTED_VERSION with a v0 body is asked again with the version it named), then
   ``api_version(node, key, our_max, our_min)`` = min(our max, broker max), or None when
-  the ranges do not meet.
+  the ranges do not meet. The finalized features (KIP-584) of the newest epoch any broker
+  answered are kept in ``finalized_features`` (name -> max level), as Kafka's
+  ``ApiVersions`` does: the transactional producer reads ``transaction.version`` there.
 * Requests: ``send`` encodes a request (``broker.protocol.encode_request``) with the next
   correlation id and queues its buffers (zero-copy for record batches); ``poll`` writes
   with ``sendmsg``, reads into a ``FrameDecoder`` and matches responses to the oldest
@@ -225,6 +227,9 @@ class NetworkClient(TlsConnectionMixin):
         self.sasl = sasl
         self._selector = selectors.DefaultSelector()
         self._conns: dict[int, _Connection] = {}
+        # KIP-584 finalized features (ApiVersions v3+) of the newest epoch seen on any connection
+        self.finalized_features: dict[str, int] = {}
+        self.finalized_features_epoch = -1
         self._nodes: dict[int, _NodeState] = {}
         self._correlation = 0
         self._completed: list[ClientResponse] = []
@@ -450,6 +455,10 @@ class NetworkClient(TlsConnectionMixin):
                              KafkaError.from_code(body.error_code, "ApiVersions"), failed=True)
             return
         conn.api_versions = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
+        epoch = getattr(body, "finalized_features_epoch", -1)
+        if epoch is not None and epoch > self.finalized_features_epoch:
+            self.finalized_features_epoch = epoch
+            self.finalized_features = {f.name: f.max_version_level for f in body.finalized_features or ()}
         if self.sasl is not None:
             self._start_authentication(conn, resp.received_ms)
             return

@@ -103,7 +103,7 @@ class ApiKey(enum.IntEnum):
 
 
 API_VERSION_RANGES: dict[int, tuple[int, int, int | None]] = {
-    0: (0, 11, 9),  # Produce
+    0: (0, 12, 9),  # Produce
     1: (0, 17, 12),  # Fetch
     2: (0, 10, 6),  # ListOffsets
     3: (0, 12, 9),  # Metadata
@@ -131,7 +131,7 @@ API_VERSION_RANGES: dict[int, tuple[int, int, int | None]] = {
     25: (0, 4, 3),  # AddOffsetsToTxn
     26: (0, 5, 3),  # EndTxn
     27: (0, 1, 1),  # WriteTxnMarkers
-    28: (0, 4, 3),  # TxnOffsetCommit
+    28: (0, 5, 3),  # TxnOffsetCommit
     29: (0, 3, 2),  # DescribeAcls
     30: (0, 3, 2),  # CreateAcls
     31: (0, 3, 2),  # DeleteAcls

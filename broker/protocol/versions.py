@@ -42,7 +42,7 @@ def _api(key: ApiKey, lo: int, hi: int) -> AdvertisedApi:
 # PROTOCOL.md section 2: the smallest set that serves confluent-kafka/librdkafka, kcat
 # (librdkafka 2.0.2), kafka-python and aiokafka, with the reason for each bound there.
 ADVERTISED: tuple[AdvertisedApi, ...] = (
-    _api(ApiKey.PRODUCE, 0, 8),  # min 0 for old librdkafka compression; only 3-8 served
+    _api(ApiKey.PRODUCE, 0, 12),  # min 0 for old librdkafka compression; only 3-12 served
     _api(ApiKey.FETCH, 4, 11),
     _api(ApiKey.LIST_OFFSETS, 1, 5),
     _api(ApiKey.METADATA, 0, 12),  # v10+: topic ids (KIP-848 assignments carry ids)
@@ -61,11 +61,11 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.DELETE_RECORDS, 0, 1),
     _api(ApiKey.INIT_PRODUCER_ID, 0, 4),  # v5 is KIP-890's TRANSACTION_ABORTABLE
     _api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3),
-    _api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),  # v4+: KIP-890 verification (broker to broker)
+    _api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5),  # v4+: KIP-890 verification (broker to broker)
     _api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
-    _api(ApiKey.END_TXN, 0, 3),  # v4+: KIP-890 (TRANSACTION_ABORTABLE, transaction version 2)
+    _api(ApiKey.END_TXN, 0, 5),  # v4: TRANSACTION_ABORTABLE; v5: transaction version 2 (KIP-890)
     _api(ApiKey.WRITE_TXN_MARKERS, 0, 1),  # broker to broker; served for admin tools' abort
-    _api(ApiKey.TXN_OFFSET_COMMIT, 0, 3),
+    _api(ApiKey.TXN_OFFSET_COMMIT, 0, 5),  # v5: transaction version 2 (KIP-890)
     _api(ApiKey.DESCRIBE_ACLS, 0, 3),  # v1: pattern types (KIP-290), v2: flexible
     _api(ApiKey.CREATE_ACLS, 0, 3),
     _api(ApiKey.DELETE_ACLS, 0, 3),

@@ -91,7 +91,7 @@ class ApiHandler(NamedTuple):
 
 
 HANDLERS: dict[int, ApiHandler] = {
-    ApiKey.PRODUCE: ApiHandler(produce.handle, produce.error_response, 3, 8),
+    ApiKey.PRODUCE: ApiHandler(produce.handle, produce.error_response, 3, 12),
     ApiKey.FETCH: ApiHandler(fetch.handle, fetch.error_response, 4, 11),
     ApiKey.LIST_OFFSETS: ApiHandler(list_offsets.handle, list_offsets.error_response, 1, 5),
     ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 12),
@@ -102,11 +102,11 @@ HANDLERS: dict[int, ApiHandler] = {
                                       list_offsets.delete_records_error_response, 0, 1),
     ApiKey.INIT_PRODUCER_ID: ApiHandler(txn.handle_init_producer_id, producer_id.error_response, 0, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(txn.handle_add_partitions_to_txn,
-                                             txn.add_partitions_to_txn_error_response, 0, 3),
+                                             txn.add_partitions_to_txn_error_response, 0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(txn.handle_add_offsets_to_txn, txn.add_offsets_to_txn_error_response,
                                           0, 3),
-    ApiKey.END_TXN: ApiHandler(txn.handle_end_txn, txn.end_txn_error_response, 0, 3),
-    ApiKey.TXN_OFFSET_COMMIT: ApiHandler(txn.handle_txn_offset_commit, txn.txn_offset_commit_error_response, 0, 3),
+    ApiKey.END_TXN: ApiHandler(txn.handle_end_txn, txn.end_txn_error_response, 0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: ApiHandler(txn.handle_txn_offset_commit, txn.txn_offset_commit_error_response, 0, 5),
     ApiKey.WRITE_TXN_MARKERS: ApiHandler(txn.handle_write_txn_markers, txn.write_txn_markers_error_response, 0, 1),
     ApiKey.DESCRIBE_PRODUCERS: ApiHandler(txn.handle_describe_producers, txn.describe_producers_error_response,
                                           0, 0),

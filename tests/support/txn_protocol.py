@@ -6,6 +6,8 @@ real client would retry or hide what the broker answered.
 ``produce(topic, partition, values)`` (a transactional batch with the next sequence),
 ``add_offsets(group)``, ``txn_offset_commit(group, topic, partition, offset)``, ``end(commit)``;
 each returns the response's error code (``init`` sets ``producer_id`` / ``epoch``).
+Transaction version 2: ``produce(..., version=12)`` (adds the partition itself) and
+``end_v5(commit)`` (returns the code and takes the producer id / epoch it answers).
 ``describe`` / ``fetch_partition`` / ``committed_offset`` read the broker's view.
 Thread-safety: test-process only.
 """
@@ -53,13 +55,13 @@ class RawTxn:
         return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
     def produce(self, topic: str, partition: int, values: list[bytes], epoch: int | None = None,
-                transactional: bool = True) -> int:
+                transactional: bool = True, version: int = 8) -> int:
         seq = self.sequences.get((topic, partition), 0)
         now = int(time.time() * 1000)  # old timestamps would roll a segment per batch (segment.ms)
         batch = encode_batch([(None, v, now) for v in values], producer_id=self.producer_id,
                              producer_epoch=self.epoch if epoch is None else epoch, base_sequence=seq,
                              is_transactional=transactional)
-        r = self.c.request(ApiKey.PRODUCE, 8, {
+        r = self.c.request(ApiKey.PRODUCE, version, {
             "transactional_id": self.transactional_id, "acks": -1, "timeout_ms": 10000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
         code = r.responses[0].partition_responses[0].error_code
@@ -85,6 +87,20 @@ class RawTxn:
         return self.c.request(ApiKey.END_TXN, version, {
             "transactional_id": self.transactional_id, "producer_id": self.producer_id,
             "producer_epoch": self.epoch if epoch is None else epoch, "committed": commit}).error_code
+
+
+    def end_v5(self, commit: bool, epoch: int | None = None) -> int:
+        """EndTxn v5 (transaction version 2); on success the answered id / epoch are used next."""
+        r = self.c.request(ApiKey.END_TXN, 5, {
+            "transactional_id": self.transactional_id, "producer_id": self.producer_id,
+            "producer_epoch": self.epoch if epoch is None else epoch, "committed": commit})
+        if r.error_code == 0:
+            if (r.producer_id, r.producer_epoch) != (self.producer_id, self.epoch):
+                self.sequences.clear()
+            self.producer_id, self.epoch = r.producer_id, r.producer_epoch
+        else:
+            assert (r.producer_id, r.producer_epoch) == (-1, -1), r
+        return r.error_code
 
 
 def describe(client, transactional_id: str):
@@ -118,6 +134,28 @@ def data_values(records: bytes | None) -> list[bytes]:
     buf = bytes(records or b"")
     for pos, header in iter_batch_headers(buf):
         if header.is_control:
+            continue
+        out += [r.value for r in decode_records(records_payload(buf, pos, header, 1 << 26), header)]
+    return out
+
+
+def committed_values(partition) -> list[bytes]:
+    """What a read_committed consumer returns from a Fetch partition response: the data
+    records below the LSO minus those of the aborted transactions in its aborted list (a
+    batch of an aborted producer from its first offset until that producer's marker)."""
+    from broker.record.batch import decode_records, iter_batch_headers, records_payload
+
+    aborted = sorted((a.first_offset, a.producer_id) for a in partition.aborted_transactions or ())
+    open_aborts: set[int] = set()
+    out = []
+    buf = bytes(partition.records or b"")
+    for pos, header in iter_batch_headers(buf):
+        while aborted and aborted[0][0] <= header.base_offset:
+            open_aborts.add(aborted.pop(0)[1])
+        if header.is_control:
+            open_aborts.discard(header.producer_id)
+            continue
+        if header.producer_id in open_aborts:
             continue
         out += [r.value for r in decode_records(records_payload(buf, pos, header, 1 << 26), header)]
     return out

@@ -126,6 +126,8 @@ class KafkaProducer:
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
             metadata_updater=MetadataUpdater(self.metadata),
             sasl=SaslSettings.from_config(cfg), ssl_context=client_context(cfg.values))
+        if self._txn is not None:
+            self._txn.features = lambda: self.client.finalized_features  # transaction.version (KIP-890)
         self._metrics: dict[str, float] = {}
         self.sender = Sender(client=self.client, metadata=self.metadata,
                              accumulator=self.accumulator, config=cfg,

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 PRODUCE_MIN_VERSION = 3  # RecordBatch v2; Kafka 4 serves nothing older
 PRODUCE_MAX_VERSION = 11
+PRODUCE_TV2_VERSION = 12  # a transaction of transaction version 2 (KIP-890 part 2) needs exactly v12
 PRODUCE_ZSTD_MIN_VERSION = 7
 INIT_PRODUCER_ID_MAX_VERSION = 4
 
@@ -291,10 +292,13 @@ class Sender(threading.Thread):
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now: float) -> None:
         client = self.client
         min_version = PRODUCE_ZSTD_MIN_VERSION if self.codec == 4 else PRODUCE_MIN_VERSION
-        version = client.api_version(node_id, ApiKey.PRODUCE, PRODUCE_MAX_VERSION, min_version)
+        max_version = PRODUCE_MAX_VERSION
+        if self.tm is not None and self.tm.transaction_v2:
+            min_version = max_version = PRODUCE_TV2_VERSION
+        version = client.api_version(node_id, ApiKey.PRODUCE, max_version, min_version)
         if version is None:
             err = UnsupportedVersionError(f"node {node_id} supports no Produce version in "
-                                          f"{min_version}..{PRODUCE_MAX_VERSION}")
+                                          f"{min_version}..{max_version}")
             for b in batches:
                 self._remove_in_flight(b)
                 self._fail_batch(b, err, adjust_sequences=True)

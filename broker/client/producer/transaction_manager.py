@@ -92,6 +92,7 @@ class TransactionManager:
         self._init_in_flight = False
         self.fatal_error: BaseException | None = None
         self.epoch_bumps = 0
+        self.transaction_v2 = False  # KIP-890 part 2 for the current transaction (transactional.py)
 
     # -- producer id ---------------------------------------------------------------------
 

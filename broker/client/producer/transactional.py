@@ -1,5 +1,5 @@
 """The transactional producer: Kafka's ``TransactionManager`` states and requests (KIP-98,
-transaction version 1), on top of the idempotent ``TransactionManager``.
+transaction versions 1 and 2), on top of the idempotent ``TransactionManager``.
 
 Owns:
 
@@ -29,6 +29,15 @@ Owns:
   raises ``TransactionAbortableError``, abort works); NOT_COORDINATOR /
   COORDINATOR_NOT_AVAILABLE find the coordinator again, COORDINATOR_LOAD_IN_PROGRESS /
   CONCURRENT_TRANSACTIONS and other retriable codes are retried after retry.backoff.ms.
+
+Transaction version 2 (KIP-890 part 2), as Kafka 4's client: ``begin_transaction`` reads the
+cluster's finalized ``transaction.version`` (``NetworkClient.finalized_features``, through
+``features``); at 2 the transaction sends no AddPartitionsToTxn (Produce v12 adds each
+partition on the broker) and no AddOffsetsToTxn (TxnOffsetCommit v5 adds the group), and
+EndTxn v5 answers the producer id and epoch to go on with (the coordinator bumps the epoch
+at every commit and abort, so sequences start again at 0 and no InitProducerId bump is
+needed after an abort). Below 2 the KIP-98 requests are sent as before, and Produce stays
+at v11 at most inside transactions.
 
 ``maybe_send_transactional_request(sender, now)`` is the Sender's step (Kafka's
 ``maybeSendAndPollTransactionalRequest``): while a transactional request is in flight no
@@ -64,6 +73,9 @@ COORDINATOR_TRANSACTION = 1
 COORDINATOR_GROUP = 0
 _MAX_VERSIONS = {ApiKey.FIND_COORDINATOR: 2, ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 3,
                  ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3}
+# transaction version 2: exactly these (the version is what tells the broker)
+_TV2_VERSIONS = {ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 5}
+TRANSACTION_VERSION_FEATURE = "transaction.version"
 _FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
 _FIND_AGAIN = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
@@ -153,6 +165,8 @@ class TransactionalManager(TransactionManager):
         self.coordinators: dict[tuple[int, str], Node] = {}
         self.queue: collections.deque[_Request] = collections.deque()
         self.in_flight: _Request | None = None
+        # () -> the finalized features the client saw (set by the producer: NetworkClient's)
+        self.features = dict
 
     @property
     def is_transactional(self) -> bool:
@@ -231,6 +245,7 @@ class TransactionalManager(TransactionManager):
                                         + (" (call init_transactions() first)"
                                            if self.state == TxnState.UNINITIALIZED else ""))
             self._transition(TxnState.IN_TRANSACTION)
+            self.transaction_v2 = self.features().get(TRANSACTION_VERSION_FEATURE, 0) >= 2
 
     def maybe_add_partition(self, tp: tuple[str, int]) -> None:
         """A record for ``tp`` is being sent: it joins the transaction."""
@@ -242,7 +257,9 @@ class TransactionalManager(TransactionManager):
             if self.state != TxnState.IN_TRANSACTION:
                 raise IllegalStateError(f"cannot send a record in state {self.state.value}"
                                         " (call begin_transaction() first)")
-            if tp not in self.in_transaction and tp not in self.pending_partitions:
+            if self.transaction_v2:
+                self.in_transaction.add(tp)  # Produce v12 adds it on the broker
+            elif tp not in self.in_transaction and tp not in self.pending_partitions:
                 self.new_partitions.add(tp)
 
     def is_send_to_partition_allowed(self, tp: tuple[str, int]) -> bool:
@@ -254,6 +271,12 @@ class TransactionalManager(TransactionManager):
             self.check_not_fatal()
             if self.state != TxnState.IN_TRANSACTION:
                 raise IllegalStateError(f"send_offsets_to_transaction() in state {self.state.value}")
+            if self.transaction_v2:  # TxnOffsetCommit v5 adds the group's partition itself
+                result = TransactionalRequestResult("TxnOffsetCommit")
+                self.offsets_added = True
+                self.queue.append(self._txn_offset_commit(result, offsets, group_id, generation_id, member_id,
+                                                          group_instance_id))
+                return result
             result = TransactionalRequestResult("AddOffsetsToTxn")
 
             def build(version: int):
@@ -329,6 +352,13 @@ class TransactionalManager(TransactionManager):
             def on_response(body) -> None:
                 self._raise_for(ErrorCode.lookup(body.error_code), "EndTxn", fatal_default=True)
                 with self._lock:
+                    if self.transaction_v2 and body.producer_id >= 0:
+                        # the coordinator bumped the epoch (or moved to a new id): sequences restart
+                        self.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
+                        self._partitions.clear()
+                        self._unresolved.clear()
+                        self._to_rewrite.clear()
+                        self._epoch_bump_required = False
                     self._complete_transaction()
 
             self.queue.append(_Request(ApiKey.END_TXN, build, on_response, result,
@@ -454,7 +484,11 @@ def maybe_send_transactional_request(sender: Any, now: float) -> bool:
     if not client.ready(node, now):
         client.poll(min(client.poll_delay_ms(node.id, now), sender.retry_backoff_ms), now)
         return True
-    version = client.api_version(node.id, request.api_key, _MAX_VERSIONS[request.api_key])
+    if tm.transaction_v2 and request.api_key in _TV2_VERSIONS:
+        wanted = _TV2_VERSIONS[request.api_key]
+        version = client.api_version(node.id, request.api_key, wanted, wanted)
+    else:
+        version = client.api_version(node.id, request.api_key, _MAX_VERSIONS[request.api_key])
     if version is None:
         tm.queue.popleft()
         error = KafkaError(f"the broker does not support {request.api_key.name}", ErrorCode.UNSUPPORTED_VERSION)

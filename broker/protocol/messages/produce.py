@@ -27,11 +27,16 @@ from broker.protocol.schema import Field, Message
 # Version 10 is the same as version 9 (KIP-951).
 #
 # Version 11 adds support for new error code TRANSACTION_ABORTABLE (KIP-890).
+#
+# Version 12 is the same as version 11 (KIP-890). Note when produce requests are used in transaction, if
+# transaction V2 (KIP_890 part 2) is enabled, the produce request will also include the function for a
+# AddPartitionsToTxn call. If V2 is disabled, the client can't use produce request version higher than 11 within
+# a transaction.
 PRODUCE_REQUEST = Message(
     "ProduceRequest",
     api_key=0,
     kind="request",
-    valid="0-11",
+    valid="0-12",
     flexible="9+",
     fields=(
         # The transactional ID, or null if the producer is not transactional.
@@ -83,11 +88,16 @@ PRODUCE_REQUEST = Message(
 # Version 10 adds 'CurrentLeader' and 'NodeEndpoints' as tagged fields (KIP-951)
 #
 # Version 11 adds support for new error code TRANSACTION_ABORTABLE (KIP-890).
+#
+# Version 12 is the same as version 11 (KIP-890). Note when produce requests are used in transaction, if
+# transaction V2 (KIP_890 part 2) is enabled, the produce request will also include the function for a
+# AddPartitionsToTxn call. If V2 is disabled, the client can't use produce request version higher than 11 within
+# a transaction.
 PRODUCE_RESPONSE = Message(
     "ProduceResponse",
     api_key=0,
     kind="response",
-    valid="0-11",
+    valid="0-12",
     flexible="9+",
     fields=(
         # Each produce response

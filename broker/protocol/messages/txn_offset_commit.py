@@ -15,11 +15,16 @@ from broker.protocol.schema import Field, Message
 # Version 3 adds the member.id, group.instance.id and generation.id.
 #
 # Version 4 adds support for new error code TRANSACTION_ABORTABLE (KIP-890).
+#
+# Version 5 is the same as version 4 (KIP-890). Note when TxnOffsetCommit requests are used in transaction, if
+# transaction V2 (KIP_890 part 2) is enabled, the TxnOffsetCommit request will also include the function for a
+# AddOffsetsToTxn call. If V2 is disabled, the client can't use TxnOffsetCommit request version higher than 4 within
+# a transaction.
 TXN_OFFSET_COMMIT_REQUEST = Message(
     "TxnOffsetCommitRequest",
     api_key=28,
     kind="request",
-    valid="0-4",
+    valid="0-5",
     flexible="3+",
     fields=(
         # The ID of the transaction.
@@ -69,11 +74,16 @@ TXN_OFFSET_COMMIT_REQUEST = Message(
 # Version 3 adds illegal generation, fenced instance id, and unknown member id errors.
 #
 # Version 4 adds support for new error code TRANSACTION_ABORTABLE (KIP-890).
+#
+# Version 5 is the same as version 4 (KIP-890). Note when TxnOffsetCommit requests are used in transaction, if
+# transaction V2 (KIP_890 part 2) is enabled, the TxnOffsetCommit request will also include the function for a
+# AddOffsetsToTxn call. If V2 is disabled, the client can't use TxnOffsetCommit request version higher than 4 within
+# a transaction.
 TXN_OFFSET_COMMIT_RESPONSE = Message(
     "TxnOffsetCommitResponse",
     api_key=28,
     kind="response",
-    valid="0-4",
+    valid="0-5",
     flexible="3+",
     fields=(
         # The duration in milliseconds for which the request was throttled due to a quota

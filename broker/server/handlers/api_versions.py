@@ -11,6 +11,14 @@ Wire behaviour (PROTOCOL.md 3.2, KIP-511):
   UNSUPPORTED_VERSION (35) and the single entry {18, min, max}, so that the client can
   retry with a version it finds there (``unsupported_version_body``; the caller encodes
   it with ``version=0``).
+* Features (v3+, KIP-584): ``transaction.version`` is supported 0-2 and finalized at the
+  level ``kafkalog.feature.transaction.version`` sets (default 2, as a new Kafka 4 cluster;
+  ``TransactionCoordinator.transaction_version``). Kafka 4 clients read the finalized
+  level: at 2 they use transaction version 2 (KIP-890 part 2: Produce v12 and
+  TxnOffsetCommit v5 add partitions implicitly, EndTxn v5 bumps the epoch). In v3 a
+  supported range starting at 0 is sent from 1 (Java clients before KAFKA-17011 refuse a
+  0 there). ``finalized_features_epoch`` is the broker's start time in ms, so a restart with
+  another level is seen as newer by a client that talked to the broker before.
 * client_software_name / version (v3+) are recorded in the request context for the
   request log, never validated (Kafka answers INVALID_REQUEST to names failing its regex;
   clients then retry v0, which only costs a round trip).
@@ -32,10 +40,31 @@ def _entries(state: ServerState) -> list:
     return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in state.api_versions]
 
 
+SupportedFeature = API_VERSIONS_RESPONSE.structs["SupportedFeatureKey"]
+FinalizedFeature = API_VERSIONS_RESPONSE.structs["FinalizedFeatureKey"]
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION_SUPPORTED = (0, 2)
+
+
+def _features(state: ServerState, version: int) -> dict:
+    if version < 3 or state.txn_coordinator is None:
+        return {}
+    lo, hi = TRANSACTION_VERSION_SUPPORTED
+    level = state.txn_coordinator.transaction_version
+    finalized = [FinalizedFeature(name=TRANSACTION_VERSION_FEATURE, max_version_level=level,
+                                  min_version_level=level)] if level > 0 else []
+    return {"supported_features": [SupportedFeature(name=TRANSACTION_VERSION_FEATURE,
+                                                    min_version=lo if version >= 4 else max(lo, 1),
+                                                    max_version=hi)],
+            "finalized_features_epoch": state.txn_coordinator.features_epoch,
+            "finalized_features": finalized}
+
+
 def handle(state: ServerState, ctx: RequestContext, body) -> object:
     if ctx.api_version >= 3:
         ctx.extra["client_software"] = (body.client_software_name, body.client_software_version)
-    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_entries(state), throttle_time_ms=0)
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_entries(state), throttle_time_ms=0,
+                               **_features(state, ctx.api_version))
 
 
 def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:

@@ -1,5 +1,6 @@
-"""Produce (key 0), served v3-v8 (v0-v2 are advertised for old librdkafka's compression
-check but close the connection, as in Kafka 4: ``broker.server.apis``).
+"""Produce (key 0), served v3-v12 (v0-v2 are advertised for old librdkafka's compression
+check but close the connection, as in Kafka 4: ``broker.server.apis``; v9+ are flexible,
+v12 is transaction version 2).
 
 Wire behaviour:
 
@@ -28,7 +29,8 @@ Wire behaviour:
   transaction (AddPartitionsToTxn), else INVALID_TXN_STATE (48): the simple form of
   Kafka's verification; the append then happens under the transaction's lock
   (``TransactionCoordinator.produce_guard``), so no marker slips in between. A fenced
-  epoch gets INVALID_PRODUCER_EPOCH.
+  epoch gets INVALID_PRODUCER_EPOCH. From v12, with transaction version 2 finalized, the
+  batch adds its partition to the transaction itself (KIP-890 part 2).
 * Internal topics (``__consumer_offsets``, ``__transaction_state``) get
   INVALID_TOPIC_EXCEPTION (17), "Cannot append to internal topic", as in Kafka.
 * The response gives base_offset, log_append_time_ms (-1 for CreateTime topics) and
@@ -125,7 +127,8 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
             coordinator = state.txn_coordinator
             if coordinator is None:
                 raise ApiError(ErrorCode.INVALID_TXN_STATE, "no transaction coordinator")
-            with coordinator.produce_guard(txn.producer_id, txn.producer_epoch, name, index):
+            with coordinator.produce_guard(txn.producer_id, txn.producer_epoch, name, index,
+                                           implicit_add=version >= 12):
                 info = lg.append_as_leader(records, leader_epoch=leader_epoch_of(lg))
     except Exception as exc:  # noqa: BLE001 - every error becomes a code
         code = error_code_for(exc)

@@ -1,6 +1,6 @@
 """Transaction APIs over the ``TransactionCoordinator`` (``broker.server.txn``):
-AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-3, EndTxn (26) v0-3,
-TxnOffsetCommit (28) v0-3, DescribeTransactions (65) v0, ListTransactions (66) v0-1,
+AddPartitionsToTxn (24) v0-5 (v4+: brokers' batched form with verify_only), AddOffsetsToTxn (25) v0-3, EndTxn (26) v0-5,
+TxnOffsetCommit (28) v0-5, DescribeTransactions (65) v0, ListTransactions (66) v0-1,
 DescribeProducers (61) v0, WriteTxnMarkers (27) v0-1 (a marker appended per listed
 partition, as a partition leader does for its coordinator; CLUSTER_ACTION needed);
 InitProducerId (22) is dispatched here (``handle_init_producer_id``): with a transactional
@@ -16,8 +16,12 @@ Wire behaviour (Kafka's ``KafkaApis``):
   partition gets the coordinator's code. Internal topics are refused
   (INVALID_TOPIC_EXCEPTION... as Kafka's "Cannot add internal topic": the offsets topic
   joins a transaction only through AddOffsetsToTxn).
+* Transaction version 2 (KIP-890 part 2; v4 of EndTxn and TxnOffsetCommit only adds
+  TRANSACTION_ABORTABLE, which this broker never sends): EndTxn v5 bumps the epoch and
+  answers the producer id and epoch to go on with (-1/-1 with an error); TxnOffsetCommit
+  v5 adds the group's partition itself (``TransactionCoordinator``'s docstring).
 * TxnOffsetCommit: the group's ``__consumer_offsets`` partition must have been added with
-  AddOffsetsToTxn (INVALID_TXN_STATE); unknown topics get UNKNOWN_TOPIC_OR_PARTITION per
+  AddOffsetsToTxn (INVALID_TXN_STATE) below v5; unknown topics get UNKNOWN_TOPIC_OR_PARTITION per
   partition; the offsets become visible when the transaction commits.
 * DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND for an unknown id; the partitions are
   listed while the transaction is Ongoing / Prepare*.
@@ -61,13 +65,14 @@ from broker.server.group.txn_offsets import commit_txn_offsets
 from broker.server.handlers import RequestContext, ServerState, producer_id
 from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
 from broker.server.txn.markers import write_marker
-from broker.server.txn.state import TransactionState
+from broker.server.txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionState
 
 log = logging.getLogger(__name__)
 
 AddPartitionsResponse = ADD_PARTITIONS_TO_TXN_RESPONSE.cls
 AddPartitionsTopic = ADD_PARTITIONS_TO_TXN_RESPONSE.structs["AddPartitionsToTxnTopicResult"]
 AddPartitionsPartition = ADD_PARTITIONS_TO_TXN_RESPONSE.structs["AddPartitionsToTxnPartitionResult"]
+AddPartitionsResult = ADD_PARTITIONS_TO_TXN_RESPONSE.structs["AddPartitionsToTxnResult"]
 AddOffsetsResponse = ADD_OFFSETS_TO_TXN_RESPONSE.cls
 EndTxnResponse = END_TXN_RESPONSE.cls
 TxnOffsetCommitResponse = TXN_OFFSET_COMMIT_RESPONSE.cls
@@ -143,6 +148,8 @@ def init_producer_id(state: ServerState, ctx: RequestContext, body) -> tuple[int
 # --- AddPartitionsToTxn ---
 
 def handle_add_partitions_to_txn(state: ServerState, ctx: RequestContext, body) -> object:
+    if ctx.api_version >= 4:
+        return _add_partitions_batched(state, ctx, body)
     requested = [(t.name, list(t.partitions)) for t in body.v3_and_below_topics]
     if not _txn_writable(state, ctx, body.v3_and_below_transactional_id):
         return _add_partitions_response(requested, lambda name, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -173,6 +180,37 @@ def handle_add_partitions_to_txn(state: ServerState, ctx: RequestContext, body) 
     return _add_partitions_response(requested, lambda name, p: code)
 
 
+def _add_partitions_batched(state: ServerState, ctx: RequestContext, body) -> object:
+    """v4+ (brokers' requests, KIP-890): several transactions; ``verify_only`` checks that
+    the partitions are in the Ongoing transaction (those that are not: INVALID_TXN_STATE,
+    TRANSACTION_ABORTABLE from v5), otherwise they are added (transaction version 2's
+    implicit add). CLUSTER_ACTION is needed, as in Kafka."""
+    if not cluster_allowed(state, ctx, AclOperation.CLUSTER_ACTION):
+        return AddPartitionsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                     results_by_transaction=[])
+    not_in_txn = ErrorCode.TRANSACTION_ABORTABLE if ctx.api_version >= 5 else ErrorCode.INVALID_TXN_STATE
+    results = []
+    for txn in body.transactions:
+        requested = [(t.name, list(t.partitions)) for t in txn.topics]
+        wanted = {(name, p) for name, parts in requested for p in parts}
+        try:
+            if txn.verify_only:
+                missing = _coordinator(state).verify_partitions(txn.transactional_id, txn.producer_id,
+                                                                txn.producer_epoch, wanted)
+                code_of = (lambda name, p, missing=missing: not_in_txn if (name, p) in missing else ErrorCode.NONE)
+            else:
+                _coordinator(state).add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                   wanted, client_transaction_version=2)
+                code_of = (lambda name, p: ErrorCode.NONE)
+        except Exception as exc:  # noqa: BLE001 - answered with its code
+            code = _code(exc, "AddPartitionsToTxn")
+            code_of = (lambda name, p, code=code: code)
+        results.append(AddPartitionsResult(
+            transactional_id=txn.transactional_id,
+            topic_results=_add_partitions_response(requested, code_of).results_by_topic_v3_and_below))
+    return AddPartitionsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
+
+
 def _add_partitions_response(requested, code_of) -> object:
     return AddPartitionsResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
         AddPartitionsTopic(name=name, results_by_partition=[
@@ -181,6 +219,8 @@ def _add_partitions_response(requested, code_of) -> object:
 
 
 def add_partitions_to_txn_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+    if ctx.api_version >= 4:
+        return AddPartitionsResponse(throttle_time_ms=0, error_code=code, results_by_transaction=[])
     return _add_partitions_response([(t.name, list(t.partitions)) for t in body.v3_and_below_topics],
                                     lambda name, p: code)
 
@@ -210,13 +250,15 @@ def add_offsets_to_txn_error_response(state: ServerState, ctx: RequestContext, b
 def handle_end_txn(state: ServerState, ctx: RequestContext, body) -> object:
     if not _txn_writable(state, ctx, body.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    pid, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     try:
-        _coordinator(state).end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
-                                            bool(body.committed))
+        pid, epoch = _coordinator(state).end_transaction(
+            body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
+            client_transaction_version=2 if ctx.api_version >= 5 else 0)
         code = ErrorCode.NONE
     except Exception as exc:  # noqa: BLE001 - answered with its code
         code = _for_version(_code(exc, "EndTxn"), ctx)
-    return EndTxnResponse(throttle_time_ms=0, error_code=code)
+    return EndTxnResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
 
 
 def end_txn_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
@@ -258,7 +300,7 @@ def handle_txn_offset_commit(state: ServerState, ctx: RequestContext, body) -> o
             if state.group_coordinator is None:
                 raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
             with coordinator.txn_offset_commit_guard(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                     body.group_id):
+                                                     body.group_id, implicit_add=version >= 5):
                 codes = commit_txn_offsets(
                     state.group_coordinator, body.group_id, body.producer_id, body.producer_epoch,
                     body.generation_id if version >= 3 else -1, body.member_id if version >= 3 else "",

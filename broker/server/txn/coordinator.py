@@ -1,5 +1,5 @@
-"""``TransactionCoordinator``: Kafka's transaction coordinator on one node (KIP-98, client
-transaction versions 0 and 1: the epoch is bumped by InitProducerId, not by every commit).
+"""``TransactionCoordinator``: Kafka's transaction coordinator on one node (KIP-98, and
+KIP-890 part 2's transaction version 2).
 
 Owns:
 
@@ -19,12 +19,32 @@ Owns:
   (the broker stopped between that record and the Complete one) has its markers written
   again (a marker written twice is harmless: the second finds no open transaction) and is
   completed. An Ongoing one is left to its timeout.
-* ending a transaction (EndTxn, a fenced or timed-out one): Prepare* is logged, then the
-  markers go to every partition of the transaction (``markers.py``; for a
-  ``__consumer_offsets`` partition the group coordinator then applies or drops the
-  transaction's offsets, ``broker.server.group.txn_offsets``), then Complete* is logged,
-  all before the request is answered. So an EndTxn answered NONE is complete, and a crash in
-  between converges to the same outcome at the next startup.
+* ending a transaction (EndTxn, a fenced or timed-out one): Prepare* is logged (the
+  outcome is decided), then the markers go to every partition of the transaction
+  (``markers.py``; for a ``__consumer_offsets`` partition the group coordinator then applies
+  or drops the transaction's offsets, ``broker.server.group.txn_offsets``), then Complete*
+  is logged, normally all before the request is answered. If the markers cannot be written
+  (a log directory offline) the EndTxn is still answered NONE, as Kafka answers once
+  Prepare* is logged, and ``retry_pending_completions`` (every
+  ``kafkalog.transaction.marker.retry.interval.ms``) tries again; meanwhile the id's next
+  requests get CONCURRENT_TRANSACTIONS (a transactional Produce v12: NOT_ENOUGH_REPLICAS,
+  which every producer retries). A crash in between converges to the same outcome at the
+  next startup.
+* transaction versions: ``transaction_version`` (``kafkalog.feature.transaction.version``,
+  default 2) is the level ApiVersions finalizes. A client at 2 sends Produce v12 and
+  TxnOffsetCommit v5, which add their partition to the transaction themselves
+  (``produce_guard`` / ``txn_offset_commit_guard`` with ``implicit_add``, starting the
+  transaction if none is Ongoing; the epoch must be the current one), and EndTxn v5: the
+  Prepare* bumps the epoch (the markers carry the bumped one, so the producer's earlier
+  epoch is fenced), and the answer names the producer id and epoch to go on with. When the
+  epoch is exhausted (32766) the bump goes to 32767 for the markers and a new producer id
+  (``next_producer_id``, logged) takes over at epoch 0 once they are written. A retried
+  EndTxn v5 names the epoch before the bump (or the old id at 32766): recognised as a retry
+  (NONE with the current id and epoch); anything else older is PRODUCER_FENCED. The
+  client's version is logged with every state (TransactionLogValue v1's tag 2), so this
+  holds across restarts. A TV2 transaction aborted by its timeout or by a new instance is
+  fenced two epochs up (one for the fence, one for the completion), so the old producer's
+  epoch + 1 is not taken for a retry.
 * timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` an Ongoing
   transaction older than its ``transaction.timeout.ms`` is aborted with its epoch bumped
   (the producer that started it is fenced, as in Kafka). Every
@@ -121,6 +141,12 @@ class TransactionCoordinator:
         self.expire_interval_ms = int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms",
                                                  3600000))
         self.num_partitions = self.configured_partitions
+        self.transaction_version = int(config.get("kafkalog.feature.transaction.version", 2))
+        if not 0 <= self.transaction_version <= 2:
+            raise ValueError(f"kafkalog.feature.transaction.version must be 0, 1 or 2, not {self.transaction_version}")
+        self.features_epoch = self.time.milliseconds()
+        self.marker_retry_interval_ms = int(config.get("kafkalog.transaction.marker.retry.interval.ms", 1000))
+        self._pending_completion: set[str] = set()
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_pid: dict[int, TransactionMetadata] = {}
         self._lock = threading.Lock()
@@ -143,14 +169,14 @@ class TransactionCoordinator:
                 with md.lock:
                     log.info("completing transaction %s (%s at startup)", md.transactional_id,
                              md.state.display_name)
-                    try:
-                        self._complete(md, md.state == S.PREPARE_COMMIT)
-                    except Exception:  # noqa: BLE001 - retried by the next EndTxn / InitProducerId
-                        log.exception("completing transaction %s failed", md.transactional_id)
+                    self._try_complete(md, md.state == S.PREPARE_COMMIT)
         if self.scheduler is not None:
             self._tasks.append(self.scheduler.schedule(
                 "transaction-abort", self.abort_timed_out_transactions, self.abort_interval_ms,
                 self.abort_interval_ms))
+            self._tasks.append(self.scheduler.schedule(
+                "transaction-marker-retry", self.retry_pending_completions, self.marker_retry_interval_ms,
+                self.marker_retry_interval_ms))
             self._tasks.append(self.scheduler.schedule(
                 "transactionalId-expiration", self.remove_expired_transactional_ids, self.expire_interval_ms,
                 self.expire_interval_ms))
@@ -284,8 +310,9 @@ class TransactionCoordinator:
                     raise ApiError(ErrorCode.PRODUCER_FENCED,
                                    f"producer {producer_id} epoch {producer_epoch} is not the current "
                                    f"one of {transactional_id}")
-            if md.state.is_prepare:
-                self._complete(md, md.state == S.PREPARE_COMMIT)  # an earlier completion failed
+            if md.state.is_prepare and not self._try_complete(md, md.state == S.PREPARE_COMMIT):
+                raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                               f"the markers of {transactional_id}'s last transaction are still being written")
             if md.state == S.ONGOING:
                 self._fence_and_abort(md, "a new producer instance initialised")
             new = md.snapshot()
@@ -305,43 +332,66 @@ class TransactionCoordinator:
 
     def _fence_and_abort(self, md: TransactionMetadata, why: str) -> None:
         """Abort ``md``'s Ongoing transaction under an epoch above the producer's (Kafka's
-        PrepareEpochFence): the markers carry it, so the fenced producer's writes fail."""
+        PrepareEpochFence): the markers carry it, so the fenced producer's writes fail. With
+        transaction version 2 the abort bumps once more, as every TV2 completion does, so the
+        fenced producer's epoch + 1 is not mistaken for a retry of its own EndTxn."""
         log.info("aborting transaction %s (producer %d epoch %d): %s", md.transactional_id, md.producer_id,
                  md.producer_epoch, why)
         new = md.snapshot()
         new.transition_to(S.PREPARE_EPOCH_FENCE)
-        if new.producer_epoch < MAX_PRODUCER_EPOCH:
-            new.last_producer_epoch, new.producer_epoch = new.producer_epoch, new.producer_epoch + 1
+        bumps = 2 if md.client_transaction_version >= 2 else 1
+        for _ in range(bumps):
+            if new.producer_epoch < MAX_PRODUCER_EPOCH:
+                new.last_producer_epoch, new.producer_epoch = new.producer_epoch, new.producer_epoch + 1
         new.transition_to(S.PREPARE_ABORT)
         new.txn_last_update_timestamp = self.time.milliseconds()
         self._commit_state(md, new)
         crash_point("after-prepare")
-        self._complete(md, False)
+        self._try_complete(md, False)
 
     # --- adding partitions ---
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: set[tuple[str, int]]) -> None:
+                       partitions: set[tuple[str, int]], client_transaction_version: int = 0) -> None:
         """AddPartitionsToTxn / AddOffsetsToTxn; ApiError with the code."""
         md = self._check(transactional_id, producer_id, producer_epoch)
         with md.lock:
             self._check_producer(md, producer_id, producer_epoch)
-            if md.state.is_prepare or md.state == S.PREPARE_EPOCH_FENCE:
-                raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS,
-                               f"transaction {transactional_id} is being completed")
-            if md.state == S.DEAD:
-                raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"{transactional_id} has expired")
-            if md.state == S.ONGOING and partitions <= md.partitions:
-                return
-            new = md.snapshot()
-            now = self.time.milliseconds()
-            if new.state != S.ONGOING:
-                new.txn_start_timestamp = now
-                new.partitions = set()
-            new.transition_to(S.ONGOING)
-            new.partitions |= partitions
-            new.txn_last_update_timestamp = now
-            self._commit_state(md, new)
+            self._add_locked(md, partitions, client_transaction_version)
+
+    def _add_locked(self, md: TransactionMetadata, partitions: set[tuple[str, int]],
+                    client_transaction_version: int) -> None:
+        """Add ``partitions`` to ``md``'s transaction (starting one if none is Ongoing);
+        ``md.lock`` held and the producer checked."""
+        if md.state.is_prepare or md.state == S.PREPARE_EPOCH_FENCE:
+            raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                           f"transaction {md.transactional_id} is being completed")
+        if md.state == S.DEAD:
+            raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"{md.transactional_id} has expired")
+        if md.state == S.ONGOING and partitions <= md.partitions:
+            return
+        new = md.snapshot()
+        now = self.time.milliseconds()
+        if new.state != S.ONGOING:
+            new.txn_start_timestamp = now
+            new.partitions = set()
+        new.transition_to(S.ONGOING)
+        new.partitions |= partitions
+        new.client_transaction_version = client_transaction_version
+        new.txn_last_update_timestamp = now
+        self._commit_state(md, new)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """AddPartitionsToTxn v4+ with verify_only (KIP-890 part 1, a partition leader asking
+        before it appends a transactional batch): the partitions of ``partitions`` that are
+        NOT in the producer's Ongoing transaction; ApiError for the id as a whole."""
+        md = self._check(transactional_id, producer_id, producer_epoch)
+        with md.lock:
+            self._check_producer(md, producer_id, producer_epoch)
+            if md.state != S.ONGOING:
+                return set(partitions)
+            return partitions - md.partitions
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
         if self.group_coordinator is None:
@@ -354,23 +404,32 @@ class TransactionCoordinator:
 
     @contextlib.contextmanager
     def txn_offset_commit_guard(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                group_id: str) -> Iterator[None]:
+                                group_id: str, implicit_add: bool = False) -> Iterator[None]:
         """Held around a TxnOffsetCommit's append: the group's partition must be in the
-        producer's Ongoing transaction (AddOffsetsToTxn first), else INVALID_TXN_STATE."""
+        producer's Ongoing transaction (AddOffsetsToTxn first), else INVALID_TXN_STATE. With
+        ``implicit_add`` (TxnOffsetCommit v5+ while transaction version 2 is finalized) the
+        commit adds it itself, as KIP-890 part 2 has it."""
         md = self._check(transactional_id, producer_id, producer_epoch)
         with md.lock:
             self._check_producer(md, producer_id, producer_epoch)
             p = self.group_coordinator.partition_for(group_id) if self.group_coordinator is not None else -1
             if md.state.is_prepare:
                 raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
+            if implicit_add and self.transaction_version >= 2:
+                self.group_coordinator.ensure_offsets_topic()
+                self._add_locked(md, {(OFFSETS_TOPIC, p)}, 2)
             if md.state != S.ONGOING or (OFFSETS_TOPIC, p) not in md.partitions:
                 raise ApiError(ErrorCode.INVALID_TXN_STATE,
                                f"group {group_id} was not added to transaction {transactional_id}")
             yield
 
     @contextlib.contextmanager
-    def produce_guard(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> Iterator[None]:
-        """Held around the append of a transactional batch (module docstring)."""
+    def produce_guard(self, producer_id: int, producer_epoch: int, topic: str, partition: int,
+                      implicit_add: bool = False) -> Iterator[None]:
+        """Held around the append of a transactional batch (module docstring). With
+        ``implicit_add`` (Produce v12+ while transaction version 2 is finalized) a partition
+        not yet in the transaction is added, starting the transaction if none is Ongoing;
+        the epoch must then be the current one."""
         with self._lock:
             md = self._by_pid.get(producer_id)
         if md is None:
@@ -383,6 +442,18 @@ class TransactionCoordinator:
                 raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH,
                                f"epoch {producer_epoch} of producer {producer_id} is fenced "
                                f"(current {md.producer_epoch})")
+            if implicit_add and self.transaction_version >= 2 and (
+                    md.state != S.ONGOING or (topic, partition) not in md.partitions):
+                if producer_epoch != md.producer_epoch:
+                    raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                   f"epoch {producer_epoch} of producer {producer_id} is not the current one "
+                                   f"({md.producer_epoch})")
+                try:
+                    self._add_locked(md, {(topic, partition)}, 2)
+                except ApiError as exc:
+                    if exc.code == ErrorCode.CONCURRENT_TRANSACTIONS:  # retriable for every producer
+                        raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS, str(exc)) from exc
+                    raise
             if md.state != S.ONGOING or (topic, partition) not in md.partitions:
                 raise ApiError(ErrorCode.INVALID_TXN_STATE,
                                f"{topic}-{partition} is not in an ongoing transaction of producer {producer_id}")
@@ -390,28 +461,104 @@ class TransactionCoordinator:
 
     # --- ending ---
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        """EndTxn; returns once the transaction is complete; ApiError with the code."""
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        client_transaction_version: int = 0) -> tuple[int, int]:
+        """EndTxn; returns (producer id, epoch) the producer goes on with (EndTxn v5 answers
+        them: with transaction version 2 the epoch is bumped at every completion);
+        ApiError with the code.
+
+        The outcome is decided once Prepare* is logged: the markers are then written
+        before the answer, and if that fails (a log directory offline) the request is
+        still answered NONE and the markers are retried in the background
+        (``retry_pending_completions``), as Kafka's marker channel does; the next
+        transaction waits (CONCURRENT_TRANSACTIONS) until they are in."""
         md = self._check(transactional_id, producer_id, producer_epoch)
         with md.lock:
-            self._check_producer(md, producer_id, producer_epoch)
+            tv2 = md.client_transaction_version >= 2 and md.state != S.PREPARE_EPOCH_FENCE
+            retry_on_bump = tv2 and md.producer_epoch == producer_epoch + 1
+            retry_on_overflow = (tv2 and md.previous_producer_id == producer_id
+                                 and producer_epoch == MAX_PRODUCER_EPOCH and md.producer_epoch == 0)
+            if md.producer_id != producer_id and not retry_on_overflow:
+                raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                               f"producer id {producer_id} is not the one of {transactional_id}")
             state = md.state
+            if not tv2:
+                valid = producer_epoch == md.producer_epoch
+            elif state.is_prepare:
+                valid = retry_on_bump
+            elif state.is_complete:
+                valid = retry_on_bump or retry_on_overflow
+            else:
+                valid = producer_epoch == md.producer_epoch
+            if not valid:
+                raise ApiError(ErrorCode.PRODUCER_FENCED,
+                               f"epoch {producer_epoch} of {transactional_id} is not the current one "
+                               f"({md.producer_epoch}): fenced by a newer producer")
             if state == S.ONGOING:
                 new = md.snapshot()
                 new.transition_to(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+                new.client_transaction_version = client_transaction_version
+                if client_transaction_version >= 2:
+                    if new.producer_epoch >= MAX_PRODUCER_EPOCH:  # exhausted: a new id after the markers
+                        new.next_producer_id = self.producer_ids.generate()
+                    new.last_producer_epoch, new.producer_epoch = new.producer_epoch, new.producer_epoch + 1
                 new.txn_last_update_timestamp = self.time.milliseconds()
                 self._commit_state(md, new)
                 crash_point("after-prepare")
-                self._complete(md, commit)
-                return
+                self._try_complete(md, commit)
+                return self._next_producer(md)
             if state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
-                return  # a retry
+                return md.producer_id, md.producer_epoch  # a retry
             if state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
-                self._complete(md, commit)  # an earlier completion failed: retry it now
-                return
+                if self._try_complete(md, commit):  # an earlier completion failed: retry it now
+                    return md.producer_id, md.producer_epoch
+                raise ApiError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                               f"the markers of {transactional_id}'s transaction are still being written")
             what = "commit" if commit else "abort"
             raise ApiError(ErrorCode.INVALID_TXN_STATE,
                            f"cannot {what} transaction {transactional_id} in state {state.display_name}")
+
+    @staticmethod
+    def _next_producer(md: TransactionMetadata) -> tuple[int, int]:
+        """What the producer goes on with once ``md``'s transaction is complete."""
+        if md.state.is_prepare and md.next_producer_id != NO_PRODUCER_ID:
+            return md.next_producer_id, 0
+        return md.producer_id, md.producer_epoch
+
+    def _try_complete(self, md: TransactionMetadata, commit: bool) -> bool:
+        """``_complete``; on failure the transaction stays Prepare* and is retried by
+        ``retry_pending_completions``. True when complete."""
+        try:
+            self._complete(md, commit)
+        except Exception as exc:  # noqa: BLE001 - retried in the background
+            (log.warning if is_expected(exc) else log.exception)(
+                "writing the markers of transaction %s failed (retried every %d ms): %s", md.transactional_id,
+                self.marker_retry_interval_ms, exc)
+            with self._lock:
+                self._pending_completion.add(md.transactional_id)
+            return False
+        with self._lock:
+            self._pending_completion.discard(md.transactional_id)
+        return True
+
+    def retry_pending_completions(self) -> list[str]:
+        """Complete the transactions whose markers could not be written (scheduled task)."""
+        with self._lock:
+            pending = [self._txns.get(t) for t in self._pending_completion]
+        done = []
+        for md in pending:
+            if md is None:
+                continue
+            with md.lock:
+                if not md.state.is_prepare:
+                    with self._lock:
+                        self._pending_completion.discard(md.transactional_id)
+                    continue
+                if self._try_complete(md, md.state == S.PREPARE_COMMIT):
+                    done.append(md.transactional_id)
+        if done:
+            log.info("completed %d transactions whose markers had failed", len(done))
+        return done
 
     def _complete(self, md: TransactionMetadata, commit: bool) -> None:
         """Markers to every partition, then Complete* (``md`` in Prepare*, lock held)."""
@@ -433,6 +580,10 @@ class TransactionCoordinator:
         new = md.snapshot()
         new.transition_to(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
         new.txn_last_update_timestamp = self.time.milliseconds()
+        if new.next_producer_id != NO_PRODUCER_ID:  # TV2, epoch exhausted: the markers carried the old id
+            new.previous_producer_id, new.producer_id = new.producer_id, new.next_producer_id
+            new.last_producer_epoch, new.producer_epoch = new.producer_epoch, 0
+            new.next_producer_id = NO_PRODUCER_ID
         self._commit_state(md, new)
         md.partitions = set()
 

@@ -15,9 +15,11 @@ each prefixed by its int16 version, big-endian::
                varint lengths + 1, a tagged-field section after each struct; tags 0
                PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion)
 
-This broker writes value v0 (what Kafka writes for clients without transaction version 2)
-and reads v0 and v1. Kafka writes no partitions for Empty / Complete* states; they are kept
-here only while a transaction is Ongoing or Prepare*.
+This broker writes value v0 for transactions of clients on transaction versions 0 and 1
+(what Kafka 3 writes) and v1 for those of transaction version 2 (the tags carry the version,
+so that a retried EndTxn is recognised after a restart), and reads both. Kafka writes no
+partitions for Empty / Complete* states; they are kept here only while a transaction is
+Ongoing or Prepare*.
 
 Thread-safety: pure functions.
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 import struct
 
 from broker.record.errors import DecodeError
-from broker.record.varint import decode_uvarint
+from broker.record.varint import decode_uvarint, encode_uvarint
 from broker.server.txn.state import TransactionMetadata, TransactionState
 
 KEY_VERSION = 0
@@ -66,12 +68,30 @@ def _grouped(partitions) -> dict[str, list[int]]:
     return topics
 
 
+def _encode_value_v1(md: TransactionMetadata, topics: dict[str, list[int]]) -> bytes:
+    out = bytearray(struct.pack(">hqhib", 1, md.producer_id, md.producer_epoch, md.txn_timeout_ms, int(md.state)))
+    out += encode_uvarint(len(topics) + 1)
+    for topic, ids in topics.items():
+        name = topic.encode("utf-8")
+        out += encode_uvarint(len(name) + 1) + name + encode_uvarint(len(ids) + 1) + struct.pack(f">{len(ids)}i", *ids)
+        out += b"\x00"  # the struct's tagged fields: none
+    out += struct.pack(">qq", md.txn_last_update_timestamp, md.txn_start_timestamp)
+    tags = ((0, struct.pack(">q", md.previous_producer_id)), (1, struct.pack(">q", md.next_producer_id)),
+            (2, struct.pack(">h", md.client_transaction_version)))
+    out += encode_uvarint(len(tags))
+    for tag, payload in tags:
+        out += encode_uvarint(tag) + encode_uvarint(len(payload)) + payload
+    return bytes(out)
+
+
 def encode_value(md: TransactionMetadata) -> bytes:
     keep_partitions = md.state in (TransactionState.ONGOING, TransactionState.PREPARE_COMMIT,
                                    TransactionState.PREPARE_ABORT, TransactionState.PREPARE_EPOCH_FENCE)
     out = bytearray(struct.pack(">hqhib", VALUE_VERSION, md.producer_id, md.producer_epoch,
                                 md.txn_timeout_ms, int(md.state)))
     topics = _grouped(md.partitions) if keep_partitions else {}
+    if md.client_transaction_version >= 2:
+        return _encode_value_v1(md, topics)
     out += struct.pack(">i", len(topics))
     for topic, ids in topics.items():
         out += _string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids)
@@ -135,13 +155,19 @@ def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
             if flexible:
                 r.tags()
         last_update, start = r.unpack(">qq")
-        previous = -1
+        previous = following = -1
+        client_version = 0
         if flexible:
             tags = r.tags()
-            if 0 in tags and len(tags[0]) == 8:
+            if len(tags.get(0, b"")) == 8:
                 (previous,) = struct.unpack(">q", tags[0])
+            if len(tags.get(1, b"")) == 8:
+                (following,) = struct.unpack(">q", tags[1])
+            if len(tags.get(2, b"")) == 2:
+                (client_version,) = struct.unpack(">h", tags[2])
         return TransactionMetadata(transactional_id, producer_id, epoch, timeout, TransactionState(status),
-                                   partitions, start, last_update, previous_producer_id=previous)
+                                   partitions, start, last_update, previous_producer_id=previous,
+                                   next_producer_id=following, client_transaction_version=client_version)
     except (struct.error, UnicodeDecodeError, ValueError, IndexError, DecodeError) as exc:
         if isinstance(exc, TransactionLogFormatError):
             raise

@@ -104,6 +104,11 @@ class TransactionMetadata:
     txn_last_update_timestamp: int = -1
     previous_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump (retries)
+    # transaction version 2: the producer id the client moves to once this transaction is
+    # complete (its epoch was exhausted by the commit's bump), else NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
+    # the transaction version the client last used (0/1: KIP-98 rules, 2: KIP-890 part 2)
+    client_transaction_version: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def transition_to(self, new_state: TransactionState) -> None:
@@ -119,10 +124,11 @@ class TransactionMetadata:
         return TransactionMetadata(self.transactional_id, self.producer_id, self.producer_epoch,
                                    self.txn_timeout_ms, self.state, set(self.partitions),
                                    self.txn_start_timestamp, self.txn_last_update_timestamp,
-                                   self.previous_producer_id, self.last_producer_epoch, self.lock)
+                                   self.previous_producer_id, self.last_producer_epoch,
+                                   self.next_producer_id, self.client_transaction_version, self.lock)
 
     def copy_from(self, other: TransactionMetadata) -> None:
         for name in ("producer_id", "producer_epoch", "txn_timeout_ms", "state", "partitions",
                      "txn_start_timestamp", "txn_last_update_timestamp", "previous_producer_id",
-                     "last_producer_epoch"):
+                     "last_producer_epoch", "next_producer_id", "client_transaction_version"):
             setattr(self, name, getattr(other, name))
