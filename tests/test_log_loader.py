@@ -3,7 +3,8 @@ segment replaces (R5), junk after a clean close (R2), corrupt and missing indexe
 the recovery point (R6), the clean-shutdown marker (R7), recovery only after the recovery
 point from a producer snapshot (R8), corrupt snapshots (R9) and snapshot flush failures
 (R11) at the log level, truncation at the first invalid byte with later segments deleted,
-and a log start offset past the log end."""
+a log start offset past the log end, and each producer's dedup window after an unclean
+restart (I7: the last five batches after the newest snapshot)."""
 
 from __future__ import annotations
 
@@ -385,4 +386,68 @@ def test_r11_snapshot_flush_failure_does_not_advance_the_recovery_point(tmp_path
     assert not list(env.dir.glob("*.tmp"))
     assert ulog.append_as_leader(env.batch(b"4", producer_id=9, producer_epoch=0,
                                            base_sequence=4)).first_offset == 4
+    ulog.close()
+
+
+# --- the dedup window across an unclean restart (I7, issue 19) ---
+
+def _five_batches(env: Env, ulog: UnifiedLog, pid: int, first_seq: int) -> list[tuple[bytes, int]]:
+    out = []
+    for seq in range(first_seq, first_seq + 5):
+        batch = env.batch(b"%d" % seq, producer_id=pid, producer_epoch=0, base_sequence=seq)
+        out.append((batch, ulog.append_as_leader(batch).first_offset))
+    return out
+
+
+@pytest.mark.parametrize("recovery_point", ["zero", "active-segment", "missing-index"])
+def test_i7_a_crash_keeps_the_five_batch_window_replayed_from_the_log(tmp_path, recovery_point):
+    """A producer's last five batches, all after the newest snapshot on disk when the
+    process dies (the client had them in flight), are each a duplicate after the unclean
+    restart: the recovery pass's own snapshot at the log end (one batch per producer, the
+    snapshot format's limit) must not replace the state the replay of the log rebuilds.
+    Found by tests/test_reliability_crash_loops.py (I7 whole-system): before the fix the
+    first four were answered OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    env = Env(tmp_path, segment_bytes=64 * 10)
+    ulog = _producer_log(env, 20)  # rolls: snapshots at the segment bases
+    ulog.append_as_leader(env.batch(b"other", producer_id=5, producer_epoch=0, base_sequence=0))
+    window = _five_batches(env, ulog, 9, 20)
+    last_roll = ulog.active_segment.base_offset
+    assert last_roll <= window[0][1], "the window must be after the newest snapshot"
+    leo = ulog.log_end_offset
+    ulog.close_handlers()  # SIGKILL: no snapshot at the log end, no marker
+    if recovery_point == "missing-index":  # the active segment is recovered by pass 3
+        files.offset_index_file(env.dir, last_roll).unlink()
+    ulog = env.open(clean=False, recovery_point=0 if recovery_point == "zero" else last_roll)
+    assert ulog.load_stats.recovered_segments
+    for batch, offset in window:
+        info = ulog.append_as_leader(batch)
+        assert (info.first_offset, ulog.log_end_offset) == (offset, leo)
+    assert ulog.append_as_leader(env.batch(b"25", producer_id=9, producer_epoch=0,
+                                           base_sequence=25)).first_offset == leo
+    ulog.close()
+
+
+def test_i7_a_window_before_the_newest_snapshot_keeps_only_its_last_batch(tmp_path):
+    """The limit Kafka shares: a snapshot holds one batch per producer, so of a window
+    split by a roll only the batches after the roll's snapshot and the last one before it
+    (the one in the snapshot) are duplicates after a crash; an older one is
+    OUT_OF_ORDER_SEQUENCE_NUMBER, never appended again."""
+    from broker.log.errors import OutOfOrderSequenceError
+
+    env = Env(tmp_path, segment_bytes=64 * 10)
+    ulog = _producer_log(env, 7)
+    window = _five_batches(env, ulog, 9, 7)
+    roll = ulog.active_segment.base_offset
+    assert window[1][1] < roll <= window[-1][1], [o for _, o in window]
+    in_snapshot = max(o for _, o in window if o < roll)
+    leo = ulog.log_end_offset
+    ulog.close_handlers()
+    ulog = env.open(clean=False, recovery_point=0)
+    for batch, offset in window:
+        if offset >= in_snapshot:
+            assert ulog.append_as_leader(batch).first_offset == offset
+        else:
+            with pytest.raises(OutOfOrderSequenceError):
+                ulog.append_as_leader(batch)
+        assert ulog.log_end_offset == leo
     ulog.close()

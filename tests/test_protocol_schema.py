@@ -231,3 +231,36 @@ def test_uuid_fields() -> None:
 def test_codec_source_is_inspectable() -> None:
     source = PRODUCE_REQ.codec(8).source
     assert "r.records()" in source and "r.nullable_string()" in source
+
+
+def test_element_budget_counts_every_array_and_tagged_section_of_a_request() -> None:
+    """The broker's request reader refuses more than its element budget in all (nested
+    arrays and tagged sections included, sub-readers sharing it); readers without a
+    budget (clients, tools) are unlimited (issue 19: tiny-element amplification)."""
+    from broker.protocol import TooManyElementsError
+    from broker.protocol.primitives import MAX_REQUEST_ELEMENTS
+
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": f"t{i}", "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1} for p in range(10)]} for i in range(10)]}
+    for version in (11, 12):  # non-flexible and flexible
+        schema = fetch.FETCH_REQUEST
+        data = encode_bytes(schema, version, body)
+        assert decode(schema, version, Reader(data)).topics[9].partitions[9].partition == 9
+        r = Reader(data)
+        r.limit_elements(10 + 10 * 10 + 1)  # topics + partitions + forgotten (0): fits
+        decode(schema, version, r)
+        r = Reader(data)
+        r.limit_elements(100)  # 10 topics x 10 partitions + the topics themselves: over
+        with pytest.raises(TooManyElementsError):
+            decode(schema, version, r)
+    assert MAX_REQUEST_ELEMENTS >= 1_000_000
+    # a sub-reader (a tagged field's bytes) spends from the same budget
+    r = Reader(bytes(8))
+    r.limit_elements(3)
+    s = r.sub(4)
+    s.spend(2)
+    with pytest.raises(TooManyElementsError):
+        r.spend(2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import threading
 import tracemalloc
 import types
 import zlib
@@ -420,3 +421,73 @@ def test_library_errors_are_wrapped_with_the_codec_name():
     with pytest.raises(DecompressionError, match="^gzip: ") as info:
         decompress(GZIP, b"\x1f\x8b\x08\x00garbage-garbage", MIB)
     assert isinstance(info.value.__cause__, zlib.error)
+
+
+# --- zstd contexts: pooled process-wide, windows in flight bounded (issue 19) -------------------
+
+
+def _wide_zstd(total: int, window_log: int = 27) -> bytes:
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log)
+    c = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    return b"".join([c.compress(bytes(MIB)) for _ in range(total // MIB)] + [c.flush()])
+
+
+def test_zstd_scan_reads_the_window_of_each_frame():
+    from broker.record.codecs import _zstd_scan
+    assert _zstd_scan(memoryview(_wide_zstd(4 * MIB)))[1] == 128 * MIB  # streamed: the header's window
+    one_shot = zstandard.ZstdCompressor(level=3).compress(bytes(5000))  # content size known: no more
+    assert _zstd_scan(memoryview(one_shot))[1] == 5000
+    assert _zstd_scan(memoryview(one_shot + _wide_zstd(MIB, 20)))[1] == 1 << 20
+
+
+def test_zstd_windows_are_not_kept_per_thread_and_are_bounded_in_flight():
+    """Threads decompressing frames with 128 MiB windows at once: never more than
+    DECOMPRESSION_IN_FLIGHT reserved, nothing reserved after, and no large-window context
+    kept (it held its window for as long as the connection's thread lived)."""
+    from broker.record import codecs as c
+    bomb = _wide_zstd(256 * MIB)
+    peak, errors, stop = [0], [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], c._zstd_contexts.in_flight)
+
+    def inflate():
+        try:
+            with pytest.raises(RecordTooLargeError):
+                decompress(ZSTD, bomb, max_bytes=200 * MIB)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    workers = [threading.Thread(target=inflate) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    stop.set()
+    sampler.join()
+    assert not errors, errors
+    assert 128 * MIB < peak[0] <= c.DECOMPRESSION_IN_FLIGHT
+    assert c._zstd_contexts.in_flight == 0
+    assert len(c._zstd_contexts._decompressors) <= c.ZSTD_POOL_SIZE
+
+
+def test_snappy_length_preamble_beyond_the_format_ratio_is_refused_before_allocating():
+    """A raw block of a few bytes declaring 512 MiB (within a 1 GiB budget) used to make a
+    zero-filled 512 MiB buffer before decoding failed; snappy cannot inflate more than
+    64 bytes per 3, so it is refused at the preamble."""
+    tracemalloc.start()
+    try:
+        for payload in (bytes([0x80, 0x80, 0x80, 0x80, 0x02]) + b"\x00" * 16,  # raw block, 512 MiB declared
+                        b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 21) + bytes([0x80, 0x80, 0x80, 0x80, 0x02])
+                        + b"\x00" * 16):  # the same as a xerial block
+            with pytest.raises(DecompressionError, match="impossible"):
+                decompress(SNAPPY, payload, max_bytes=1 << 30)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MIB
+    data = bytes(1 << 20)  # the format's best ratio is still accepted
+    assert decompress(SNAPPY, bytes(cramjam.snappy.compress_raw(data)), max_bytes=1 << 20) == data

@@ -24,7 +24,15 @@ from spark_kafkalog.writers import parse_write_options
 from spark_kafkalog.writers.common import SinkColumns, TaskInfo
 from spark_kafkalog.writers.exactly_once import KafkaLogCommitError, commit_transactions
 from spark_kafkalog.writers.exactly_once import write_task_transactional as write_task
-from tests.support.spark_write import RECORD_OPTION, SOURCE_NAME, consume, read_topic, recorded, unique_topic
+from tests.support.spark_write import (
+    KILL_OPTION,
+    RECORD_OPTION,
+    SOURCE_NAME,
+    consume,
+    read_topic,
+    recorded,
+    unique_topic,
+)
 
 EOS = {"kafkalog.exactlyOnce": "true"}
 
@@ -268,3 +276,48 @@ def test_exactly_once_options_refused(options, message):
     from spark_kafkalog.writers import KafkaLogWriteError
     with pytest.raises(KafkaLogWriteError, match=message):
         parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", **options})
+
+
+def test_stream_whose_every_task_fails_is_fenced_at_once_via_the_checkpoint(wspark, sink_broker, tmp_path):
+    """A micro-batch whose only task dies for good (its Python worker exits: no cleanup, as
+    when an executor is lost) after sending part of its rows: no task finished, so no
+    commit message names the query id; the driver's abort reads it from
+    ``<checkpointLocation>/metadata`` and fences the task's transactional id, so its open
+    transaction is aborted now (not at transaction.timeout.ms): the last stable offset of
+    every partition is back at the high watermark when the query has failed."""
+    from confluent_kafka.admin import AdminClient
+
+    from spark_kafkalog.writers.exactly_once import query_id_from_checkpoint
+    from tests.support.broker import RawClient
+    from tests.support.txn_protocol import fetch_partition
+
+    topic = unique_topic("eos-stream-fail")
+    src, chk, rec = tmp_path / "in", tmp_path / "chk", tmp_path / "rec"
+    for d in (src, rec):
+        d.mkdir()
+    _file(src, 0)
+
+    wspark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        df = (wspark.readStream.format("json").schema("id long, payload string").load(str(src))
+              .selectExpr("CAST(id AS STRING) AS key", "payload AS value"))
+        q = (df.writeStream.format(SOURCE_NAME).option("kafka.bootstrap.servers", sink_broker.bootstrap)
+             .option("topic", topic).option("checkpointLocation", str(chk)).option(RECORD_OPTION, str(rec))
+             .option(KILL_OPTION, "50").option("kafkalog.exactlyOnce", "true")
+             .option("kafka.transaction.timeout.ms", "600000").trigger(availableNow=True).start())
+        with pytest.raises(Exception, match="(?i)python worker|crashed|exited|Writing job"):  # noqa: B017
+            q.awaitTermination(180)
+        q.stop()
+    finally:
+        wspark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    events = [(k, b) for k, b, _ in recorded(rec)]
+    assert [e for e in events if e[0] in ("commit", "abort")] == [("abort", 0)], events
+    assert query_id_from_checkpoint(str(chk)) == q.id
+    assert len(consume(sink_broker, topic, isolation="read_uncommitted", expect=50, timeout=10)) >= 50
+    partitions = AdminClient({"bootstrap.servers": sink_broker.bootstrap}).list_topics(topic, timeout=10) \
+        .topics[topic].partitions
+    with RawClient(sink_broker.host, sink_broker.port) as raw:
+        for p in partitions:  # fenced and aborted now: with a 10-minute timeout nothing else would
+            part = fetch_partition(raw, topic, p)
+            assert part.last_stable_offset == part.high_watermark, (p, part.last_stable_offset, part.high_watermark)
+    assert consume(sink_broker, topic) == []

@@ -28,8 +28,12 @@ a consistent set of segments plus the offsets the log starts with (``LoadedLogOf
    so that a crash in between leaves a prefix). Before a segment is recovered the
    producer state is rebuilt up to its base offset from the newest valid snapshot at or
    below it (replaying only what follows it), and a snapshot is taken after it, so the
-   next segment starts from there. If the log start offset checkpoint is past the end of
-   the log, every segment is deleted and the log restarts empty at that offset.
+   next segment starts from there. The snapshots this pass wrote above the newest one it
+   found are deleted at its end (unlike Kafka): a snapshot keeps only the last batch of
+   each producer, so pass 5 replays the log after the newest snapshot from before the
+   crash instead, which keeps each producer's last five batches as its dedup window
+   (I7). If the log start offset checkpoint is past the end of the log, every segment is
+   deleted and the log restarts empty at that offset.
 5. Reconcile: resize the active segment's indexes back to segment.index.bytes, truncate the
    leader-epoch cache to the log end and the log start, drop stray snapshots, and rebuild
    the log's producer state from the newest snapshot up to the log end offset (after a
@@ -202,10 +206,12 @@ class LogLoader:
         self.producer_state_factory = producer_state_factory
         self.time = time
         self.stats = stats if stats is not None else LoadStats()
+        self._snapshots_found: set[Path] = set()  # the snapshot files before any recovery
 
     def load(self) -> LoadedLogOffsets:
         swap_files = self._remove_temp_files_and_collect_swap_files()
         self._complete_swap_operations(swap_files)
+        self._snapshots_found = set(self.dir.glob("*" + files.PRODUCER_SNAPSHOT_FILE_SUFFIX))
         self._load_segment_files()
         recovery_point, next_offset = self._recover_log()
         self.segments.active_segment.resize_indexes(self.config.max_index_size)
@@ -368,6 +374,7 @@ class LogLoader:
                     segment.flush()
                     self._delete_segments(unflushed[i + 1:])
                     break
+            self._delete_recovery_snapshots(self._snapshots_found)
         log_end_offset = self._delete_segments_if_log_start_greater_than_log_end()
         if segments.is_empty():
             segments.add(LogSegment.open(
@@ -379,6 +386,22 @@ class LogLoader:
         if log_end_offset is None:
             log_end_offset = segments.active_segment.read_next_offset()
         return min(self.recovery_point_checkpoint, log_end_offset), log_end_offset
+
+    def _delete_recovery_snapshots(self, before: set[Path]) -> None:
+        """Delete the snapshots recoveries wrote (passes 3 and 4) above the newest one from
+        before (they let each recovered segment start from the previous one's end). A snapshot
+        keeps one batch per producer, so loading the one at the log end would shrink each
+        producer's dedup window to its last batch; without them the final rebuild replays
+        the log after the newest snapshot that was there before the crash, and keeps the
+        last five batches of each producer written since (I7: a client's in-flight
+        batches, persisted but not acknowledged, are duplicates when it resends them after
+        the restart)."""
+        offsets = [o for o in (_offset_or_none(p.name) for p in before) if o is not None]
+        newest_before = max(offsets, default=-1)
+        for path in set(self.dir.glob("*" + files.PRODUCER_SNAPSHOT_FILE_SUFFIX)) - before:
+            offset = _offset_or_none(path.name)
+            if offset is not None and offset > newest_before:
+                path.unlink(missing_ok=True)
 
     def _delete_segments(self, to_delete: list[LogSegment]) -> None:
         """Delete now, last segment first, so that a crash in between leaves a prefix."""

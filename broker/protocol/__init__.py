@@ -40,6 +40,7 @@ from broker.protocol.errors import (
     ProtocolDecodeError,
     ProtocolEncodeError,
     ProtocolError,
+    TooManyElementsError,
     TruncatedFrameError,
     UnknownApiKeyError,
     UnsupportedApiVersionError,
@@ -60,7 +61,7 @@ from broker.protocol.versions import (
 
 __all__ = [
     "ADVERTISED", "ApiKey", "DEFAULT_MAX_FRAME_BYTES", "ErrorCode", "Field", "FrameDecoder",
-    "InvalidFrameSizeError", "InvalidValueError", "Message", "ProtocolDecodeError",
+    "InvalidFrameSizeError", "InvalidValueError", "TooManyElementsError", "Message", "ProtocolDecodeError",
     "ProtocolEncodeError", "ProtocolError", "Reader", "Request", "RequestHeader",
     "ResponseHeader", "SASL_ADVERTISED", "Struct", "TruncatedFrameError",
     "UnknownApiKeyError", "UnsupportedApiVersionError", "Writer", "advertised_apis", "decode",

@@ -68,6 +68,11 @@ class InvalidValueError(ProtocolDecodeError):
     trailing bytes after a message that must be consumed exactly."""
 
 
+class TooManyElementsError(InvalidValueError):
+    """A request declares more array elements and tagged fields in all than its reader's
+    budget (``primitives.MAX_REQUEST_ELEMENTS``)."""
+
+
 class ProtocolEncodeError(ProtocolError, ValueError):
     """A value that cannot be encoded with its schema and version (out of range integer,
     None in a non-nullable field, wrong type). Always a bug in the caller."""

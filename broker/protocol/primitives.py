@@ -32,8 +32,13 @@ Invariants:
 * ``records`` come back as a memoryview slice of the input (no copy). Keep the input
   alive and unmodified while the slice is in use.
 * Decoded Python objects are larger than their bytes (a 1-byte boolean in an array
-  becomes a list slot): the frame size limit (``frame.DEFAULT_MAX_FRAME_BYTES``) is what
-  bounds the total, as in Kafka.
+  becomes a list slot, an empty compact string ~50 bytes of objects): the frame size
+  limit (``frame.DEFAULT_MAX_FRAME_BYTES``) bounds the total, and a reader given an
+  element budget (``limit_elements``: the broker's request path, ``MAX_REQUEST_ELEMENTS``)
+  also refuses a frame whose arrays and tagged sections declare more elements in all
+  than the budget (``TooManyElementsError``), so a valid-looking request of millions of
+  one-byte elements cannot grow ~28x in memory. The budget is shared with the readers
+  ``sub`` makes (tagged fields); readers without one (clients, tools) are unlimited.
 
 Thread-safety: a ``Reader`` or ``Writer`` is a cursor owned by one thread at a time.
 """
@@ -45,7 +50,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from broker.protocol.errors import InvalidValueError, ProtocolEncodeError, TruncatedFrameError
+from broker.protocol.errors import InvalidValueError, ProtocolEncodeError, TooManyElementsError, TruncatedFrameError
 from broker.record.limits import INT32_MAX
 
 # --- Limits (each one a named constant with its reason) -----------------------------
@@ -63,6 +68,11 @@ MAX_LENGTH = INT32_MAX
 # A tagged field costs at least 2 bytes (uvarint tag + uvarint size), which bounds the
 # number of tags a section can declare by the bytes that remain.
 MIN_TAGGED_FIELD_BYTES = 2
+# The most array elements plus tagged fields one request may declare in all (the broker
+# sets it on its request readers; Kafka has no such limit but a JVM heap). Far above any
+# real request: a Metadata or Fetch request naming every partition of a 200k-partition
+# cluster has ~200k-400k elements.
+MAX_REQUEST_ELEMENTS = 1_000_000
 # Writer.records/raw: buffers at least this large are kept as separate parts instead of
 # being copied into the writer's bytearray, so a Fetch response can hand log bytes to
 # ``socket.sendmsg`` untouched. Smaller ones are cheaper to copy than to track.
@@ -97,7 +107,7 @@ class Reader:
     ``Reader(data, offset=0, end=None)`` accepts bytes, bytearray or a memoryview.
     """
 
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "pos", "end", "budget")
 
     def __init__(self, data: Any, offset: int = 0, end: int | None = None) -> None:
         mv = data if type(data) is memoryview else memoryview(data)
@@ -113,6 +123,21 @@ class Reader:
         self.buf = mv if end == size else mv[:end]
         self.pos = offset
         self.end = end
+        self.budget: list[int] | None = None  # [elements left], shared with sub-readers
+
+    def limit_elements(self, limit: int = MAX_REQUEST_ELEMENTS) -> None:
+        """Refuse (``TooManyElementsError``) arrays and tagged sections declaring more than
+        ``limit`` elements in all, from here on (module docstring)."""
+        self.budget = [limit]
+
+    def spend(self, n: int) -> None:
+        """Count ``n`` declared elements against the budget (if any)."""
+        budget = self.budget
+        if budget is not None:
+            budget[0] -= n
+            if budget[0] < 0:
+                raise TooManyElementsError(f"the request declares more than the {MAX_REQUEST_ELEMENTS} "
+                                           "array elements and tagged fields one request may hold")
 
     @property
     def remaining(self) -> int:
@@ -312,6 +337,7 @@ class Reader:
         r.buf = self.buf[:end]
         r.pos = pos
         r.end = end
+        r.budget = self.budget
         return r
 
     def _utf8(self, n: int) -> str:
@@ -406,6 +432,8 @@ class Reader:
             raise InvalidValueError("non-nullable array is null")
         if n * min_width > self.end - self.pos:
             self.check_count(n, min_width)
+        if self.budget is not None:
+            self.spend(n)
         return [read_item(self) for _ in range(n)]
 
     def nullable_array(self, read_item: Callable[[Reader], Any], min_width: int = 1) -> list | None:
@@ -414,6 +442,8 @@ class Reader:
             return None
         if n * min_width > self.end - self.pos:
             self.check_count(n, min_width)
+        if self.budget is not None:
+            self.spend(n)
         return [read_item(self) for _ in range(n)]
 
     def compact_array(self, read_item: Callable[[Reader], Any], min_width: int = 1) -> list:
@@ -422,6 +452,8 @@ class Reader:
             raise InvalidValueError("non-nullable compact array is null")
         if n * min_width > self.end - self.pos:
             self.check_count(n, min_width)
+        if self.budget is not None:
+            self.spend(n)
         return [read_item(self) for _ in range(n)]
 
     def compact_nullable_array(
@@ -432,6 +464,8 @@ class Reader:
             return None
         if n * min_width > self.end - self.pos:
             self.check_count(n, min_width)
+        if self.budget is not None:
+            self.spend(n)
         return [read_item(self) for _ in range(n)]
 
     def nullable_struct(self, read_struct: Callable[[Reader], Any]) -> Any:
@@ -451,6 +485,8 @@ class Reader:
         n = self.uvarint()
         if n * MIN_TAGGED_FIELD_BYTES > self.end - self.pos:
             self.check_count(n, MIN_TAGGED_FIELD_BYTES)
+        if self.budget is not None:
+            self.spend(n)
         return n
 
     def tagged_fields(self) -> list[tuple[int, memoryview]]:

@@ -515,6 +515,8 @@ class _Compiler:
                 else:
                     d.append(f"{IND}    raise _IVE('non-nullable array is null')")
                 J = IND + "    " if nullable else IND
+                d.append(f"{J}if r.budget is not None:")
+                d.append(f"{J}    r.spend(n)")
                 d.append(f"{J}if n * {max(iw, 1)} > end - p:")
                 d.append(f"{J}    r.pos = p")
                 d.append(f"{J}    r.check_count(n, {max(iw, 1)})")

@@ -35,8 +35,14 @@ Invariants:
 - ``compress()`` raises ``UnsupportedCodecError`` for an unknown id and ``EncodeError``
   for a bad level.
 
-Thread-safety: stateless functions; every call builds its own (de)compressor objects,
-so concurrent calls from any number of threads are safe.
+- zstd contexts are lent from small process-wide pools, never kept per thread; the
+  windows of running zstd decompressions share ``DECOMPRESSION_IN_FLIGHT`` bytes (a call
+  waits for room; validation's snappy blocks and lz4 buffers share it): what zstd holds does not grow with
+  the number of threads (connections).
+
+Thread-safety: stateless functions apart from the zstd pools (``_ZstdContexts``, locked);
+a (de)compressor object is used by one call at a time, so concurrent calls from any
+number of threads are safe.
 """
 
 from __future__ import annotations
@@ -175,6 +181,9 @@ _XERIAL_HEADER = struct.Struct(">8sii")
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 _XERIAL_BLOCK_INPUT = 32 * 1024  # uncompressed bytes per block, snappy-java's default
 _SNAPPY_MAX_LENGTH = 0xFFFFFFFF  # the preamble is a uint32
+# The most a snappy element yields per byte: a 3-byte copy of 64 bytes (literals yield less
+# than 1, 2-byte copies at most 11 / 2): a block's output is below 22x its elements' bytes.
+_SNAPPY_MAX_RATIO = 22
 
 
 def _snappy_compress(view: memoryview, level: int | None) -> bytes:
@@ -199,6 +208,14 @@ def _snappy_uncompressed_length(block: memoryview) -> int:
     raise DecompressionError("snappy: bad uncompressed length preamble")
 
 
+def _snappy_check_ratio(block: memoryview, length: int) -> None:
+    """Refuses a preamble (within the budget) that the block cannot possibly inflate to
+    (``_SNAPPY_MAX_RATIO``): the output buffer is allocated from it before decoding."""
+    if length > _SNAPPY_MAX_RATIO * len(block):
+        raise DecompressionError(f"snappy: an uncompressed length of {length} is impossible for "
+                                 f"{len(block)} compressed bytes")
+
+
 def _snappy_decompress(view: memoryview, max_bytes: int) -> bytes:
     if len(view) >= _XERIAL_HEADER.size and view[:len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
         blocks = _xerial_blocks(view, max_bytes)
@@ -206,6 +223,7 @@ def _snappy_decompress(view: memoryview, max_bytes: int) -> bytes:
         blocks = [(view, _snappy_uncompressed_length(view))]
         if blocks[0][1] > max_bytes:
             raise _too_large(max_bytes)
+        _snappy_check_ratio(*blocks[0])
     total = sum(length for _, length in blocks)
     out = bytearray(total)
     target = memoryview(out)
@@ -236,6 +254,7 @@ def _xerial_blocks(view: memoryview, max_bytes: int) -> list[tuple[memoryview, i
         total += length
         if total > max_bytes:
             raise _too_large(max_bytes)
+        _snappy_check_ratio(block, length)
         blocks.append((block, length))
     return blocks
 
@@ -291,34 +310,94 @@ _ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
 _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)  # flag 0 means 1 byte when Single_Segment is set
 
 
-# zstandard's (de)compressor objects are reusable but not thread-safe: keep one per thread
-# (and per level) instead of building one per batch, which costs ~40% on small batches.
-_zstd_local = threading.local()
+# zstandard's (de)compressor objects are reusable but not thread-safe, and building one per
+# batch costs ~40% on small batches: idle ones are kept in small process-wide pools and lent
+# to one caller at a time. Not one per thread: the broker runs a thread per connection, and a
+# context keeps the buffers of the largest window it ever decoded (a frame may declare 128
+# MiB, the library's limit), so per-thread contexts held a window per connection that had
+# once sent zstd (measured: 2 idle connections that had each sent one zstd bomb with a 128
+# MiB window held 269 MiB until they closed). Bounds:
+# * idle: at most ZSTD_POOL_SIZE decompressors, each of which only decoded windows up to
+#   ZSTD_POOLED_WINDOW_MAX (larger ones get a fresh context, dropped after the call), and
+#   ZSTD_POOL_SIZE compressors per level;
+# * in flight: decompressions reserve their window (the frame header's, or its content
+#   size when smaller, plus two blocks) from DECOMPRESSION_IN_FLIGHT bytes shared by every
+#   thread (validation's snappy blocks and lz4 buffers too); a call that does not fit waits for others to
+#   finish (back-pressure on its connection), one call alone always proceeds.
+ZSTD_POOL_SIZE = 4
+ZSTD_POOLED_WINDOW_MAX = 8 * 1024 * 1024
+DECOMPRESSION_IN_FLIGHT = 256 * 1024 * 1024
 
 
-def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
-    cache = getattr(_zstd_local, "compressors", None)
-    if cache is None:
-        cache = _zstd_local.compressors = {}
-    comp = cache.get(level)
-    if comp is None:
-        comp = cache[level] = zstandard.ZstdCompressor(level=level)
-    return comp
+class _ZstdContexts:
+    """The pools and the in-flight window budget (see above). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._decompressors: list[zstandard.ZstdDecompressor] = []
+        self._compressors: dict[int, list[zstandard.ZstdCompressor]] = {}
+        self.in_flight = 0  # window bytes reserved by running decompressions
+
+    def compressor(self, level: int) -> zstandard.ZstdCompressor:
+        with self._cond:
+            idle = self._compressors.get(level)
+            if idle:
+                return idle.pop()
+        return zstandard.ZstdCompressor(level=level)
+
+    def give_back_compressor(self, level: int, cctx: zstandard.ZstdCompressor) -> None:
+        with self._cond:
+            idle = self._compressors.setdefault(level, [])
+            if len(idle) < ZSTD_POOL_SIZE:
+                idle.append(cctx)
+
+    def reserve(self, nbytes: int) -> None:
+        """Wait until ``nbytes`` fit in the in-flight budget (or nothing else is in flight),
+        then take them; ``release`` them after. Also used for snappy blocks, which are
+        decoded whole."""
+        with self._cond:
+            while self.in_flight and self.in_flight + nbytes > DECOMPRESSION_IN_FLIGHT:
+                self._cond.wait()
+            self.in_flight += nbytes
+
+    def release(self, nbytes: int) -> None:
+        with self._cond:
+            self.in_flight -= nbytes
+            self._cond.notify_all()
+
+    def lend(self, window: int) -> zstandard.ZstdDecompressor:
+        """A decompressor for frames of at most ``window`` bytes of window, once that much
+        of the in-flight budget is free; ``give_back`` it with the same ``window``."""
+        self.reserve(window + 2 * _ZSTD_BLOCK_MAX)
+        with self._cond:
+            if window <= ZSTD_POOLED_WINDOW_MAX and self._decompressors:
+                return self._decompressors.pop()
+        return zstandard.ZstdDecompressor()
+
+    def give_back(self, window: int, dctx: zstandard.ZstdDecompressor) -> None:
+        with self._cond:
+            if window <= ZSTD_POOLED_WINDOW_MAX and len(self._decompressors) < ZSTD_POOL_SIZE:
+                self._decompressors.append(dctx)
+        self.release(window + 2 * _ZSTD_BLOCK_MAX)
 
 
-def _zstd_decompressor() -> zstandard.ZstdDecompressor:
-    dctx = getattr(_zstd_local, "decompressor", None)
-    if dctx is None:
-        dctx = _zstd_local.decompressor = zstandard.ZstdDecompressor()
-    return dctx
+_zstd_contexts = _ZstdContexts()
 
 
 def _zstd_compress(view: memoryview, level: int | None) -> bytes:
     level = _ZSTD_DEFAULT_LEVEL if level is None else level
-    return _zstd_compressor(level).compress(view)
+    cctx = _zstd_contexts.compressor(level)
+    out = cctx.compress(view)
+    _zstd_contexts.give_back_compressor(level, cctx)  # not after a failure: its state is unknown
+    return out
 
 
 def _zstd_output_bound(view: memoryview) -> int:
+    """An upper bound of the decompressed size (``_zstd_scan``)."""
+    return _zstd_scan(view)[0]
+
+
+def _zstd_scan(view: memoryview) -> tuple[int, int]:
     """Walks frame and block headers without decoding (RFC 8878, little-endian):
 
       frame      magic uint32 | descriptor uint8 | [window uint8] | [dict id 1/2/4]
@@ -327,12 +406,15 @@ def _zstd_output_bound(view: memoryview) -> int:
                  reserved), bits 3-23 size | content (size bytes; 1 byte for RLE)
       skippable  magic 0x184D2A5? uint32 | size uint32 | size bytes
 
+      window     exponent (bits 3-7), mantissa (bits 0-2): (1 << 10 + e) * (1 + m / 8)
+
     Proves that every frame is complete (the streaming decoder stops silently at a cut)
-    and returns an upper bound of the decompressed size."""
+    and returns (an upper bound of the decompressed size, the largest buffer a frame makes
+    a streaming decoder hold: its window, or its content size when that is smaller)."""
     end = len(view)
     if end == 0:
         raise DecompressionError("zstd: empty payload")
-    pos = bound = 0
+    pos = bound = window = 0
     while pos < end:
         if end - pos < 8:  # the smallest frame or skippable header
             raise DecompressionError("zstd: truncated frame header")
@@ -344,6 +426,10 @@ def _zstd_output_bound(view: memoryview) -> int:
             raise DecompressionError("zstd: unknown frame magic")
         descriptor = view[pos + 4]
         single_segment = descriptor >> 5 & 1
+        frame_window = -1
+        if not single_segment:
+            exponent, mantissa = view[pos + 5] >> 3, view[pos + 5] & 7
+            frame_window = (1 << 10 + exponent) + ((1 << 10 + exponent) >> 3) * mantissa
         size_len = _ZSTD_CONTENT_SIZE_SIZES[descriptor >> 6] or single_segment
         pos += 5 + (1 - single_segment) + _ZSTD_DICT_ID_SIZES[descriptor & 3] + size_len
         content_size = -1
@@ -363,26 +449,34 @@ def _zstd_output_bound(view: memoryview) -> int:
             pos += 3 + (1 if block_type == 1 else size)
         pos += 4 * (descriptor >> 2 & 1)  # content checksum
         bound += frame_bound if content_size < 0 else min(frame_bound, content_size)
+        if content_size >= 0 and (frame_window < 0 or content_size < frame_window):
+            frame_window = content_size
+        window = max(window, frame_window)
     if pos > end:
         raise DecompressionError("zstd: truncated frame")
-    return bound
+    return bound, window
 
 
 def _zstd_decompress(view: memoryview, max_bytes: int) -> bytes:
-    bound = _zstd_output_bound(view)
-    reader = _zstd_decompressor().stream_reader(view, read_across_frames=True)
-    chunks: list[bytes] = []
-    total = 0
-    size = min(max_bytes + 1, _CHUNK_MAX, max(bound, 1))
-    while True:
-        chunk = reader.read(min(size, max_bytes + 1 - total))
-        if not chunk:
-            return _join(chunks)
-        total += len(chunk)
-        if total > max_bytes:
-            raise _too_large(max_bytes)
-        chunks.append(chunk)
-        size = min(2 * size, _CHUNK_MAX)
+    bound, window = _zstd_scan(view)
+    dctx = _zstd_contexts.lend(window)
+    try:
+        reader = dctx.stream_reader(view, read_across_frames=True)
+        chunks: list[bytes] = []
+        total = 0
+        size = min(max_bytes + 1, _CHUNK_MAX, max(bound, 1))
+        while True:
+            chunk = reader.read(min(size, max_bytes + 1 - total))
+            if not chunk:
+                return _join(chunks)
+            total += len(chunk)
+            if total > max_bytes:
+                raise _too_large(max_bytes)
+            chunks.append(chunk)
+            size = min(2 * size, _CHUNK_MAX)
+    finally:
+        reader = None  # the reader holds the context
+        _zstd_contexts.give_back(window, dctx)
 
 
 # --- dispatch ----------------------------------------------------------------------------

@@ -37,7 +37,10 @@ stream with its key, value and header bytes skipped, never held. The whole outpu
 counted against ``max_decompressed`` (the caller's budget): past it, ``RecordTooLargeError``
 as soon as the output passes it. Memory stays at about one chunk plus one buffered record
 plus the decompressor's own state (zstd's window: at most 128 MiB, the library's and
-zstd-jni's default limit, usually 1-8 MiB; a snappy block: at most about 32x its input),
+zstd-jni's default limit, usually 1-8 MiB, reserved from the process-wide budget of
+``codecs.DECOMPRESSION_IN_FLIGHT`` and not kept by the connection's thread afterwards; a
+snappy block: at most 22x its input; lz4: two blocks of the frame's block maximum, up to
+8 MiB; snappy blocks and lz4 buffers are reserved from that budget too),
 whatever the ratio. Stricter than ``codecs.decompress`` on purpose: trailing bytes after
 the last gzip member and a second lz4 frame are refused (Java's lz4 stream stops at the
 first frame, and Python's gzip refuses trailing garbage, so some consumer would not read
@@ -47,8 +50,8 @@ Errors (``broker.record.errors``): ``CorruptRecordError`` (or ``DecompressionErr
 anything that does not parse, ``InvalidRecordError`` with ``batch_index`` for an offset
 delta out of order, ``RecordTooLargeError`` over budget.
 
-Thread-safety: pure functions; decompressor objects are per call (zstd's context is the
-per-thread one of ``codecs``).
+Thread-safety: pure functions; decompressor objects are per call (zstd's context is lent
+by ``codecs``' pool for the call).
 """
 
 from __future__ import annotations
@@ -641,38 +644,75 @@ def _snappy_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
         blocks = [(view, codecs._snappy_uncompressed_length(view))]
         if blocks[0][1] > budget:
             raise RecordTooLargeError(f"snappy: decompressed records exceed the budget of {budget} bytes")
+        codecs._snappy_check_ratio(*blocks[0])
     for block, length in blocks:
-        out = bytearray(length)
-        if cramjam.snappy.decompress_raw_into(block, out) != length:
-            raise DecompressionError("snappy: block shorter than its length preamble")
-        yield bytes(out)
+        # the block is decoded whole (up to ~21x its input): reserved from the process-wide
+        # budget of codecs (as zstd windows are), and handed on without a copy
+        codecs._zstd_contexts.reserve(length)
+        try:
+            out = bytearray(length)
+            if cramjam.snappy.decompress_raw_into(block, out) != length:
+                raise DecompressionError("snappy: block shorter than its length preamble")
+            yield out
+            del out
+        finally:
+            codecs._zstd_contexts.release(length)
+
+
+_LZ4_MAGIC = 0x184D2204
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}  # BD byte, bits 4-6
+
+
+def _lz4_buffers(view: memoryview) -> int:
+    """What an LZ4 frame decompressor holds for this frame: two blocks of the frame
+    header's block maximum (a block and, for linked blocks, the previous one's window)."""
+    block = 4 * 1024 * 1024
+    if len(view) >= 6 and int.from_bytes(view[:4], "little") == _LZ4_MAGIC:
+        block = _LZ4_BLOCK_MAX.get(view[5] >> 4 & 7, block)
+    return 2 * block + 64 * 1024
 
 
 def _lz4_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
     # Input in _INPUT pieces: the decompressor keeps what it has not consumed, and a
     # piece at a time keeps that small (and is as fast as one call for the whole frame).
-    d = lz4.frame.LZ4FrameDecompressor()
-    at, end = 0, len(view)
-    while not d.eof:
-        if d.needs_input:
-            if at >= end:
-                raise DecompressionError("lz4: truncated frame")
-            data: bytes | memoryview = view[at:at + _INPUT]
-            at += len(data)
-        else:
-            data = b""
-        out = d.decompress(data, max_length=_CHUNK)
-        if out:
-            yield out
-    if d.unused_data or at < end:
-        raise DecompressionError(f"lz4: {len(d.unused_data) + end - at} bytes after the frame")
+    # Its block buffers (up to 8 MiB for a frame of a few bytes) are reserved from the
+    # process-wide budget of codecs, as zstd windows are.
+    reserved = _lz4_buffers(view)
+    codecs._zstd_contexts.reserve(reserved)
+    try:
+        d = lz4.frame.LZ4FrameDecompressor()
+        at, end = 0, len(view)
+        while not d.eof:
+            if d.needs_input:
+                if at >= end:
+                    raise DecompressionError("lz4: truncated frame")
+                data: bytes | memoryview = view[at:at + _INPUT]
+                at += len(data)
+            else:
+                data = b""
+            out = d.decompress(data, max_length=_CHUNK)
+            if out:
+                yield out
+        if d.unused_data or at < end:
+            raise DecompressionError(f"lz4: {len(d.unused_data) + end - at} bytes after the frame")
+    finally:
+        d = None
+        codecs._zstd_contexts.release(reserved)
 
 
 def _zstd_chunks(view: memoryview, budget: int) -> Iterator[bytes]:
-    codecs._zstd_output_bound(view)  # every frame complete (the streaming reader stops silently at a cut)
-    reader = codecs._zstd_decompressor().stream_reader(view, read_size=_INPUT, read_across_frames=True)
-    while True:
-        out = reader.read(_CHUNK)
-        if not out:
-            return
-        yield out
+    # every frame complete (the streaming reader stops silently at a cut), and the window
+    # the context is lent for (codecs' pool and in-flight budget: ``_ZstdContexts``)
+    _, window = codecs._zstd_scan(view)
+    dctx = codecs._zstd_contexts.lend(window)
+    reader = None
+    try:
+        reader = dctx.stream_reader(view, read_size=_INPUT, read_across_frames=True)
+        while True:
+            out = reader.read(_CHUNK)
+            if not out:
+                return
+            yield out
+    finally:  # also when the walk stops early (check_records closes the generator)
+        reader = None
+        codecs._zstd_contexts.give_back(window, dctx)

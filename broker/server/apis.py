@@ -204,6 +204,7 @@ class KafkaApis:
         ``seen_apis`` set). Returns a list of buffers (a whole response frame, possibly
         holding file slices), ``NO_RESPONSE`` or ``CLOSE_CONNECTION``."""
         reader = Reader(frame)  # one cursor for the header and then the body
+        reader.limit_elements()  # MAX_REQUEST_ELEMENTS: no request grows ~28x in memory (primitives.py)
         try:
             header, _ = parse_request_header(reader)
         except ProtocolDecodeError as exc:

@@ -88,7 +88,8 @@ KAFKA_PREFIX = "kafka."
 # options over with lower-cased keys). checkpointLocation is Spark's own (streaming): it
 # arrives with the options and is not the sink's business.
 # checkpointLocation and queryName: Spark passes them to the sink with the user's options
-# (DataStreamWriter.queryName() lands here too); the sink accepts and ignores them.
+# (DataStreamWriter.queryName() lands here too); the sink keeps checkpointLocation (the
+# exactly-once driver reads the query id there) and ignores queryName.
 WRITE_OPTION_NAMES: dict[str, str] = {
     name.lower(): name for name in (OPT_TOPIC, OPT_BATCH_HEADERS, OPT_EXACTLY_ONCE, OPT_TXN_ID_PREFIX,
                                     "checkpointLocation", "queryName")
@@ -131,6 +132,9 @@ class WriteOptions:
     transactional_id_prefix: str = DEFAULT_TXN_ID_PREFIX
     # A batch write's id (set on the driver by make_writer; part of the transactional ids)
     write_id: str | None = None
+    # Spark's checkpointLocation of a stream (passed with the options): the driver reads the
+    # query id from its metadata file when no task of a micro-batch finished (exactly_once.py)
+    checkpoint_location: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -153,6 +157,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     from broker.client.producer.config import ConfigError, ProducerConfig
 
     topic: str | None = None
+    checkpoint: str | None = None
     batch_headers = exactly_once = False
     prefix = DEFAULT_TXN_ID_PREFIX
     producer: dict[str, str] = {}
@@ -173,6 +178,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             prefix = str(value).strip()
             if not prefix:
                 raise KafkaLogWriteError(f"option {OPT_TXN_ID_PREFIX} must not be empty")
+        elif key == "checkpointlocation":
+            checkpoint = str(value)
         elif key == "path":
             raise KafkaLogWriteError(
                 f"the kafkalog sink writes through Kafka brokers (kafka.bootstrap.servers), "
@@ -196,7 +203,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         raise KafkaLogWriteError(f"option kafka.{e.key}: {e}{what}") from None
     return WriteOptions(topic=topic, producer_config=dict(producer),
                         write_batch_headers=batch_headers, exactly_once=exactly_once,
-                        transactional_id_prefix=prefix)
+                        transactional_id_prefix=prefix, checkpoint_location=checkpoint)
 
 
 # -- input columns -------------------------------------------------------------------------

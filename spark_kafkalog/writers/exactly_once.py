@@ -38,9 +38,11 @@ Owns:
 * ``abort_transactions`` (the driver's ``abort``): EndTxn(abort) for the finished tasks'
   transactions and InitProducerId (fence) for the transactional ids of the tasks Spark
   reports as failed (None message), so that what their last attempts left open is aborted
-  now rather than at ``transaction.timeout.ms``; a micro-batch whose query id is unknown
-  (no task finished) is left to the next attempt or the timeout. Never raises: outcomes
-  are logged.
+  now rather than at ``transaction.timeout.ms``. When no task of a micro-batch finished,
+  the query id (part of the ids) is read from Spark's checkpoint (``query_id_from_checkpoint``:
+  the ``id`` of ``<checkpointLocation>/metadata``, on any file system pyarrow opens); if
+  that fails too, what the tasks left open is aborted by the micro-batch's next attempt or
+  by the timeout. Never raises: outcomes are logged.
 
 Guarantee, costs and failure modes: see the "Exactly-once sink" section of the README and
 ``writers/__init__.py``. In short: with a replayable source and a deterministic plan (a
@@ -74,7 +76,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["transactional_id", "marker_group", "write_task_transactional", "commit_transactions",
-           "abort_transactions", "KafkaLogCommitError", "MARKER_PARTITION"]
+           "abort_transactions", "KafkaLogCommitError", "MARKER_PARTITION", "query_id_from_checkpoint"]
 
 MARKER_PARTITION = 0
 # How long the driver's EndTxn / InitProducerId calls may take in all.
@@ -244,6 +246,33 @@ def commit_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommit
     return line
 
 
+def query_id_from_checkpoint(location: str | None) -> str | None:
+    """The query id Spark keeps in ``<location>/metadata`` (StreamMetadata, one JSON line
+    ``{"id": ...}``); None when it cannot be read. Local paths and ``file:`` URIs directly,
+    other schemes (s3, hdfs, gs, abfs ...) through pyarrow's file systems."""
+    import json
+    import urllib.parse
+
+    if not location:
+        return None
+    path = location.rstrip("/") + "/metadata"
+    try:
+        if path.startswith("file:") or "://" not in path:
+            local = urllib.parse.urlparse(path).path if path.startswith("file:") else path
+            with open(local, encoding="utf-8") as f:
+                text = f.read()
+        else:
+            from pyarrow import fs as pafs
+
+            filesystem, inner = pafs.FileSystem.from_uri(path)
+            with filesystem.open_input_stream(inner) as f:
+                text = f.read().decode("utf-8")
+        value = json.loads(text.splitlines()[0]).get("id")
+        return str(value) if value else None
+    except Exception:  # noqa: BLE001 - best effort: the caller falls back to the timeout
+        return None
+
+
 def abort_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommitMessage | None],
                        batch_id: int | None = None) -> str:
     """Abort the finished tasks' transactions and fence the failed tasks' ids; the summary
@@ -254,6 +283,8 @@ def abort_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommitM
     todo = _open(done)
     query_id = next((m.query_id for m in done if m.query_id), None)
     failed_parts = [i for i, m in enumerate(messages) if m is None]
+    if query_id is None and batch_id is not None and failed_parts:
+        query_id = query_id_from_checkpoint(options.checkpoint_location)
     fence: list[str] = []
     for p in failed_parts:
         info = TaskInfo(partition=p, batch_id=batch_id, query_id=query_id)
@@ -276,8 +307,9 @@ def abort_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommitM
             f"{len(fence)} failed task transactional id(s) fenced (exactly-once: nothing of this write "
             "becomes visible to read_committed readers)")
     if batch_id is not None and query_id is None and failed_parts:
-        line += ("; the query id is unknown (no task finished): what the failed tasks left open is "
-                 "aborted by the micro-batch's next attempt or by transaction.timeout.ms")
+        line += ("; the query id is unknown (no task finished, and the checkpoint's metadata could not be "
+                 "read): what the failed tasks left open is aborted by the micro-batch's next attempt or by "
+                 "transaction.timeout.ms")
     if problems:
         line += "; could not abort: " + "; ".join(problems)
     return line

@@ -21,7 +21,11 @@ Owns:
   Spark hands the driver side and what a failed attempt reports. With the test-only
   option ``test.dieAtCommitOfBatch=N`` as well, the streaming writer's ``commit`` and
   ``abort`` of micro-batch N record, then raise without calling the sink: the driver
-  "dies" between the tasks' writes and the commit (exactly-once sink tests).
+  "dies" between the tasks' writes and the commit (exactly-once sink tests). With
+  ``test.failTaskAfterRows=N`` every attempt of a task hands the sink N rows or more, waits
+  1.5 s (the producer sends them), then fails (a task failing for good mid-write);
+  ``test.killTaskAfterRows=N`` the same, but the Python worker exits at once
+  (``os._exit``: no cleanup, as when an executor is lost).
 * ``read_topic`` (the ``kafkalog`` source, direct mode on the broker's log directory) and
   ``consume`` (confluent-kafka's Consumer) to read what was written.
 
@@ -52,6 +56,9 @@ RECORD_OPTION = "test.recordto"
 # Test-only: the streaming writer's commit and abort of this micro-batch fail without
 # reaching the sink, as if the driver died between the tasks' writes and the commit.
 DIE_OPTION = "test.dieatcommitofbatch"
+# Test-only: every task attempt fails after handing the sink this many rows (or more).
+FAIL_OPTION = "test.failtaskafterrows"
+KILL_OPTION = "test.killtaskafterrows"
 
 _session = None
 
@@ -130,7 +137,21 @@ def _make_source_class():
     from spark_kafkalog.writers.batch import KafkaLogArrowWriter
     from spark_kafkalog.writers.stream import KafkaLogStreamArrowWriter
 
+    def failing(iterator, after: int, kill: bool):
+        handed = 0
+        for batch in iterator:
+            if handed >= after:
+                time.sleep(1.5)  # the task's producer sends what it was handed
+                if kill:
+                    os._exit(17)
+                raise RuntimeError(f"test.failTaskAfterRows: failing after {handed} rows")
+            handed += batch.num_rows
+            yield batch
+
     def recorded_write(self, iterator):
+        after = getattr(self, "fail_after", None)
+        if after is not None:
+            iterator = failing(iterator, after[0], after[1])
         try:
             return super(type(self), self).write(iterator)
         except BaseException as e:
@@ -168,7 +189,9 @@ def _make_source_class():
     def split(options):
         opts = {k.lower(): v for k, v in dict(options).items()}
         die = opts.pop(DIE_OPTION, None)
-        return opts, opts.pop(RECORD_OPTION, None), None if die is None else int(die)
+        fail, kill = opts.pop(FAIL_OPTION, None), opts.pop(KILL_OPTION, None)
+        fail_after = (int(fail), False) if fail is not None else (int(kill), True) if kill is not None else None
+        return opts, opts.pop(RECORD_OPTION, None), None if die is None else int(die), fail_after
 
     class WriteTestSource(Base):
         @classmethod
@@ -176,20 +199,22 @@ def _make_source_class():
             return SOURCE_NAME
 
         def writer(self, schema, overwrite):
-            opts, record_to, _ = split(self.options)
+            opts, record_to, _, fail_after = split(self.options)
             w = make_writer(opts, schema, overwrite)
             if record_to:
                 w.__class__ = RecordingArrowWriter
                 w.record_to = record_to
+                w.fail_after = fail_after
             return w
 
         def streamWriter(self, schema, overwrite):
-            opts, record_to, die_at = split(self.options)
+            opts, record_to, die_at, fail_after = split(self.options)
             w = make_stream_writer(opts, schema, overwrite)
             if record_to:
                 w.__class__ = RecordingStreamWriter
                 w.record_to = record_to
                 w.die_at = die_at
+                w.fail_after = fail_after
             return w
 
     return WriteTestSource
