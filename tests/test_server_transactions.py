@@ -101,6 +101,31 @@ def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(raw_client
     assert (bump.error_code, bump.producer_epoch) == (0, new.epoch + 1)
 
 
+def test_a_replaced_idle_instance_cannot_pass_its_epoch_bump_off_as_a_retry(raw_client):
+    """KIP-360 and a new instance: the old instance (no transaction open) is replaced by an
+    InitProducerId without producer id/epoch (epoch + 1); the old one then asks for its own
+    epoch bump naming its epoch, which is now the previous one: PRODUCER_FENCED (Kafka
+    clears the last epoch for a new instance), not the new instance's epoch (found by the
+    transaction coordinator crash loop: librdkafka's zombie fenced the recovered producer)."""
+    c = raw_client()
+    tid = unique("tid")
+    old = RawTxn(c, tid)
+    assert old.init() == 0
+    new = RawTxn(c, tid)
+    assert new.init() == 0 and new.epoch == old.epoch + 1
+    stale = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                   "producer_id": old.producer_id, "producer_epoch": old.epoch})
+    assert (stale.error_code, stale.producer_id, stale.producer_epoch) == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    assert describe(c, tid).producer_epoch == new.epoch  # the new instance goes on
+    # the new instance's own bump, retried, is still recognised as a retry
+    bump = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                  "producer_id": new.producer_id, "producer_epoch": new.epoch})
+    assert (bump.error_code, bump.producer_epoch) == (0, new.epoch + 1)
+    again = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                   "producer_id": new.producer_id, "producer_epoch": new.epoch})
+    assert (again.error_code, again.producer_epoch) == (0, new.epoch + 1)
+
+
 def test_txn_offset_commit_is_visible_only_after_commit(raw_client):
     c = raw_client()
     topic = unique("txn-offsets")

@@ -58,7 +58,9 @@ Request rules (Kafka's ``TransactionCoordinator``), codes returned by the method
   INVALID_TRANSACTION_TIMEOUT; "" -> INVALID_REQUEST. A new id gets a new producer id with
   epoch 0. Otherwise (KIP-360: the request may name its current producer id and epoch, which
   must be the current or the previous one, else PRODUCER_FENCED) the epoch is bumped (a new
-  producer id when it would reach 32767); an Ongoing transaction of the previous instance is
+  producer id when it would reach 32767); a request without them (a new instance) clears
+  the previous epoch, so the replaced instance's own KIP-360 bump is fenced, not taken
+  for a retry; an Ongoing transaction of the previous instance is
   first aborted with a fencing epoch, so that instance's further writes are refused.
 * AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit / EndTxn: an unknown id or another
   producer id -> INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED, a
@@ -317,6 +319,11 @@ class TransactionCoordinator:
                 self._fence_and_abort(md, "a new producer instance initialised")
             new = md.snapshot()
             self._bump(new)
+            if producer_id == NO_PRODUCER_ID:
+                # a new instance (Kafka's prepareIncrementProducerEpoch without an expected
+                # epoch): the last epoch is cleared, so the instance it replaces cannot pass
+                # a KIP-360 bump naming its own epoch off as a retry of this one
+                new.last_producer_epoch = NO_PRODUCER_EPOCH
             new.txn_timeout_ms, new.state = timeout_ms, S.EMPTY
             new.partitions = set()
             new.txn_start_timestamp, new.txn_last_update_timestamp = -1, self.time.milliseconds()
