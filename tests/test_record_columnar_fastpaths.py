@@ -10,10 +10,13 @@ import random
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.record import batch as B
 from broker.record import columnar as C
 from broker.record.codecs import CompressionType
+from broker.record.columnar import decode as decode_module
 from broker.record.errors import CorruptBatchError, DecodeError
 from broker.record.varint import decode_varint
 
@@ -96,3 +99,86 @@ def test_lz4_inflating_past_the_arena_guess_and_past_the_budget():
     assert decoded(buf) == reference(buf)
     with pytest.raises(DecodeError, match="budget"):
         C.decode_to_arrow(buf, max_decompressed=1 << 20)
+
+
+# --- the plain-batch run of iter_arrow (decode._plain_run) against the general loop ---
+
+def _log(draw_spec: list[tuple]) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """Back-to-back batches from (kind, count, value size, bad crc) specs; offsets follow on.
+    Returns the bytes and the aborted transactions (producer 7's batches of kind "aborted")."""
+    out, aborted, offset = [], [], 0
+    for kind, count, size, bad_crc in draw_spec:
+        recs = [(b"k%d" % (offset + i) if i % 3 else None, bytes([offset % 251]) * size,
+                 1_700_000_000_000 + offset + i, [("h", b"v")] if kind == "headers" else ())
+                for i in range(count)]
+        raw = bytearray(B.encode_batch(
+            recs, base_offset=offset,
+            compression=CompressionType.LZ4 if kind == "lz4" else 0,
+            timestamp_type=B.LOG_APPEND_TIME if kind == "append_time" else B.CREATE_TIME,
+            producer_id=7 if kind in ("aborted", "committed") else -1,
+            is_transactional=kind in ("aborted", "committed"), is_control=kind == "control"))
+        if bad_crc:
+            raw[-1] ^= 0x01
+        if kind == "aborted":
+            aborted.append((7, offset, offset + count - 1))
+        out.append(bytes(raw))
+        offset += count
+    return b"".join(out), aborted
+
+
+def _run_decode(buf: bytes, **kw) -> tuple[list, list, tuple]:
+    bad: list = []
+    progress = C.DecodeProgress()
+    rows = []
+    try:
+        for rb in C.iter_arrow(buf, on_bad_batch=lambda e: bad.append(
+                (e.base_offset, e.last_offset, e.position, str(e))), progress=progress, **kw):
+            rows.append((rb.num_rows, rb.to_pydict()))
+    except DecodeError as exc:  # both paths must fail alike
+        rows.append(("error", type(exc).__name__, str(exc)))
+    return rows, bad, (progress.position, progress.next_offset, progress.records)
+
+
+_KINDS = st.sampled_from(["plain", "plain", "plain", "headers", "lz4", "control",
+                          "aborted", "committed", "append_time"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=st.lists(st.tuples(_KINDS, st.integers(1, 12), st.sampled_from([0, 5, 100, 1024]),
+                               st.integers(0, 9).map(lambda x: x == 0)),
+                     min_size=1, max_size=30),
+       start=st.one_of(st.none(), st.integers(0, 150)),
+       end=st.one_of(st.none(), st.integers(0, 150)),
+       max_rows=st.sampled_from([1, 7, 50, 1 << 16]),
+       max_bytes=st.sampled_from([1, 3000, 50_000, 32 << 20]),
+       verify_crc=st.booleans(), skip_control=st.booleans(), with_aborted=st.booleans(),
+       include_headers=st.booleans(), cut=st.integers(0, 80))
+def test_the_plain_batch_run_decodes_exactly_as_the_general_loop(
+        spec, start, end, max_rows, max_bytes, verify_crc, skip_control,
+        with_aborted, include_headers, cut):
+    """Every option of iter_arrow, on logs mixing plain batches with those the run leaves
+    to the general loop (compressed, control, transactional, log-append time, bad CRC),
+    cut anywhere in the last batch: the same rows, batches, bad-batch reports, errors and
+    progress with the run as without it."""
+    buf, aborted = _log(spec)
+    buf = buf[:len(buf) - cut]
+    kw = dict(start_offset=start, end_offset=end, max_rows_per_batch=max_rows,
+              max_bytes_per_batch=max_bytes, verify_crc=verify_crc, skip_control=skip_control,
+              aborted=aborted if with_aborted else None, include_headers=include_headers)
+    assert _run_decode(buf, **kw) == _general_decode(buf, **kw)
+
+
+def _general_decode(buf: bytes, **kw) -> tuple[list, list, tuple]:
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(decode_module, "_plain_run", lambda view, pos, *a: (pos, 0, 0, None))
+        return _run_decode(buf, **kw)
+
+
+def test_the_plain_batch_run_at_every_start_and_end_offset():
+    """Offset bounds on, inside and between batches, for every pair of them."""
+    buf, _ = _log([("plain", 3, 5, False)] * 3 + [("lz4", 3, 5, False)] + [("plain", 3, 5, False)] * 2)
+    for start in range(-1, 20):
+        for end in range(start, 21):
+            for max_rows in (2, 100):
+                kw = dict(start_offset=start, end_offset=end, max_rows_per_batch=max_rows)
+                assert _run_decode(buf, **kw) == _general_decode(buf, **kw), (start, end)
