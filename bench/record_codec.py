@@ -17,7 +17,9 @@ on the first 20k rows (it is slow; rates are per record, so they stay comparable
 figure is the best of a few repetitions (2 for kafka-python).
 
 Prints a table, then as its very last line one JSON object of headline figures.
-Run: ``.venv/bin/python bench/record_codec.py`` (about a minute and a half).
+Run: ``.venv/bin/python bench/record_codec.py`` (about a minute and a half);
+``--breakdown``: where the CPU time of one 1-KiB record goes in our decoder (record walk,
+key/value columns, the rest) beside the floors (CRC, one copy of the values), in-process.
 """
 
 from __future__ import annotations
@@ -105,7 +107,85 @@ def decode_ours(buf, crc=True):
     return sum(rb.num_rows for rb in columnar.iter_arrow(buf, verify_crc=crc))
 
 
+def breakdown() -> None:
+    """``--breakdown``: where the microseconds of one 1-KiB record go in our decode (CPU
+    time, best of REPEAT x 4; in-process, so a shared machine disturbs it less than the
+    side-by-side rates), next to the floors no decoder of these bytes avoids: the CRC of
+    every batch, and one copy of the values into the Arrow value buffer."""
+    from broker.record.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD, crc32c
+    from broker.record.columnar import decode as dec
+
+    value_size, n = SIZES["1k"]
+    keys, values, timestamps = make_rows(value_size, n)
+    buf = b"".join(build_with(AioBuilder, keys, values, timestamps, 0))
+    view = memoryview(buf)
+    spans = []
+    pos = 0
+    while pos < len(buf):
+        size = int.from_bytes(buf[pos + 8:pos + 12], "big") + LOG_OVERHEAD
+        spans.append((pos + ATTRIBUTES_OFFSET, pos + size))
+        pos += size
+    value_views = pa.array(values, pa.binary()).cast(pa.binary_view())
+
+    def cpu(fn, repeat=REPEAT * 4):
+        best_s = 1e9
+        for _ in range(repeat):
+            t = time.process_time()
+            fn()
+            best_s = min(best_s, time.process_time() - t)
+        return best_s / n * 1e6
+
+    walk_s = {"walk": 0.0, "columns": 0.0}
+    real_walk, real_binary = dec.walk_records, dec._binary_array
+
+    def timed_walk(*a):
+        t = time.process_time()
+        try:
+            return real_walk(*a)
+        finally:
+            walk_s["walk"] += time.process_time() - t
+
+    def timed_binary(*a, **k):
+        t = time.process_time()
+        try:
+            return real_binary(*a, **k)
+        finally:
+            walk_s["columns"] += time.process_time() - t
+
+    figures = {
+        "decode": cpu(lambda: decode_ours(buf)),
+        "decode_nocrc": cpu(lambda: decode_ours(buf, crc=False)),
+        "floor_crc": cpu(lambda: [crc32c(view[a:b]) for a, b in spans]),
+        "floor_value_copy": cpu(lambda: value_views.cast(pa.binary())),
+        "kafka_python": cpu(lambda: decode_clients(KpMemoryRecords, buf), KP_REPEAT),
+    }
+    dec.walk_records, dec._binary_array = timed_walk, timed_binary
+    try:
+        best_run = None
+        for _ in range(REPEAT * 4):  # the parts of the fastest run without CRC
+            walk_s.update(walk=0.0, columns=0.0)
+            t = time.process_time()
+            decode_ours(buf, crc=False)
+            total = time.process_time() - t
+            if best_run is None or total < best_run[0]:
+                best_run = (total, walk_s["walk"], walk_s["columns"])
+    finally:
+        dec.walk_records, dec._binary_array = real_walk, real_binary
+    total, walk, columns = (x / n * 1e6 for x in best_run)
+    figures["record_walk"] = walk
+    figures["key_value_columns"] = columns
+    figures["rest_nocrc"] = total - walk - columns
+    print(f"1-KiB records, {len(spans)} batches: CPU microseconds per record (best of {REPEAT * 4})")
+    for name, us in figures.items():
+        print(f"  {name:<18} {us:6.3f}")
+    print(f"  ratio vs kafka-python {figures['kafka_python'] / figures['decode']:.1f}x")
+    print(json.dumps({f"us_per_record_{k}": round(v, 3) for k, v in figures.items()}))
+
+
 def main() -> None:
+    if "--breakdown" in sys.argv:
+        breakdown()
+        return
     impl = aio_default.DefaultRecordBatch.__module__
     print(f"python {platform.python_version()}, pyarrow {pa.__version__}, numpy {np.__version__}")
     print(f"aiokafka record implementation: {impl} "
