@@ -35,6 +35,24 @@ Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark_read.py``
 (a few minutes; ``--quick`` for a smaller data set).
 
+Where the time goes at 1 KiB (issue 20, measured on a machine shared by four jobs: for
+direction only). Outside Spark, one network-mode task's fetch + decode loop against the
+broker (``RangeFetcher`` over 100k records, 8-MiB fetches) takes ~1.3-1.6 us of client
+CPU per record (~1.8 us wall) and ~0.2 us of broker CPU (the broker sends the segment
+bytes as they are). Of the client's CPU about 40% is the receive path (``recv`` of 256-KiB
+chunks into new bytes objects, then ``FrameDecoder.push`` appending them to the frame's
+bytearray: two copies and the page faults of fresh memory), about 45% the decode (see
+``record_codec.py --breakdown``). The direct-mode reader costs ~1 us per record in-process
+(decode plus the page faults of the mapped segments, felt in the CRC pass). Against that,
+Spark's side of the Python Data Source (the JVM reading the Arrow stream and running the
+query) costs ~7-9 us of JVM CPU per 1-KiB row even for the pre-built source: with two
+tasks, the JVM and the broker on two cores, every microsecond of Python CPU per row
+competes with it, which is why network mode at 2x confluent (within ~10% of the
+pre-built ceiling) is out of reach of client-side changes alone. Left for the integrator:
+reading a large Fetch response straight into its frame buffer (``recv_into`` once the
+size prefix is known; ``broker/client/network.py`` and ``broker/protocol/frame.py``,
+not this bench's owner's files) would remove most of the receive path's cost.
+
 ``--security-protocol SASL_SSL`` (issue 16): the broker gets a SASL_SSL listener beside
 PLAINTEXT (``sasl_ssl.py``: SCRAM-SHA-256 over TLSv1.3, PEM trust store) and a fifth
 source, ``network_sasl_ssl``, reads the same topics in network mode through it (the
