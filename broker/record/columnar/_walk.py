@@ -2,14 +2,9 @@
 starts and ends, from the records' length varints (the only sequential dependency of a
 batch's records).
 
-Owns ``walk_records`` (used by ``decode.py``) and the record-size constants. Four walks.
-First the *uniform* one, over every batch of the unit at once (``_walk_uniform``): a batch
-whose records all take the size of its first one (fixed-size keys and values, the common
-case) has its records at first start + k * size; every guessed start is checked in numpy
-(the same length varint, size and value, and the records ending exactly at the batch's
-end), which makes the guesses a chain of true record starts. The other batches: with
-numpy *across batches* (step k reads record k of every batch still walking) while at
-least ``VECTOR_WALK_MIN_BATCHES`` batches are; then each remaining batch alone, by
+Owns ``walk_records`` (used by ``decode.py``) and the record-size constants. Three walks:
+with numpy *across batches* (step k reads record k of every batch still walking) while
+at least ``VECTOR_WALK_MIN_BATCHES`` batches are; then each remaining batch alone, by
 speculation on runs of records of one size (the record at p takes s bytes: the length
 varints read at p + s, p + 2s, ... in numpy must be the same size and value; the
 matching prefix is a chain of true record starts), and by a plain-Python loop where sizes
@@ -41,9 +36,6 @@ VECTOR_WALK_MIN_BATCHES = 24
 # many records, given up after a run shorter than SPECULATE_MIN_RUN (record sizes vary).
 SPECULATE_MIN_RECORDS = 16
 SPECULATE_MIN_RUN = 8
-# From this many batches in a unit, the batches of records of one size are first walked
-# all at once (``_walk_uniform``, a dozen numpy calls over the unit's records).
-UNIFORM_MIN_BATCHES = 2
 
 
 def walk_records(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,
@@ -52,57 +44,6 @@ def walk_records(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, count
     Checks only that each batch's records end at its end: the caller checks the rest."""
     rec_start = np.empty(n, np.int64)
     rec_end = np.empty(n, np.int64)
-    if counts.size >= UNIFORM_MIN_BATCHES:
-        rest = _walk_uniform(region, bstart, bend, counts, first_rec, rec_start, rec_end)
-        if rest.size == 0:
-            return rec_start, rec_end
-        bstart, bend, counts, first_rec = bstart[rest], bend[rest], counts[rest], first_rec[rest]
-    _walk_steps(region, bstart, bend, counts, first_rec, rec_start, rec_end)
-    return rec_start, rec_end
-
-
-def _walk_uniform(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,
-                  first_rec: np.ndarray, rec_start: np.ndarray, rec_end: np.ndarray
-                  ) -> np.ndarray:
-    """The batches whose records all take the size of their first one (fixed-size keys and
-    values: the common case), walked at once: each batch's guessed starts (first start +
-    k * size) must hold the first record's length varint, size and value, and the guessed
-    records must end exactly at the batch's end; then the guesses are a chain of true
-    record starts. Returns the indices of the other batches, for the step walk."""
-    w = region.take(bstart + 1, mode="clip").astype(np.intp)
-    w <<= 8
-    w |= region.take(bstart, mode="clip")
-    head = SIZE2.take(w)
-    length = VALUE2.take(w)
-    step = head + length
-    ok = (head > 0) & (length >= MIN_RECORD_BODY) & (counts > 0) & (bstart + counts * step == bend)
-    cand = np.flatnonzero(ok)
-    if cand.size:
-        c = counts[cand]
-        total = int(c.sum())
-        batch_of = np.repeat(np.arange(cand.size), c)
-        k = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
-        cstep = step[cand]
-        starts = bstart[cand][batch_of] + k * cstep[batch_of]
-        w = region.take(starts + 1, mode="clip").astype(np.intp)
-        w <<= 8
-        w |= region.take(starts, mode="clip")
-        good = (VALUE2.take(w) == length[cand][batch_of]) & (SIZE2.take(w) == head[cand][batch_of])
-        if not good.all():
-            failed = np.unique(batch_of[~good])
-            ok[cand[failed]] = False
-            keep = ok[cand][batch_of]
-            starts, batch_of, k = starts[keep], batch_of[keep], k[keep]
-        idx = first_rec[cand][batch_of] + k
-        rec_start[idx] = starts + head[cand][batch_of]
-        rec_end[idx] = starts + cstep[batch_of]
-    return np.flatnonzero(~ok)
-
-
-def _walk_steps(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,
-                first_rec: np.ndarray, rec_start: np.ndarray, rec_end: np.ndarray) -> None:
-    """The walk across batches, step k reading record k of every batch still walking,
-    then the few longest batches one at a time."""
     order = np.argsort(-counts, kind="stable")
     cnt = counts[order]
     pos = bstart[order]
@@ -146,6 +87,7 @@ def _walk_steps(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts
                                   int(cnt[i]) - steps, rec_start, rec_end)
     if not np.array_equal(pos, end):
         raise CorruptRecordError("the records of a batch do not end at its end")
+    return rec_start, rec_end
 
 
 def _walk_python(region: np.ndarray, p: int, e: int, first: int, count: int,

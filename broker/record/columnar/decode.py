@@ -13,14 +13,13 @@ into back to back (``codecs.decompress_into``), or, for the other codecs and mix
 the decompressed payloads joined. Runs of *plain* batches (uncompressed, kept, a good
 CRC: the common case) are gathered by ``_plain_run``, a few Python steps per batch; the
 others go through the general loop, which also reports the bad ones. A unit's batch
-headers are read in one numpy gather (``HEADER_DTYPE``). The only sequential dependency,
-each record's length varint, is walked by ``_walk.py``: the batches whose records are all
-of one size at once (guessed starts checked in numpy); the others with numpy *across
-batches* (step k reads record k of every batch at once) when a unit has many batches;
-the batches longer than the rest, and the batches of a unit with few of them, one at a
-time: runs of records of one size by speculation checked in numpy, the rest by a
-plain-Python loop. Every other field is then decoded for all the records of the unit
-at once (``_vec.read_varints``), and keys, values and headers become Arrow
+headers are read in one numpy gather (``HEADER_DTYPE``). The only sequential dependency, each record's length
+varint, is walked with numpy *across batches* (step k reads record k of every batch at
+once) when a unit has many batches; the batches longer than the rest, and the batches of
+a unit with few of them, are walked one at a time: runs of records of one size by
+speculation checked in numpy (the record at p takes s bytes: are the length varints at
+p + s, p + 2s, ... the same?), the rest by a plain-Python loop. Every other field is then decoded for all the records of
+the unit at once (``_vec.read_varints``), and keys, values and headers become Arrow
 arrays by one C++ copy each: a binary_view array over the region cast to binary, or a
 ``take`` of the odd elements of a gap/value/gap/value binary array over the region.
 
