@@ -24,10 +24,10 @@ the values into the Arrow value buffer ~0.19 us (memory bandwidth plus the page 
 a fresh buffer); the record walk ~0.08 us; the rest (batch headers, the per-record fields
 in numpy, offsets and timestamps) ~0.2 us. Before issue 20's change the per-batch Python
 loop and ``np.array`` over the header tuples took ~0.1 us more; callgrind counts 135 M
-instructions per decode of the 50k 1-KiB records before, 111 M after (deterministic, unlike
-the timings). So the 10x-kafka-python goal at 1 KiB asks for ~0.39 us, barely above the
-two floors (~0.35 us): met only on runs where kafka-python's interpreter loop suffers more
-from the load than our memory-bound copies.
+instructions per decode of the 50k 1-KiB records before, 111 M after (200k records of 100 B:
+209 M, 198 M; deterministic, unlike the timings). So the 10x-kafka-python goal at 1 KiB
+asks for ~0.39 us, barely above the two floors (~0.35 us): met only on runs where
+kafka-python's interpreter loop suffers more from the load than our memory-bound copies.
 
 Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``.venv/bin/python bench/record_codec.py`` (about a minute and a half);
