@@ -228,6 +228,19 @@ def _partition_rows(ctx: ArrowSendContext, topic: str, cluster: Any, values: pa.
     return parts
 
 
+def _select(cols: tuple, idx: np.ndarray, n: int) -> list:
+    """The rows ``idx`` (ascending) of each column: the columns themselves when that is
+    every row, a zero-copy slice when the rows are one contiguous run (one partition, or a
+    sticky run of keyless rows), else a ``take``."""
+    if idx.size == n:
+        return list(cols)
+    first = int(idx[0])
+    if int(idx[-1]) - first + 1 == idx.size:
+        return [None if c is None else c.slice(first, idx.size) for c in cols]
+    take = pa.array(idx)
+    return [None if c is None else c.take(take) for c in cols]
+
+
 def send_arrow(ctx: ArrowSendContext, topic: str, values: Any, keys: Any = None,
                headers: Any = None, timestamps: Any = None, partitions: Any = None
                ) -> concurrent.futures.Future:
@@ -287,18 +300,16 @@ def send_arrow(ctx: ArrowSendContext, topic: str, values: Any, keys: Any = None,
                 remaining = max(cfg.max_block_ms - (time.monotonic() - start) * 1000.0, 0.0)
                 pool.reserve(est, remaining)
                 try:
-                    take = pa.array(idx) if idx.size != n else None
-                    sel = (lambda c, take=take: None if c is None else (c if take is None else c.take(take)))
                     encoded = encode_from_arrow(
-                        sel(values), sel(keys), sel(timestamps), sel(headers),
+                        *_select((values, keys, timestamps, headers), idx, n),
                         compression=ctx.codec, compression_level=cfg.compression_level,
-                        max_batch_bytes=cfg.batch_size)
+                        max_batch_bytes=cfg.batch_size, writable=True)
                 except BaseException:
                     pool.deallocate(None, est)
                     raise
                 items = []
                 for eb in encoded:
-                    data = bytearray(eb.data)
+                    data = eb.data  # a bytearray (writable=True): the Sender stamps it
                     data[0:8] = _ZERO_OFFSET  # base offset 0 (outside the CRC)
                     items.append((data, eb.record_count))
                 del encoded
