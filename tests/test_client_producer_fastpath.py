@@ -136,3 +136,20 @@ def test_fast_path_records_read_back(kafka_broker):
     c.close()
     assert len({m.partition for m in md}) > 1  # the sticky partitioner switched
     assert [got[(m.partition, m.offset)] for m in md] == values
+
+
+def test_arrow_batch_bytes_defaults():
+    """send_arrow's batch bound: the user's batch.size when set, else librdkafka's 1000000
+    (within max.request.size and half of buffer.memory)."""
+    from broker.client.producer.columnar import DEFAULT_ARROW_BATCH_BYTES, arrow_batch_bytes
+    from broker.client.producer.config import ProducerConfig
+
+    def bound(**kw):
+        return arrow_batch_bytes(ProducerConfig({"bootstrap.servers": "h:1", **kw}))
+
+    assert DEFAULT_ARROW_BATCH_BYTES == 1_000_000
+    assert bound() == 1_000_000
+    assert bound(**{"batch.size": 16384}) == 16384  # set by the user: kept, even Kafka's default
+    assert bound(**{"batch.size": 4 << 20}) == 4 << 20
+    assert bound(**{"max.request.size": 500_000}) == 500_000
+    assert bound(**{"buffer.memory": 1 << 20}) == 1 << 19

@@ -25,7 +25,8 @@ Owns the user-facing calls, as Kafka's ``KafkaProducer``:
   else vectorised murmur2 of the keys, else runs of about ``batch.size`` bytes per sticky
   partition), encoded with
   ``broker.record.columnar.encode_from_arrow`` into batches of at most ``batch.size``
-  bytes (chunk by chunk, each chunk's memory reserved from ``buffer.memory`` first), and
+  bytes (when not set: 1000000, librdkafka's default, ``columnar.arrow_batch_bytes``;
+  chunk by chunk, each chunk's memory reserved from ``buffer.memory`` first), and
   queued behind the partition's records. The batches get sequences at drain like any
   other, so idempotence, retries, splitting and delivery timeouts apply unchanged; the one
   future resolves when every batch is done: to the per-partition offsets, or to the first
