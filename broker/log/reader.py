@@ -298,6 +298,38 @@ class PartitionReader:
             return 0
         return pos
 
+    def _ceiling_position(self, i: int, end_offset: int, start_pos: int, valid_end: int) -> int:
+        """A byte position in segment ``i`` where a (v2) batch whose first offset is at or
+        past ``end_offset`` starts, from the offset index, checked against the batch header
+        found there; ``valid_end`` when the index gives none or its entry is not
+        plausible. Index entries map an offset of a batch (Kafka: its last) to the batch's
+        position, so the entry after the first one at or past ``end_offset - 1`` starts a
+        batch whose offsets all lie past it."""
+        index = self._offset_index(i)
+        if index is None or index.entries < 2:
+            return valid_end
+        lo, hi = 0, index.entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if index.entry(mid).offset >= end_offset - 1:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo + 1 >= index.entries:
+            return valid_end
+        pos = index.entry(lo + 1).position
+        if pos <= start_pos or pos + RECORD_BATCH_OVERHEAD > valid_end:
+            return valid_end
+        seg = self.segments[i]
+        with self.storage.open(seg.path, seg.size) as f:
+            head = f.read_at(pos, RECORD_BATCH_OVERHEAD)
+        if len(head) < RECORD_BATCH_OVERHEAD or head[MAGIC_OFFSET] != CURRENT_MAGIC:
+            return valid_end
+        parsed = _entry_next_offset(head, 0)
+        if parsed is None or parsed[1] < end_offset or pos + parsed[0] > valid_end:
+            return valid_end
+        return pos
+
     def segment_index_for(self, offset: int) -> int:
         """Index in ``segments`` of the segment holding ``offset`` (the floor by base
         offset); -1 when ``offset`` precedes every segment."""
@@ -314,7 +346,11 @@ class PartitionReader:
     # --- ranges ---
 
     def segment_ranges(self, start_offset: int, end_offset: int) -> list[SegmentRange]:
-        """The byte ranges, segment by segment, holding offsets [start_offset, end_offset)."""
+        """The byte ranges, segment by segment, holding offsets [start_offset, end_offset):
+        from the offset index's floor position of ``start_offset`` to, in the segment
+        holding ``end_offset``, the index's first checked position past it (else the
+        segment's valid end), so that a reader of an object store fetches about the range's
+        bytes and no more."""
         out: list[SegmentRange] = []
         if start_offset >= end_offset or not self.segments:
             return out
@@ -327,6 +363,8 @@ class PartitionReader:
                 continue
             start_pos = self._floor_position(i, start_offset) if start_offset > seg.base_offset else 0
             end_pos = self._valid_end(i)
+            if i + 1 == len(self.segments) or self.segments[i + 1].base_offset >= end_offset:
+                end_pos = self._ceiling_position(i, end_offset, start_pos, end_pos)
             if end_pos > start_pos:
                 out.append(SegmentRange(seg.path, seg.base_offset, start_pos, end_pos, seg.size))
         return out

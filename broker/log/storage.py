@@ -17,10 +17,10 @@ work the same for the readers. ``Storage.uri(path)`` gives the user-facing name
 
 What a read costs: on ``ArrowStorage`` each ``SegmentFile.read_at`` / ``window`` is one
 ranged request (an HTTP ``GET`` with ``Range: bytes=a-b`` on S3) of exactly the bytes
-asked for; ``open`` with a known size sends nothing (the listing gave the size), else one
-``HEAD``; ``read_file`` reads a whole (small) file. Nothing here ever reads a file it was
-not asked to. On ``LocalStorage``, ``window`` maps the bytes (``mmap``, read-ahead advised)
-and ``read_at`` is ``os.pread``.
+asked for; ``open`` sends one ``HEAD`` (pyarrow asks for the size); ``read_file`` reads
+a whole (small) file. Nothing here ever reads a file it was not asked to. On
+``LocalStorage``, ``window`` maps the bytes (``mmap``, read-ahead advised) and
+``read_at`` is ``os.pread``.
 
 Configuration keys accepted by ``open_location`` for ``s3://`` (``s3a://``, ``s3n://``
 are the same store, as Hadoop names it): ``fs.s3a.endpoint`` (host[:port] or a URL with
@@ -142,8 +142,8 @@ class Storage:
         raise NotImplementedError
 
     def open(self, path: PurePosixPath, size: int | None = None) -> SegmentFile:
-        """``path`` for positional reads (``size``: known from a listing, saves a request);
-        ``FileNotFoundError`` when it is missing."""
+        """``path`` for positional reads (``size``: as listed, for implementations that can
+        save a request with it); ``FileNotFoundError`` when it is missing."""
         raise NotImplementedError
 
     def read_file(self, path: PurePosixPath, size: int | None = None) -> bytes:
@@ -306,12 +306,9 @@ class ArrowStorage(Storage):
         return out
 
     def open(self, path: PurePosixPath, size: int | None = None) -> SegmentFile:
-        if size is not None:
-            from pyarrow.fs import FileInfo, FileType
-            source = FileInfo(str(path), FileType.File, size=size)  # no HEAD request
-        else:
-            source = str(path)
-        return _ArrowFile(self.filesystem.open_input_file(source))
+        # pyarrow's open_input_file takes a path only: one HEAD (the size), even when the
+        # listing gave it
+        return _ArrowFile(self.filesystem.open_input_file(str(path)))
 
     def read_file(self, path: PurePosixPath, size: int | None = None) -> bytes:
         with self.open(path, size) as f:
