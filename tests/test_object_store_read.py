@@ -14,8 +14,11 @@ import json
 
 import pytest
 from chispa import assert_df_equality
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.log.reader import LogDirReader
+from broker.record.batch import LOG_ENTRY_PREFIX
 from spark_kafkalog.readers.direct import DirectOffsetReader, DirectRangeReader
 from tests.support.broker import BrokerProcess
 from tests.support.object_store import MotoServer
@@ -236,3 +239,46 @@ def test_missing_bucket_prefix_and_bad_credentials_are_clear_errors(spark, logs,
             DirectOffsetReader("s3://logs/backups/kafka-logs", secured.options)
     finally:
         secured.stop()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_ranges_cut_at_the_index_read_exactly_the_offsets_of_a_full_read(logs, data):
+    """segment_ranges ends a range at the offset index's checked position past its end
+    offset: for any [start, end), the rows equal those of a read to the log end, cut."""
+    local, _ = logs
+    reader = DirectRangeReader(str(local), include_headers=True, max_bytes_per_batch=64 * 1024,
+                               fail_on_data_loss=True)
+    full = _full_rows(str(local))
+    partition = data.draw(st.integers(0, 1))
+    start = data.draw(st.integers(0, PER_PARTITION - 1))
+    end = data.draw(st.integers(start + 1, PER_PARTITION))
+    rows = [r for b in reader.read(TOPIC, partition, start, end) for r in b.to_pylist()]
+    assert rows == [r for r in full[partition] if start <= r["offset"] < end]
+    ranges = LogDirReader(str(local)).partition(TOPIC, partition).segment_ranges(start, end)
+    last = ranges[-1]
+    with open(last.path, "rb") as f:
+        f.seek(last.end_position)
+        head = f.read(LOG_ENTRY_PREFIX.size)
+    if len(head) == LOG_ENTRY_PREFIX.size and last.end_position < last.size:
+        assert LOG_ENTRY_PREFIX.unpack(head)[0] >= end  # the cut is past every wanted offset
+
+
+_FULL: dict = {}
+
+
+def _full_rows(local: str) -> dict:
+    if local not in _FULL:
+        reader = DirectRangeReader(local, include_headers=True, max_bytes_per_batch=1 << 24,
+                                   fail_on_data_loss=True)
+        _FULL[local] = {p: [r for b in reader.read(TOPIC, p, 0, PER_PARTITION) for r in b.to_pylist()]
+                        for p in (0, 1)}
+    return _FULL[local]
+
+
+def test_some_ranges_are_cut_before_their_segments_end(logs):
+    local, _ = logs
+    reader = LogDirReader(str(local)).partition(TOPIC, 0)
+    seg = reader.segments[1]
+    ranges = reader.segment_ranges(seg.base_offset + 60, seg.base_offset + 70)
+    assert len(ranges) == 1 and 0 < ranges[0].start_position < ranges[0].end_position < seg.size
