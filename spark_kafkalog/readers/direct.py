@@ -26,7 +26,8 @@ file: the query fails with failOnDataLoss, else a warning is logged and the read
 with the next batch. A broken framing (a batchLength below the header, an unknown magic)
 leaves no next batch and raises ``CorruptRecordError`` / ``CorruptBatchError``.
 
-Memory: one mapped window (``max_bytes_per_batch``, unmapped before the next is mapped)
+Memory: one window (``max_bytes_per_batch``: mapped locally, unmapped before the next is
+mapped; a buffer of one ranged read on an object store, dropped before the next read)
 plus the decoder's unit (about twice ``max_bytes_per_batch`` of record bytes) and the
 batch Spark is sending: about four times ``max_bytes_per_batch``, whatever the size of the
 topic.
@@ -46,7 +47,8 @@ reads of the range's positions, so memory stays as bounded as locally and prunin
 range starting in a later segment, from a pushed offset or timestamp filter) skips the
 earlier segments' bytes entirely.
 
-Thread-safety: readers hold no state between ``read`` calls beyond their configuration;
+Thread-safety: readers hold no state between ``read`` calls beyond their configuration (and
+the file-system clients built from it, thread-safe);
 ``DirectOffsetReader`` caches ``PartitionReader``s and is used by one planning thread.
 """
 
@@ -119,10 +121,16 @@ class DirectRangeReader:
                  storage_config: Mapping[str, str] | None = None) -> None:
         self.paths = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
         self.storage_config = dict(storage_config or {})
+        self._storages: dict = {}  # location -> (storage, root), built on first use per process
         self.include_headers = include_headers
         self.max_bytes_per_batch = max_bytes_per_batch
         self.fail_on_data_loss = fail_on_data_loss
         self.verify_crc = verify_crc
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_storages"] = {}  # file system clients are rebuilt where the reader runs
+        return state
 
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         """Rows of offsets [start, end) of ``topic``-``partition`` in offset order, as
@@ -133,7 +141,9 @@ class DirectRangeReader:
         name = files.partition_dir_name(topic, partition)
         found = None
         for location in self.paths:
-            storage, root = open_location(location, self.storage_config)
+            if location not in self._storages:
+                self._storages[location] = open_location(location, self.storage_config)
+            storage, root = self._storages[location]
             if storage.is_dir(root / name):
                 found = storage, root / name
                 break
