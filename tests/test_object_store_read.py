@@ -1,11 +1,13 @@
 """Direct mode from object storage (issue 21, Spark part): a log directory written by the
 real broker, uploaded to a REAL S3-protocol server (moto in server mode, over HTTP:
 ``tests/support/object_store.py``), read through ``s3://`` exactly as from the local
-directory: batch reads, the offset and timestamp options, filter pushdown pruning
-segments (asserted on the requests the server got: which objects were read, with which
-``Range``), ranged reads that never fetch a whole segment, a ``file:`` URI, ``kafkalog
-export`` from ``s3://`` with its progress reports, and clear errors for a missing bucket,
-a missing prefix and refused credentials."""
+directory: batch reads, the offset and timestamp options, filter pushdown on timestamp
+and offset pruning segments (asserted on the requests the server got: which objects were
+read, with which ``Range``), ranged reads that never fetch a whole segment (and ranges cut
+at the offset index's checked position reading exactly a full read's offsets, any
+range), a streaming read (``Trigger.AvailableNow``), a ``file:`` URI, ``kafkalog export``
+from ``s3://`` with its progress reports, Hadoop's ``fs.s3a.*`` keys mapped onto pyarrow,
+and clear errors for a missing bucket, a missing prefix and refused credentials."""
 
 from __future__ import annotations
 
@@ -282,3 +284,58 @@ def test_some_ranges_are_cut_before_their_segments_end(logs):
     seg = reader.segments[1]
     ranges = reader.segment_ranges(seg.base_offset + 60, seg.base_offset + 70)
     assert len(ranges) == 1 and 0 < ranges[0].start_position < ranges[0].end_position < seg.size
+
+
+def test_offset_pushdown_prunes_segments_too(spark, logs, moto_s3):
+    local, uri = logs
+    first = PER_PARTITION - 200
+    with pushdown(spark, True):
+        query = lambda df: df.where(df["offset"] >= first).select("partition", "offset")
+        with moto_s3.recording() as requests:
+            rows = query(s3_read(spark, moto_s3, uri)).collect()
+        assert sorted(rows) == sorted(query(local_read(spark, local)).collect())
+    assert len(rows) == 2 * 200
+    for p in (0, 1):
+        segments = LogDirReader(uri, moto_s3.options).partition(TOPIC, p).segments
+        read = {r.path.rsplit("/", 1)[1] for r in log_gets(requests) if f"/{TOPIC}-{p}/" in r.path}
+        assert read == {s.path.name for i, s in enumerate(segments)
+                        if i + 1 == len(segments) or segments[i + 1].base_offset > first}
+
+
+def test_streaming_available_now_from_s3(spark, logs, moto_s3, tmp_path):
+    _, uri = logs
+    reader = spark.readStream.format("kafkalog").option("subscribe", TOPIC).option(
+        "startingOffsets", "earliest").option("maxOffsetsPerTrigger", "2500")
+    for k, v in moto_s3.options.items():
+        reader = reader.option(k, v)
+    q = (reader.load(uri).select("partition", "offset").writeStream.format("parquet")
+         .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "chk"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    assert q.exception() is None
+    offsets = sorted((r.partition, r.offset) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert offsets == [(p, o) for p in (0, 1) for o in range(PER_PARTITION)]
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 3  # several micro-batches
+
+
+def test_hadoop_s3a_keys_map_onto_pyarrow():
+    from broker.log.storage import LOCAL, open_location, s3_options
+
+    assert s3_options({"fs.s3a.endpoint": "http://minio:9000/", "fs.s3a.path.style.access": "true",
+                       "fs.s3a.endpoint.region": "eu-west-1", "fs.s3a.access.key": "A",
+                       "fs.s3a.secret.key": "S", "fs.s3a.session.token": "T"}) == {
+        "scheme": "http", "endpoint_override": "minio:9000", "force_virtual_addressing": False,
+        "region": "eu-west-1", "access_key": "A", "secret_key": "S", "session_token": "T"}
+    assert s3_options({"fs.s3a.endpoint": "minio:9000", "fs.s3a.connection.ssl.enabled": "false",
+                       "fs.s3a.region": "r", "fs.s3a.path.style.access": "false"}) == {
+        "scheme": "http", "endpoint_override": "minio:9000", "region": "r", "force_virtual_addressing": True}
+    assert s3_options({"fs.s3a.aws.credentials.provider":
+                       "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"}) == {"anonymous": True}
+    assert s3_options({}) == {}
+    with pytest.raises(ValueError, match="fs.s3a.session.token needs"):
+        s3_options({"fs.s3a.session.token": "T"})
+    with pytest.raises(ValueError, match="expected 'true' or 'false'"):
+        s3_options({"fs.s3a.path.style.access": "yes"})
+    assert open_location("file:///var/kafka%20logs") == (LOCAL, __import__("pathlib").Path("/var/kafka logs"))
+    with pytest.raises(ValueError, match="a file: URI names a local path"):
+        open_location("file://otherhost/x")
