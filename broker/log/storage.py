@@ -105,8 +105,10 @@ class SegmentFile:
         """Up to ``length`` bytes at ``position`` (fewer at the end of the file)."""
         raise NotImplementedError
 
-    def window(self, position: int, length: int) -> Window:
-        """``length`` bytes at ``position`` (within the file) as one buffer."""
+    def window(self, position: int, length: int, limit: int | None = None) -> Window:
+        """``length`` bytes at ``position`` (within the file) as one buffer. ``limit``:
+        the end of the bytes the caller will want (a range's end): an implementation may
+        read ahead up to it, never past it."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -169,7 +171,7 @@ class _LocalFile(SegmentFile):
     def read_at(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
 
-    def window(self, position: int, length: int) -> Window:
+    def window(self, position: int, length: int, limit: int | None = None) -> Window:
         aligned = position - position % _GRANULARITY
         mm = mmap.mmap(self._fd, length + (position - aligned), access=mmap.ACCESS_READ, offset=aligned)
         try:
@@ -251,9 +253,19 @@ LOCAL = LocalStorage()
 # --- object stores (pyarrow.fs) ---
 
 class _ArrowFile(SegmentFile):
+    """Windows read ahead: once a window [p, p + n) is served with a ``limit``, the next
+    bytes [p + n, min(p + 2n, limit)) are read by a background thread while the caller
+    decodes (pyarrow releases the GIL), and the next window is assembled from the tail of
+    the last one (a batch cut by its end), the prefetched bytes and, if still short, one
+    more read. At most three windows' bytes are held at once (the last, the one being
+    assembled, the prefetch); nothing past ``limit`` is ever read."""
+
     def __init__(self, handle) -> None:
         self._handle = handle
         self.size = handle.size()
+        self._last: tuple[int, bytes] | None = None      # (position, bytes) of the last window
+        self._ahead: tuple[int, object] | None = None    # (position, Future[bytes]) read ahead
+        self._pool = None
 
     def read_at(self, position: int, length: int) -> bytes:
         length = max(0, min(length, self.size - position))
@@ -261,10 +273,47 @@ class _ArrowFile(SegmentFile):
             return b""
         return self._handle.read_at(length, position)
 
-    def window(self, position: int, length: int) -> Window:
-        return Window(memoryview(self.read_at(position, length)))
+    def window(self, position: int, length: int, limit: int | None = None) -> Window:
+        end = min(position + length, self.size)
+        parts: list = []
+        at = position
+        if self._last is not None:
+            start, data = self._last
+            if start <= at < start + len(data):
+                piece = memoryview(data)[at - start:end - start]
+                parts.append(piece)
+                at += len(piece)
+        if self._ahead is not None:
+            start, future = self._ahead
+            self._ahead = None
+            if start == at and at < end:
+                data = future.result()
+                piece = memoryview(data)[:end - at]
+                parts.append(piece)
+                at += len(piece)
+            else:
+                future.cancel()
+        if at < end:
+            parts.append(self.read_at(at, end - at))
+        data = bytes(parts[0]) if len(parts) == 1 and isinstance(parts[0], memoryview) else \
+            parts[0] if len(parts) == 1 else b"".join(parts)
+        parts.clear()
+        self._last = (position, data)
+        if limit is not None and end < min(limit, self.size):
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-read-ahead")
+            self._ahead = (end, self._pool.submit(self.read_at, end, min(length, limit - end)))
+        return Window(memoryview(data))
 
     def close(self) -> None:
+        self._last = None
+        if self._ahead is not None:
+            self._ahead[1].cancel()
+            self._ahead = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)  # no read outlives the handle
+            self._pool = None
         self._handle.close()
 
 

@@ -27,7 +27,8 @@ with the next batch. A broken framing (a batchLength below the header, an unknow
 leaves no next batch and raises ``CorruptRecordError`` / ``CorruptBatchError``.
 
 Memory: one window (``max_bytes_per_batch``: mapped locally, unmapped before the next is
-mapped; a buffer of one ranged read on an object store, dropped before the next read)
+mapped; on an object store up to three windows' bytes: the last, the next one being read
+ahead, and the one being assembled from them)
 plus the decoder's unit (about twice ``max_bytes_per_batch`` of record bytes) and the
 batch Spark is sending: about four times ``max_bytes_per_batch``, whatever the size of the
 topic.
@@ -40,9 +41,10 @@ offsets with ``fail_on_data_loss``, else a warning and the rows that remain.
 Object stores: every path may be a URI (``s3://bucket/prefix``, ``gs://``, ``abfs://``,
 ``hdfs://``; ``storage_config``: Hadoop's ``fs.s3a.*`` keys, ``broker.log.storage``) holding
 a copy or a backup of a log directory in the same layout. Reads go through
-``broker.log.storage``: the same steps, but each window is one ranged read (``GET`` with a
-``Range`` header on S3) of at most ``max_bytes_per_batch`` bytes instead of a mapping, the
-indexes are read whole (small), and a segment is never downloaded beyond the window
+``broker.log.storage``: the same steps, but windows are ranged reads (``GET`` with a
+``Range`` header on S3) of at most ``max_bytes_per_batch`` bytes instead of mappings, the
+next one read ahead by a background thread while the current one is decoded (never past
+the range's end position), the indexes are read whole (small), and a segment is never downloaded beyond the window
 reads of the range's positions, so memory stays as bounded as locally and pruning (a
 range starting in a later segment, from a pushed offset or timestamp filter) skips the
 earlier segments' bytes entirely.
@@ -212,7 +214,8 @@ class DirectRangeReader:
             pos, limit, need = seg.start_position, seg.end_position, 0
             while pos < limit:
                 length = min(max(budget, need), limit - pos)
-                window = f.window(pos, length)  # mapped locally, one ranged read remotely
+                # mapped locally; remotely ranged reads, the next window read ahead up to limit
+                window = f.window(pos, length, limit)
                 view = window.view
                 progress = DecodeProgress()
                 window_at = pos
