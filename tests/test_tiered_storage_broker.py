@@ -95,7 +95,8 @@ def _tiered(broker: BrokerProcess) -> bool:
 
 def _consume_confluent(broker: BrokerProcess, start: int = 0) -> list[tuple[int, bytes]]:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
-                                         "enable.auto.commit": False, "fetch.max.bytes": 4096, "message.max.bytes": 4096,
+                                         "enable.auto.commit": False, "fetch.max.bytes": 4096,
+                                         "message.max.bytes": 4096,
                                          "max.partition.fetch.bytes": 512})
     try:
         consumer.assign([TopicPartition(TOPIC, 0, start)])
