@@ -22,7 +22,9 @@ from broker.log.remote.metadata import RemoteLogSegmentMetadata
 from broker.log.remote.storage_manager import FileSystemRemoteStorageManager
 from broker.log.scheduler import Scheduler
 from broker.log.unified_log import UnifiedLog
+from broker.log.validator import AppendOrigin
 from broker.record.batch import decode_batch, encode_batch, iter_batch_headers
+from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 
 BASE_TS = 1_700_000_000_000
 
@@ -264,3 +266,39 @@ def test_topic_config_validation():
     cfg = LogConfig.from_props({"remote.storage.enable": True, "retention.bytes": 1000})
     assert cfg.local_retention_bytes == 1000 and cfg.local_retention_ms == cfg.retention_ms
     validate_topic_config(cfg)
+
+
+def test_read_committed_from_remote_gets_the_aborted_transactions(tmp_path):
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(5)
+    first = lg.log_end_offset
+    lg.append_as_leader(encode_batch([(None, b"aborted-1", BASE_TS), (None, b"aborted-2", BASE_TS)],
+                                     producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True))
+    env.produce(20)  # several segments while the transaction is open
+    env.rlm.run_once()
+    assert lg.highest_offset_in_remote_storage < first  # never copied past the last stable offset
+    lg.append_as_leader(encode_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=7, producer_epoch=0,
+                                                    coordinator_epoch=0, timestamp=BASE_TS),
+                        origin=AppendOrigin.COORDINATOR)
+    env.produce(20)
+    env.rlm.run_once()
+    assert lg.highest_offset_in_remote_storage > first and lg.local_log_start_offset > first + 22
+    result = env.rlm.read(lg, first, 1000, read_committed=True)
+    assert result.aborted_transactions == [(7, first)]
+    assert env.rlm.read(lg, 0, 1000).aborted_transactions is None
+    assert env.rlm.read(lg, first + 2, 1000, read_committed=True).aborted_transactions == [(7, first)]
+
+
+def test_remote_reads_respect_max_bytes_and_return_whole_batches(tmp_path):
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    env.rlm.run_once()
+    one = env.rlm.read(lg, 3, 1).records  # min one message: the first batch whole
+    assert [h.base_offset for _, h in iter_batch_headers(one)] == [3]
+    assert env.rlm.read(lg, 3, 1, min_one_message=False).records == b""
+    two = env.rlm.read(lg, 3, 2 * len(one)).records
+    assert [h.base_offset for _, h in iter_batch_headers(two)] == [3, 4]
+    with pytest.raises(LogOffsetOutOfRangeError):
+        env.rlm.read(lg, lg.local_log_start_offset, 1000)  # not remote: served locally

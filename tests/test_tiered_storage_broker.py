@@ -10,7 +10,8 @@ remote store (``rsm.config.storage.uri`` a path; pyarrow's LocalFileSystem), rea
   data objects and before its manifest, or after a deletion's manifest and before its
   data): after a restart nothing is lost, no manifest names a missing object, the garbage
   is swept and the copy redone;
-- remote retention (retention.bytes) deletes remote segments and advances the log start.
+- remote retention (retention.bytes) deletes remote segments and advances the log start;
+  deleting the topic deletes its remote segments.
 
 An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
 """
@@ -249,5 +250,10 @@ def test_remote_retention_deletes_remote_segments_and_moves_the_log_start(tmp_pa
         assert low == _manifests(broker)[0]["base_offset"] and high == N
         assert not (_remote_dir(broker) / f"{0:020d}.log").exists()
         assert _consume_confluent(broker, low) == _expected(low)
+        # deleting the topic deletes its remote segments
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics([TOPIC])[TOPIC].result(30)
+        assert _manifests(broker) == []
+        assert not _remote_dir(broker).exists() or not any(_remote_dir(broker).iterdir())
     finally:
         broker.stop()
