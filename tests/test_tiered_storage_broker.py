@@ -257,3 +257,19 @@ def test_remote_retention_deletes_remote_segments_and_moves_the_log_start(tmp_pa
         assert not _remote_dir(broker).exists() or not any(_remote_dir(broker).iterdir())
     finally:
         broker.stop()
+
+
+def test_remote_storage_with_compaction_is_refused_and_the_keys_are_described(tiered_broker) -> None:
+    from confluent_kafka.admin import ConfigResource
+    admin = AdminClient({"bootstrap.servers": tiered_broker.bootstrap})
+    future = admin.create_topics([NewTopic("compacted-tier", 1, 1, config={
+        "remote.storage.enable": "true", "cleanup.policy": "compact"})])["compacted-tier"]
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        future.result(30)
+    assert err.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "compacted" in err.value.args[0].str()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    assert entries["remote.storage.enable"].value == "true"
+    assert entries["local.retention.bytes"].value == "1"
+    assert entries["local.retention.ms"].value == "-2"
