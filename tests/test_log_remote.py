@@ -302,3 +302,17 @@ def test_remote_reads_respect_max_bytes_and_return_whole_batches(tmp_path):
     assert [h.base_offset for _, h in iter_batch_headers(two)] == [3, 4]
     with pytest.raises(LogOffsetOutOfRangeError):
         env.rlm.read(lg, lg.local_log_start_offset, 1000)  # not remote: served locally
+
+
+def test_producer_snapshots_of_uncopied_segments_are_kept_for_the_copy(tmp_path):
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    lg.flush()
+    lg.delete_snapshots_after_recovery_point_checkpoint()  # the log manager's checkpoint task
+    env.rlm.run_once()
+    segments = env.rlm.remote_segments("tiered", 0)
+    assert len(segments) > 3
+    for meta in segments:
+        snapshot = f"{meta.end_offset + 1:020d}.snapshot"
+        assert snapshot in meta.objects and (env.remote / "tiered-0" / snapshot).is_file()

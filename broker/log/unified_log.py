@@ -704,7 +704,8 @@ class UnifiedLog:
 
     def min_snapshots_offset_to_retain(self) -> int:
         """Keep snapshots from the segment before the recovery point and the last two
-        segments (Kafka's ``minSnapshotsOffsetToRetain``)."""
+        segments (Kafka's ``minSnapshotsOffsetToRetain``), and for a remote-storage log
+        those above the highest remote offset (each copy takes its segment's)."""
         with self._lock:
             segments = self._local.segments
             active = segments.active_segment
@@ -712,7 +713,10 @@ class UnifiedLog:
             two_segments_min = (lower or active).base_offset
             rp = self.recovery_point
             rp_lower = segments.lower_segment(rp)
-            return min(rp_lower.base_offset if rp_lower is not None else rp, two_segments_min)
+            keep = min(rp_lower.base_offset if rp_lower is not None else rp, two_segments_min)
+            if self.remote_log_enabled:  # the snapshots of segments not yet copied are copied with them
+                keep = min(keep, self.highest_offset_in_remote_storage + 1)
+            return keep
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
         offset = self.min_snapshots_offset_to_retain()

@@ -276,7 +276,7 @@ class RemoteLogManager:
 
     def _segment_for(self, lg, offset: int) -> RemoteLogSegmentMetadata:
         segments = self._segments.get(lg.topic_partition, ())
-        i = bisect.bisect_right([m.base_offset for m in segments], offset) - 1
+        i = bisect.bisect_right(segments, offset, key=_base_offset) - 1
         if i < 0 or segments[i].end_offset < offset or offset < lg.log_start_offset:
             raise LogOffsetOutOfRangeError(
                 f"offset {offset} of {lg.name} is in no remote segment (log start offset "
@@ -314,6 +314,10 @@ class RemoteLogManager:
                 epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
                 return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
         return None
+
+
+def _base_offset(meta: RemoteLogSegmentMetadata) -> int:
+    return meta.base_offset
 
 
 def _next_offset_of(records: bytes, default: int) -> int:

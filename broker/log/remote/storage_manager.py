@@ -20,6 +20,9 @@ Remote layout (other tools, e.g. our Spark reader, read it; the format of a mani
 
 So a tiered prefix reads like a Kafka log directory: the same file names and contents.
 Objects of one segment never overwrite another segment's (distinct base offsets).
+For readers of the prefix (e.g. Spark's direct mode): a segment is live iff its manifest
+exists; a ``.log`` without a manifest is a copy in progress or a deletion cut short and
+must be ignored; ``*.tmp-*`` names are writes in progress.
 
 Crash safety, the three rules:
 - each object is written atomically: on a local file system to ``<name>.tmp-<uuid>``,
