@@ -273,3 +273,17 @@ def test_remote_storage_with_compaction_is_refused_and_the_keys_are_described(ti
     assert entries["remote.storage.enable"].value == "true"
     assert entries["local.retention.bytes"].value == "1"
     assert entries["local.retention.ms"].value == "-2"
+
+
+def test_the_broker_refuses_tiered_storage_without_a_location(tmp_path) -> None:
+    from broker.config import ConfigError
+    from broker.server.broker import validate_config
+    props = {"log.dirs": str(tmp_path / "logs"), "remote.log.storage.system.enable": "true"}
+    with pytest.raises(ConfigError, match="rsm.config.storage.uri"):
+        validate_config(props)
+    with pytest.raises(ConfigError, match="remote.log.storage.manager.class.name"):
+        validate_config({**props, "rsm.config.storage.uri": str(tmp_path),
+                         "remote.log.storage.manager.class.name": "org.example.Other"})
+    config = validate_config({**props, "remote.log.storage.manager.impl.prefix": "tier.",
+                              "tier.storage.uri": str(tmp_path / "remote")})
+    assert config["remote.log.storage.system.enable"] is True
