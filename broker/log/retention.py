@@ -20,6 +20,10 @@ offset (the first local segment), never the log start offset: its offsets stay r
 from remote storage. retention.ms / retention.bytes of the whole log are applied to the
 remote segments by the ``RemoteLogManager`` (``remote/log_manager.py``).
 
+Also ``min_snapshots_offset_to_retain(log)``: the oldest producer snapshot the log
+manager's checkpoint task keeps (for a remote-storage log, every one above the highest
+remote offset: a copy takes its segment's snapshot).
+
 No on-disk format of its own. Thread-safety: runs under the log's lock (``UnifiedLog._lock``);
 a friend module of ``unified_log.py`` (it uses the log's private members).
 """
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 from .segment import LogSegment
 
-__all__ = ["delete_old_segments"]
+__all__ = ["delete_old_segments", "min_snapshots_offset_to_retain"]
 
 
 def delete_old_segments(ulog, now_ms: int | None = None) -> int:
@@ -91,3 +95,20 @@ def _delete_old_segments(ulog, predicate, reason: str, remote: bool) -> int:
             if not remote:
                 ulog.maybe_increment_log_start_offset(first, reason)
         return len(deletable)
+
+
+def min_snapshots_offset_to_retain(ulog) -> int:
+    """Keep snapshots from the segment before the recovery point and the last two segments
+    (Kafka's ``minSnapshotsOffsetToRetain``), and for a remote-storage log those above the
+    highest remote offset (each copy takes its segment's)."""
+    with ulog._lock:
+        segments = ulog._local.segments
+        active = segments.active_segment
+        lower = segments.lower_segment(active.base_offset)
+        two_segments_min = (lower or active).base_offset
+        rp = ulog.recovery_point
+        rp_lower = segments.lower_segment(rp)
+        keep = min(rp_lower.base_offset if rp_lower is not None else rp, two_segments_min)
+        if ulog.remote_log_enabled:  # the snapshots of segments not yet copied go with them
+            keep = min(keep, ulog.highest_offset_in_remote_storage + 1)
+        return keep

@@ -24,8 +24,7 @@ is ``list_offsets.py``), and the offset boundaries with their invariant::
   (``flush_if_due``, called by ``LogManager``'s scheduler) and the asynchronous flush of a
   rolled segment.
 
-Retention, truncation and ListOffsets live in ``retention.py``, ``truncation.py`` and
-``list_offsets.py`` (functions over this class's members).
+Retention, truncation, ListOffsets: ``retention.py``, ``truncation.py``, ``list_offsets.py``.
 
 Append (``append_as_leader``), as Kafka's ``UnifiedLog.append``: validate every batch
 (CRC, sizes, lastOffsetDelta + 1 == count, no client control batch, max.message.bytes,
@@ -133,10 +132,8 @@ class UnifiedLog:
                  producer_state_manager: ProducerStateManager, topic_id: uuid.UUID | None = None,
                  load_stats: LoadStats | None = None, remote_storage_system_enable: bool = False) -> None:
         self._lock = threading.RLock()
-        # Tiered storage (KIP-405): the broker's remote.log.storage.system.enable; the last
-        # offset copied to remote storage (-1: none known yet; set by the RemoteLogManager,
-        # which also sets ``remote_reader``: the object answering ListOffsets by timestamp
-        # for remote segments, ``find_offset_by_timestamp(log, timestamp)``).
+        # Tiered storage: remote.log.storage.system.enable; the RemoteLogManager sets the last
+        # remote offset (-1: none known) and ``remote_reader`` (ListOffsets in remote segments).
         self._remote_storage_system_enable = remote_storage_system_enable
         self.highest_offset_in_remote_storage = -1
         self.remote_reader = None
@@ -175,8 +172,7 @@ class UnifiedLog:
         single node is its own in-sync replica). Without a ``scheduler`` the log gets a
         deterministic one nobody runs: delayed deletes and roll flushes then wait for
         ``scheduler.run_pending()``. ``remote_storage_system_enable``: the broker's
-        remote.log.storage.system.enable (with the topic's remote.storage.enable, the log is
-        a remote-storage log: its log start offset may be below its first local segment)."""
+        remote.log.storage.system.enable (``remote_log_enabled``)."""
         directory = Path(directory)
         scheduler = scheduler if scheduler is not None else Scheduler(time)
         failure_channel = failure_channel or LogDirFailureChannel()
@@ -703,20 +699,8 @@ class UnifiedLog:
             return self.producer_state_manager.remove_expired_producers(now_ms)
 
     def min_snapshots_offset_to_retain(self) -> int:
-        """Keep snapshots from the segment before the recovery point and the last two
-        segments (Kafka's ``minSnapshotsOffsetToRetain``), and for a remote-storage log
-        those above the highest remote offset (each copy takes its segment's)."""
-        with self._lock:
-            segments = self._local.segments
-            active = segments.active_segment
-            lower = segments.lower_segment(active.base_offset)
-            two_segments_min = (lower or active).base_offset
-            rp = self.recovery_point
-            rp_lower = segments.lower_segment(rp)
-            keep = min(rp_lower.base_offset if rp_lower is not None else rp, two_segments_min)
-            if self.remote_log_enabled:  # the snapshots of segments not yet copied are copied with them
-                keep = min(keep, self.highest_offset_in_remote_storage + 1)
-            return keep
+        """The oldest producer snapshot to keep (``retention.min_snapshots_offset_to_retain``)."""
+        return retention.min_snapshots_offset_to_retain(self)
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
         offset = self.min_snapshots_offset_to_retain()
