@@ -10,7 +10,7 @@ Owns the lifecycle:
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
   ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), with
   remote.log.storage.system.enable the ``RemoteLogManager`` (tiered storage,
-  ``broker.log.remote``: manifests listed, garbage swept, its task scheduled), the SCRAM
+  ``broker.log.remote``: manifests listed, garbage swept, its task on a thread of its own), the SCRAM
   credential store (``broker.server.security.credentials``), the
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
@@ -23,7 +23,8 @@ Owns the lifecycle:
   failure everything started so far is stopped again and the exception propagates.
 * ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
   wait for their threads (no request is mid-append afterwards), then the remote log
-  manager's task is cancelled and ``LogManager.shutdown`` (flush, checkpoints, clean-shutdown marker). Idempotent.
+  manager's thread is stopped (after a pass under way) and ``LogManager.shutdown``
+  (flush, checkpoints, clean-shutdown marker). Idempotent.
 
 Listeners: ``listeners`` with ``listener.security.protocol.map`` (Kafka's default map:
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL each as its own listener name); SSL and SASL_SSL
@@ -206,7 +207,7 @@ class KafkaBroker:
                 # tiered storage: manifests listed and garbage swept before any request
                 self.remote_log_manager = RemoteLogManager.from_server_config(config, self.log_manager.all_logs)
                 self.log_manager.remote_log_manager = self.remote_log_manager
-                self.remote_log_manager.startup(self.log_manager.scheduler)
+                self.remote_log_manager.startup(dedicated_thread=True)
             self.topics.startup()
             self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
                                                       on_append=self.watchers.notify)

@@ -8,8 +8,8 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   deletion; ``metadata.py`` / ``storage_manager.py``). This replaces Kafka's
   ``__remote_log_metadata`` topic: the manifests are durable in the remote store itself,
   next to the data they describe, so the store and the data can never disagree;
-- one pass (``run_once``, scheduled every remote.log.manager.task.interval.ms on the
-  broker's scheduler; tests call it directly), per log, in order:
+- one pass (``run_once``, every remote.log.manager.task.interval.ms on a scheduler thread
+  of its own in the broker; tests call it directly), per log, in order:
   1. initialisation, once per log: sweep garbage (objects no manifest names: a crashed
      copy or delete), list the manifests, set the log's ``highest_offset_in_remote_storage``
      and raise its log start offset to the first remote segment (or, with none, the first
@@ -38,10 +38,11 @@ past retention anyway. The log start offset is checkpointed by the log manager; 
 checkpoint is corrected at initialisation (step 1). No crash loses a copied segment
 before its local copy is deleted: local deletion needs the manifest.
 
-Thread-safety: one re-entrant lock per partition serialises initialisation, copy,
-retention and deletion of that partition's remote segments; the per-partition segment
-lists are copy-on-write tuples, read lock-free by Fetch and ListOffsets (a segment deleted
-under a read makes it fail with ``RemoteStorageError``, answered as an error).
+Thread-safety: passes run on one thread (the manager's scheduler); one re-entrant lock per
+partition serialises initialisation, copy, retention and deletion of that partition's
+remote segments; the per-partition segment lists are copy-on-write tuples, read lock-free
+by Fetch and ListOffsets (a segment deleted under a read makes it fail with
+``RemoteStorageError``, answered as an error).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from .. import files
 from ..clock import SYSTEM_TIME, Time
 from ..errors import KafkaStorageError, LogOffsetOutOfRangeError
 from ..list_offsets import OffsetAndTimestamp
+from ..scheduler import KafkaScheduler
 from .errors import RemoteStorageError
 from .metadata import LEADER_EPOCH_SUFFIX, RemoteLogSegmentMetadata, object_name
 from .reader import RemoteSegmentReader
@@ -91,6 +93,7 @@ class RemoteLogManager:
         self._partition_locks: dict[tuple[str, int], threading.RLock] = {}
         self._segments: dict[tuple[str, int], tuple[RemoteLogSegmentMetadata, ...]] = {}
         self._task = None
+        self._own_scheduler: KafkaScheduler | None = None
 
     @classmethod
     def from_server_config(cls, config: Mapping, logs: Callable[[], list], time: Time = SYSTEM_TIME
@@ -105,14 +108,20 @@ class RemoteLogManager:
 
     # --- lifecycle ---
 
-    def startup(self, scheduler=None) -> None:
-        """Initialise every remote-storage log now, then run ``run_once`` periodically."""
+    def startup(self, scheduler=None, *, dedicated_thread: bool = False) -> None:
+        """Initialise every remote-storage log now, then run ``run_once`` every
+        task_interval_ms on ``scheduler``, or with ``dedicated_thread`` on a scheduler
+        thread of its own (the broker's choice: a long copy to an object store must not
+        delay the flush, checkpoint and group tasks of the shared scheduler)."""
         for lg in self._logs():
             if lg.remote_log_enabled and not lg.is_offline:
                 try:
                     self._ensure_initialized(lg)
                 except (RemoteStorageError, KafkaStorageError) as exc:
                     log.error("remote storage of %s not initialised: %s", lg.name, exc)
+        if dedicated_thread:
+            scheduler = self._own_scheduler = KafkaScheduler(self.time, thread_name="remote-log-manager")
+            scheduler.startup()
         if scheduler is not None:
             self._task = scheduler.schedule("remote-log-manager", self.run_once, self.task_interval_ms,
                                             self.task_interval_ms)
@@ -121,6 +130,9 @@ class RemoteLogManager:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        if self._own_scheduler is not None:
+            self._own_scheduler.shutdown()  # waits for a pass under way
+            self._own_scheduler = None
         self.rsm.close()
 
     def _partition_lock(self, tp: tuple[str, int]) -> threading.RLock:
