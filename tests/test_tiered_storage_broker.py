@@ -94,10 +94,22 @@ def _tiered(broker: BrokerProcess) -> bool:
     return len(manifests) >= 5 and len(_local_logs(broker)) <= 2
 
 
+def _retention_done(broker: BrokerProcess, retention_bytes: int) -> bool:
+    """Remote retention has nothing left to delete (production is over): the whole log
+    without its oldest remote segment is within retention.bytes, and tiering is done."""
+    manifests = _manifests(broker)
+    if not manifests or manifests[0]["base_offset"] == 0 or len(_local_logs(broker)) > 2:
+        return False
+    uncopied = sum(p.stat().st_size for p in _local_logs(broker)
+                   if int(p.name[:20]) > manifests[-1]["end_offset"])
+    total = sum(m["segment_size_in_bytes"] for m in manifests) + uncopied
+    return total - manifests[0]["segment_size_in_bytes"] < retention_bytes
+
+
 def _consume_confluent(broker: BrokerProcess, start: int = 0) -> list[tuple[int, bytes]]:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
                                          "enable.auto.commit": False, "fetch.max.bytes": 4096,
-                                         "message.max.bytes": 4096,
+                                         "message.max.bytes": 4096, "auto.offset.reset": "error",
                                          "max.partition.fetch.bytes": 512})
     try:
         consumer.assign([TopicPartition(TOPIC, 0, start)])
@@ -245,8 +257,7 @@ def test_remote_retention_deletes_remote_segments_and_moves_the_log_start(tmp_pa
     broker = _broker(tmp_path).start()
     try:
         _create_and_produce(broker, **{"retention.bytes": "4000"})
-        _wait_for(lambda: _manifests(broker) and _manifests(broker)[0]["base_offset"] > 0
-                  and len(_local_logs(broker)) <= 2, "remote retention")
+        _wait_for(lambda: _retention_done(broker, 4000), "remote retention")
         consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r"})
         low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
         consumer.close()
