@@ -316,3 +316,29 @@ def test_producer_snapshots_of_uncopied_segments_are_kept_for_the_copy(tmp_path)
     for meta in segments:
         snapshot = f"{meta.end_offset + 1:020d}.snapshot"
         assert snapshot in meta.objects and (env.remote / "tiered-0" / snapshot).is_file()
+
+
+class FailingOnce(FileSystemRemoteStorageManager):
+    """Fault injection: the first write of a ``.timeindex`` object fails (a store error
+    in the middle of a copy, after the ``.log`` and ``.index`` objects were written)."""
+
+    failed = False
+
+    def _put(self, path, source):
+        if path.endswith(".timeindex") and not FailingOnce.failed:
+            FailingOnce.failed = True
+            raise OSError("injected store error")
+        super()._put(path, source)
+
+
+def test_a_failed_copy_is_swept_and_redone_by_the_next_pass(tmp_path):
+    env = Env(tmp_path)
+    lg = env.open()
+    env.rlm.rsm = env.rlm.reader.rsm = FailingOnce(str(env.remote))
+    env.produce(30)
+    assert env.rlm.run_once()["copied"] == 0  # the first copy failed half way
+    assert (env.remote / "tiered-0" / f"{0:020d}.log").is_file()
+    assert not list((env.remote / "tiered-0").glob("*.remote-segment.json"))
+    assert lg.delete_old_segments() == 0  # nothing deleted locally without a manifest
+    assert env.rlm.run_once()["copied"] > 0  # swept, then copied again
+    assert read_all(env) == [(o, f"v{o}".encode()) for o in range(30)]

@@ -13,7 +13,8 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   1. initialisation, once per log: sweep garbage (objects no manifest names: a crashed
      copy or delete), list the manifests, set the log's ``highest_offset_in_remote_storage``
      and raise its log start offset to the first remote segment (or, with none, the first
-     local segment) when the checkpoint was behind (a crash after a remote deletion);
+     local segment) when the checkpoint was behind (a crash after a remote deletion); after
+     a pass that failed (a remote write error), the next pass sweeps garbage again;
   2. copy: every closed (non-active) local segment whose end offset is beyond the highest
      remote offset and below min(last stable offset, high watermark), oldest first, with
      its offset, time and transaction indexes, the producer snapshot at its end and its
@@ -94,6 +95,7 @@ class RemoteLogManager:
         self._segments: dict[tuple[str, int], tuple[RemoteLogSegmentMetadata, ...]] = {}
         self._task = None
         self._own_scheduler: KafkaScheduler | None = None
+        self._needs_sweep: set[tuple[str, int]] = set()  # partitions whose last pass failed
 
     @classmethod
     def from_server_config(cls, config: Mapping, logs: Callable[[], list], time: Time = SYSTEM_TIME
@@ -162,12 +164,17 @@ class RemoteLogManager:
                     stats["deleted_remote"] += self.apply_remote_retention(lg, now_ms)
             except (RemoteStorageError, KafkaStorageError, OSError) as exc:
                 log.error("remote log manager pass over %s failed: %s", lg.name, exc)
+                self._needs_sweep.add(lg.topic_partition)  # a copy cut short may have left objects
         return stats
 
     def _ensure_initialized(self, lg) -> None:
         tp = lg.topic_partition
         with self._partition_lock(tp):
             if lg.remote_reader is self and tp in self._segments:
+                if tp in self._needs_sweep:
+                    self._needs_sweep.discard(tp)
+                    swept = self.rsm.sweep_garbage(*tp)
+                    log.info("%s: swept %d remote objects after a failed pass: %s", lg.name, len(swept), swept)
                 return
             swept = self.rsm.sweep_garbage(*tp)
             if swept:
