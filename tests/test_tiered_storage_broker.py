@@ -3,7 +3,7 @@ remote store (``rsm.config.storage.uri`` a path; pyarrow's LocalFileSystem), rea
 
 - the broker tiers closed segments and deletes them locally; the remote prefix holds
   Kafka's file names plus one manifest per segment;
-- confluent-kafka and kafka-python consumers read every record from offset 0 (the
+- confluent-kafka, kafka-python and aiokafka consumers read every record from offset 0 (the
   broker serves the remote segments), ListOffsets earliest is 0 and a timestamp lookup
   into the remote range finds its record; a restart keeps all of it (manifests listed);
 - crash points (``KAFKALOG_TEST_RSM_CRASH``: the broker SIGKILLs itself after a copy's
@@ -179,6 +179,31 @@ def test_kafka_python_reads_every_record_from_offset_zero(tiered_broker) -> None
         assert (found.offset, found.timestamp) == (11, TS0 + 11)
     finally:
         consumer.close()
+
+
+def test_aiokafka_reads_every_record_from_offset_zero(tiered_broker) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    async def consume() -> list[tuple[int, bytes]]:
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=tiered_broker.bootstrap, enable_auto_commit=False,
+                                             max_partition_fetch_bytes=512)
+        await consumer.start()
+        try:
+            tp = aiokafka.TopicPartition(TOPIC, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            out: list[tuple[int, bytes]] = []
+            for _ in range(400):
+                if len(out) >= N:
+                    break
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    out += [(r.offset, r.value) for r in records]
+            return out
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(consume()) == _expected()
 
 
 def test_list_offsets_earliest_and_by_timestamp_in_the_remote_range(tiered_broker) -> None:
