@@ -342,3 +342,22 @@ def test_a_failed_copy_is_swept_and_redone_by_the_next_pass(tmp_path):
     assert lg.delete_old_segments() == 0  # nothing deleted locally without a manifest
     assert env.rlm.run_once()["copied"] > 0  # swept, then copied again
     assert read_all(env) == [(o, f"v{o}".encode()) for o in range(30)]
+
+
+def test_the_tiered_prefix_reads_like_a_log_directory(tmp_path):
+    """The direct-mode reader (``broker.log.reader``, what Spark's direct mode uses) reads the
+    remote prefix as it reads a log directory: same offsets, same records, timestamp lookups."""
+    from broker.log.reader import LogDirReader
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(60)
+    env.rlm.run_once()
+    partition = LogDirReader(env.remote).partition("tiered", 0)
+    assert (partition.log_start_offset, partition.log_end_offset) == (0, lg.local_log_start_offset)
+    assert partition.offset_for_timestamp(BASE_TS + 7) == 7
+    records = []
+    for r in partition.segment_ranges(0, partition.log_end_offset):
+        data = Path(r.path).read_bytes()[r.start_position:r.end_position]
+        for pos, _ in iter_batch_headers(data):
+            records += [(rec.offset, rec.value) for rec in decode_batch(data, pos)[1]]
+    assert records == [(o, f"v{o}".encode()) for o in range(lg.local_log_start_offset)]
