@@ -326,3 +326,22 @@ def test_the_broker_refuses_tiered_storage_without_a_location(tmp_path) -> None:
     config = validate_config({**props, "remote.log.storage.manager.impl.prefix": "tier.",
                               "tier.storage.uri": str(tmp_path / "remote")})
     assert config["remote.log.storage.system.enable"] is True
+
+
+def test_direct_mode_reads_a_tiered_prefix_and_skips_a_segment_without_its_manifest(tiered_broker, tmp_path) -> None:
+    """Issue 21: the remote layout reads like a log directory (broker.log.reader), where a
+    segment counts only when its manifest exists (a copy cut short leaves data objects)."""
+    import shutil
+
+    from broker.log.reader import LogDirReader
+    copy = tmp_path / "prefix"
+    shutil.copytree(_remote_dir(tiered_broker), copy / f"{TOPIC}-0")
+    manifests = _manifests(tiered_broker)
+    assert len(manifests) >= 3
+    everything = LogDirReader(copy).partition(TOPIC, 0)
+    bases = [s.base_offset for s in everything.segments]
+    assert bases == [m["base_offset"] for m in manifests]
+    last = manifests[-1]["base_offset"]
+    (copy / f"{TOPIC}-0" / f"{last:020d}.remote-segment.json").unlink()  # as after a crash mid-copy
+    (copy / f"{TOPIC}-0" / f"{last:020d}.log.tmp-0123").write_bytes(b"partial")
+    assert [s.base_offset for s in LogDirReader(copy).partition(TOPIC, 0).segments] == bases[:-1]

@@ -7,18 +7,12 @@ over HTTP, so pyarrow's AWS SDK client sends the requests it sends to a cloud bu
 - a real broker with ``rsm.config.storage.uri=s3://...``: segments tiered to the bucket and
   deleted locally, confluent-kafka reads every record from offset 0, also after a restart.
 
-The server here is a small local helper; once tests/support/object_store.py (the
-object-store reads branch) is merged, its ``moto_s3`` fixture can replace it.
+The server is the session's ``moto_s3`` (``tests/support/object_store.py``).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import threading
-import urllib.request
 
 import pytest
 
@@ -35,7 +29,6 @@ from broker.log.remote.storage_manager import (  # noqa: E402
 )
 from tests.support.broker import BrokerProcess  # noqa: E402
 
-ACCESS_KEY, SECRET_KEY, REGION = "testing-access-key", "testing-secret-key", "us-east-1"
 BUCKET = "tiered-bucket"
 N = 150
 
@@ -50,38 +43,12 @@ def _wait_for(predicate, what: str, attempts: int = 1200) -> None:
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """(endpoint, fs.s3a options, pyarrow S3FileSystem) of a moto server with the bucket."""
-    import pyarrow.fs as pafs
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    workdir = tmp_path_factory.mktemp("moto")
-    env = {k: v for k, v in os.environ.items() if k != "INITIAL_NO_AUTH_ACTION_COUNT"}
-    with open(workdir / "moto.log", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-    endpoint = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, (workdir / "moto.log").read_text()[-2000:]
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).read()
-            return True
-        except OSError:
-            return False
-    try:
-        _wait_for(ready, "moto server up")
-        fs = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                               endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
-        fs.create_dir(BUCKET)
-        options = {"fs.s3a.endpoint": endpoint, "fs.s3a.access.key": ACCESS_KEY,
-                   "fs.s3a.secret.key": SECRET_KEY, "fs.s3a.endpoint.region": REGION,
-                   "fs.s3a.path.style.access": "true"}
-        yield endpoint, options, fs
-    finally:
-        proc.terminate()
-        proc.wait(15)
+def s3(moto_s3):
+    """(endpoint, fs.s3a options, pyarrow S3FileSystem) of the session's moto server
+    (``tests/support/object_store.py``) with the bucket."""
+    fs = moto_s3.filesystem()
+    fs.create_dir(BUCKET)
+    return moto_s3.endpoint, moto_s3.options, fs
 
 
 def _names(fs, prefix: str) -> list[str]:

@@ -41,6 +41,12 @@ listing taken between the last two steps holds the cleaned offsets only under th
 valid view: cleaning never changes a record, it only removes some); its indexes are read
 under their ``.swap`` names too.
 
+A prefix written by the broker's tiered storage (``broker.log.remote``: Kafka's file
+names plus one ``<base>.remote-segment.json`` manifest per segment, written last and
+deleted first) reads like a log directory; there a segment exists only when its manifest
+does, so a ``.log`` without one (a copy or a deletion cut short by a crash) is left out,
+and in-progress ``*.tmp-*`` writes never match a segment name.
+
 Where the files are: a ``storage.Storage`` (``storage.py``): the local file system
 (``LOCAL``, the default) or an object store (``s3://``, ``gs://``, ``abfs://``,
 ``hdfs://`` through pyarrow) holding a copy or a backup of a log directory in the same
@@ -81,6 +87,7 @@ from ..record.errors import DecodeError
 from . import files
 from .errors import CorruptIndexError, CorruptRecordError
 from .index import OffsetIndex, TimeIndex
+from .remote.metadata import MANIFEST_SUFFIX
 from .storage import LOCAL, SegmentFile, Storage, open_location
 from .txn_index import ABORTED_TXN_SIZE, AbortedTxn
 
@@ -542,9 +549,12 @@ def _list_segments(storage: Storage, directory: PurePosixPath,
     """The live segments of ``directory``; ``listed`` gets every file's name and size."""
     live: list[SegmentInfo] = []
     swaps: list[SegmentInfo] = []
+    manifests: set[int] = set()
     for entry in storage.list_dir(directory):
         if listed is not None and not entry.is_dir:
             listed[entry.name] = entry.size
+        if entry.name.endswith(MANIFEST_SUFFIX) and entry.name[:20].isdigit():
+            manifests.add(int(entry.name[:20]))
         m = _SEGMENT_RE.match(entry.name)
         if m is None or entry.is_dir:
             continue
@@ -563,6 +573,8 @@ def _list_segments(storage: Storage, directory: PurePosixPath,
             covered.append((swap.base_offset, max(tail.next_offset if tail else 0, swap.base_offset + 1)))
         live = [s for s in live if not any(lo <= s.base_offset < hi for lo, hi in covered)]
         live += swaps
+    if manifests:  # a tiered storage prefix: a segment exists iff its manifest does
+        live = [s for s in live if s.base_offset in manifests]
     live.sort()
     return live
 

@@ -64,6 +64,7 @@ from enum import Enum
 from pathlib import Path
 
 from .. import files
+from ..storage import s3_options
 from .errors import RemoteStorageError
 from .metadata import MANIFEST_SUFFIX, RemoteLogSegmentMetadata, manifest_name
 
@@ -130,28 +131,10 @@ def _crash_point(name: str) -> None:
 
 
 def _s3_filesystem(bucket_path: str, options: Mapping[str, str]):
-    """An ``S3FileSystem`` from Hadoop's fs.s3a.* keys (those given; the rest: the SDK's chain)."""
+    """An ``S3FileSystem`` from Hadoop's fs.s3a.* keys (``broker.log.storage.s3_options``,
+    the mapping Spark's object-store reads use; keys not given: the SDK's chain)."""
     from pyarrow import fs as pafs
-    kwargs: dict = {}
-    endpoint = options.get("fs.s3a.endpoint")
-    if endpoint:
-        match = re.match(r"^(https?)://(.*)$", endpoint)
-        if match:
-            kwargs["scheme"], endpoint = match.group(1), match.group(2)
-        elif str(options.get("fs.s3a.connection.ssl.enabled", "true")).lower() == "false":
-            kwargs["scheme"] = "http"
-        kwargs["endpoint_override"] = endpoint.rstrip("/")
-    for key, arg in (("fs.s3a.access.key", "access_key"), ("fs.s3a.secret.key", "secret_key"),
-                     ("fs.s3a.session.token", "session_token")):
-        if options.get(key):
-            kwargs[arg] = options[key]
-    region = options.get("fs.s3a.endpoint.region") or options.get("fs.s3a.region")
-    if region:
-        kwargs["region"] = region
-    path_style = options.get("fs.s3a.path.style.access")
-    if path_style is not None:
-        kwargs["force_virtual_addressing"] = str(path_style).lower() == "false"
-    return pafs.S3FileSystem(**kwargs), bucket_path
+    return pafs.S3FileSystem(**s3_options(options)), bucket_path
 
 
 class FileSystemRemoteStorageManager(RemoteStorageManager):
