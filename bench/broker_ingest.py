@@ -49,7 +49,7 @@ throttle the next. The generator's own CPU share is printed: it must stay well b
 core for the figures to be the servers'.
 
 Prints a table, then as its very last line one JSON object with the headline figures.
-Run: ``.venv/bin/python bench/broker_ingest.py [--quick]`` (about a minute; --quick: a
+Run: ``.venv/bin/python bench/broker_ingest.py [--quick] [--kinds 16k,1m,...]`` (about a minute; --quick: a
 tenth of the bytes, one run each, for trying changes).
 
 ``--security-protocol SASL_SSL [--kinds 1m,16k,...] [--quick]`` (issue 16) runs instead
@@ -754,7 +754,7 @@ def cpu_per_gb(r: dict) -> float:
     return r["server_cpu"] / (r["bytes"] / 1e9)
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, kinds: tuple[str, ...] = KINDS) -> None:
     import crc32c
     scale, repeat = (0.1, 1) if quick else (1.0, REPEAT)
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, crc32c {crc32c.__version__} "
@@ -772,7 +772,7 @@ def main(quick: bool = False) -> None:
         worker_proc = Worker()
         servers = {"broker": (broker.pid, port), "baseline": (baseline.pid, base_port)}
         ingest: dict[tuple[str, str], list[dict]] = {}
-        for kind in KINDS:
+        for kind in kinds:
             for rep in range(repeat):
                 order = ("baseline", "broker") if rep % 2 == 0 else ("broker", "baseline")
                 for name in order:
@@ -807,7 +807,7 @@ def main(quick: bool = False) -> None:
     cpu = {key: min(cpu_per_gb(r) for r in runs) for key, runs in ingest.items()}
     print(f"\ningest (best of {repeat})  batch B    MB  broker MB/s  minimal MB/s  ratio  broker CPU s/GB  "
           "minimal CPU s/GB  CPU ratio  generator CPU")
-    for kind in KINDS:
+    for kind in kinds:
         b, m = best["broker", kind], best["baseline", kind]
         cb, cm = cpu["broker", kind], cpu["baseline", kind]
         print(f"  {kind:>8} batches {b['batch_bytes']:>8} {b['bytes'] / 1e6:5.0f}  {mb_s(b):11.1f}  {mb_s(m):12.1f}"
@@ -826,7 +826,7 @@ def main(quick: bool = False) -> None:
     print(f"\npeak RSS: broker {rss['broker']:.0f} MB, minimal server {rss['baseline']:.0f} MB")
 
     summary = {}
-    for kind in KINDS:
+    for kind in kinds:
         b, m = best["broker", kind], best["baseline", kind]
         summary[f"ingest_mb_s_{kind}"] = round(mb_s(b), 1)
         summary[f"baseline_mb_s_{kind}"] = round(mb_s(m), 1)
@@ -937,4 +937,8 @@ if __name__ == "__main__":
                 raise SystemExit(f"--kinds: unknown {unknown}; one or more of {','.join(KINDS)}")
             main_sasl_ssl(quick="--quick" in sys.argv, kinds=tuple(chosen))
     else:
-        main(quick="--quick" in sys.argv)
+        chosen = sys.argv[sys.argv.index("--kinds") + 1].split(",") if "--kinds" in sys.argv else list(KINDS)
+        unknown = [k for k in chosen if k not in KINDS]
+        if unknown:
+            raise SystemExit(f"--kinds: unknown {unknown}; one or more of {','.join(KINDS)}")
+        main(quick="--quick" in sys.argv, kinds=tuple(chosen))

@@ -10,6 +10,11 @@ A case sends one record and waits for it (connection and metadata warm), then ti
 from the first send to the end of flush() (send_arrow: to its future's result; the Arrow
 column is built before the clock starts, as the Spark writer already holds one).
 
+CPU per record, beside the rates (less sensitive than wall time to a shared machine): the
+calling thread's (send/produce loop; send_arrow's encoding), the client process's (every
+thread: our Sender, librdkafka's threads; to the end of close()) and the broker
+process's (from /proc), over the timed part.
+
 Prints a table, then, as its very last line, one JSON object with records/s per case,
 the ratios the issue sets goals for (send >= 0.5x confluent and >= 5x kafka-python;
 columnar >= 2x confluent) and the peak RSS of the per-record case.
@@ -53,7 +58,39 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _run_case(client: str, bootstrap: str, topic: str, size: int, n: int) -> dict:
+def _broker_cpu(pid: int) -> float:
+    """User + system CPU seconds of the broker process so far (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+class _Clocks:
+    """CPU clocks around the timed part: this process (every thread: the caller, our
+    Sender, librdkafka's threads), the calling thread alone, and the broker process."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.pid = broker_pid
+
+    def start(self) -> None:
+        self.b0, self.p0, self.t0 = _broker_cpu(self.pid), time.process_time(), time.thread_time()
+
+    def caller_done(self) -> None:
+        self.t1 = time.thread_time()
+
+    def stop(self, n: int) -> dict:
+        p1, b1 = time.process_time(), _broker_cpu(self.pid)
+        t1 = getattr(self, "t1", time.thread_time())
+        return {"process_cpu_us": (p1 - self.p0) / n * 1e6, "caller_cpu_us": (t1 - self.t0) / n * 1e6,
+                "broker_cpu_us": (b1 - self.b0) / n * 1e6}
+
+
+def _run_case(client: str, bootstrap: str, topic: str, size: int, n: int,
+              broker_pid: int = 0) -> dict:
+    clocks = _Clocks(broker_pid)
     pool = _values(size)
     m = len(pool)
     base_rss = _rss_mb()
@@ -66,17 +103,22 @@ def _run_case(client: str, bootstrap: str, topic: str, size: int, n: int) -> dic
         base_rss = _rss_mb()  # after the imports (numpy, pyarrow) and the connection
         if client == "send":
             send = p.send
+            clocks.start()
             t0 = time.perf_counter()
             for i in range(n):
                 send(topic, pool[i % m])
+            clocks.caller_done()
             p.flush()
             dt = time.perf_counter() - t0
             failed = p.metrics()["record-error-total"]
         else:
             import pyarrow as pa
             col = pa.array([pool[i % m] for i in range(n)], pa.binary())
+            clocks.start()
             t0 = time.perf_counter()
-            res = p.send_arrow(topic, col).result(120)
+            fut = p.send_arrow(topic, col)
+            clocks.caller_done()
+            res = fut.result(120)
             dt = time.perf_counter() - t0
             failed = n - res.records
         p.close()
@@ -96,6 +138,7 @@ def _run_case(client: str, bootstrap: str, topic: str, size: int, n: int) -> dic
 
         produce = p.produce
         poll = p.poll
+        clocks.start()
         t0 = time.perf_counter()
         for i in range(n):
             while True:
@@ -106,6 +149,7 @@ def _run_case(client: str, bootstrap: str, topic: str, size: int, n: int) -> dic
                     poll(0.001)
             if i & 1023 == 0:
                 poll(0)
+        clocks.caller_done()
         p.flush(120)
         dt = time.perf_counter() - t0
         failed = errors[0]
@@ -118,20 +162,23 @@ def _run_case(client: str, bootstrap: str, topic: str, size: int, n: int) -> dic
         p.send(topic, b"warm-up").get(30)
         base_rss = _rss_mb()
         send = p.send
+        clocks.start()
         t0 = time.perf_counter()
         futs = [send(topic, pool[i % m]) for i in range(n)]
+        clocks.caller_done()
         p.flush(120)
         dt = time.perf_counter() - t0
         failed = sum(1 for f in futs if f.failed())
         p.close()
+    cpu = clocks.stop(n)  # after close(): librdkafka's threads are done too
     rss_mb = _rss_mb()
     return {"records": n, "seconds": dt, "rec_s": n / dt, "mb_s": n * size / dt / 1e6,
-            "failed": failed, "peak_rss_mb": rss_mb, "rss_growth_mb": rss_mb - base_rss}
+            "failed": failed, "peak_rss_mb": rss_mb, "rss_growth_mb": rss_mb - base_rss, **cpu}
 
 
 def _child(argv: list[str]) -> None:
-    client, bootstrap, topic, size, n = argv
-    out = _run_case(client, bootstrap, topic, int(size), int(n))
+    client, bootstrap, topic, size, n, broker_pid = argv
+    out = _run_case(client, bootstrap, topic, int(size), int(n), int(broker_pid))
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -151,14 +198,16 @@ def main() -> None:
                 topic = f"bench-{client}-{label}-{int(time.time() * 1000) % 100000}"
                 proc = subprocess.run(
                     [sys.executable, os.path.abspath(__file__), "--child", client, bootstrap,
-                     topic, str(size), str(n)],
+                     topic, str(size), str(n), str(broker.pid)],
                     cwd=ROOT, capture_output=True, text=True, timeout=600)
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
                 if proc.returncode != 0 or not line:
                     print(f"{client} {label} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}",
                           file=sys.stderr)
                     res = {"records": n, "seconds": float("nan"), "rec_s": 0.0, "mb_s": 0.0,
-                           "failed": n, "peak_rss_mb": 0.0, "rss_growth_mb": 0.0}
+                           "failed": n, "peak_rss_mb": 0.0, "rss_growth_mb": 0.0,
+                           "process_cpu_us": float("nan"), "caller_cpu_us": float("nan"),
+                           "broker_cpu_us": float("nan")}
                 else:
                     res = json.loads(line[-1][len("RESULT "):])
                 results.setdefault(label, {})[client] = res
@@ -169,16 +218,20 @@ def main() -> None:
         stop_broker(broker, log_dir)
 
     print()
-    print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'MB/s':>8s} {'peak RSS MB':>12s}")
+    print(f"{'case':6s} {'client':14s} {'records/s':>12s} {'MB/s':>8s} {'peak RSS MB':>12s} "
+          f"{'CPU us/record: caller':>22s} {'client process':>15s} {'broker':>7s}")
     for label, by_client in results.items():
         for client, r in by_client.items():
             print(f"{label:6s} {client:14s} {r['rec_s']:>12,.0f} {r['mb_s']:>8.1f} "
-                  f"{r['peak_rss_mb']:>12.0f}")
+                  f"{r['peak_rss_mb']:>12.0f} {r['caller_cpu_us']:>22.2f} "
+                  f"{r['process_cpu_us']:>15.2f} {r['broker_cpu_us']:>7.2f}")
     summary: dict[str, float] = {}
     for label, by_client in results.items():
         for client, r in by_client.items():
             summary[f"{client}_rec_s_{label}"] = round(r["rec_s"], 1)
             summary[f"{client}_mb_s_{label}"] = round(r["mb_s"], 2)
+            for k in ("caller_cpu_us", "process_cpu_us", "broker_cpu_us"):
+                summary[f"{client}_{k}_{label}"] = round(r[k], 2)
         c = by_client.get("confluent", {}).get("rec_s") or float("nan")
         k = by_client.get("kafka_python", {}).get("rec_s") or float("nan")
         s = by_client.get("send", {}).get("rec_s", 0.0)

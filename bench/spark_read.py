@@ -53,6 +53,11 @@ reading a large Fetch response straight into its frame buffer (``recv_into`` onc
 size prefix is known; ``broker/client/network.py`` and ``broker/protocol/frame.py``,
 not this bench's owner's files) would remove most of the receive path's cost.
 
+Object store (issue 21): after the table, direct mode reads the same log directory from
+an S3-protocol server (moto in server mode, ``object_store_rows``) beside direct mode from
+local disk; printed as its own rows, in the JSON line as ``<topic>_<query>_direct_s3`` and
+``<topic>_<query>_ratio_s3_vs_local``.
+
 ``--security-protocol SASL_SSL`` (issue 16): the broker gets a SASL_SSL listener beside
 PLAINTEXT (``sasl_ssl.py``: SCRAM-SHA-256 over TLSv1.3, PEM trust store) and a fifth
 source, ``network_sasl_ssl``, reads the same topics in network mode through it (the
@@ -360,6 +365,45 @@ print(json.dumps({{"rows": n, "arrow_peak_mib": pa.default_memory_pool().max_mem
 LISTENING = ""  # the broker's "listening on" line
 
 
+def object_store_rows(spark, logs: Path, work: Path, datasets: dict) -> dict:
+    """Issue 21's object-store row: direct mode reading the same log directory from an
+    S3-protocol server (moto in server mode on 127.0.0.1, over HTTP: ranged GETs, as
+    against a cloud bucket, without the network's latency) against direct mode from local
+    disk, in the same run, the two interleaved, best of REPEAT. Prints the rows; returns
+    the headline keys ``<topic>_<query>_direct_s3`` and ``..._ratio_s3_vs_local``."""
+    from tests.support.object_store import MotoServer
+
+    server = MotoServer(work / "moto").start()
+    headline: dict = {}
+    try:
+        t = time.perf_counter()
+        uri = server.upload(logs, "bench/kafka-logs")
+        print(f"\nuploaded the log directory to {uri} (moto server) in {time.perf_counter() - t:.1f} s")
+        print(f"direct mode, object store vs local disk, rows/s per core (best of {REPEAT}, interleaved)")
+        for topic, (n, size) in datasets.items():
+            rows = (n // PARTITIONS) * PARTITIONS
+            frames = {
+                "local": spark.read.format("kafkalog").option("subscribe", topic).load(str(logs)),
+                "s3": spark.read.format("kafkalog").options(**server.options).option("subscribe", topic).load(uri),
+            }
+            for df in frames.values():
+                check(df, rows, rows * size)
+            best: dict = {}
+            for _ in range(REPEAT):
+                for query in QUERIES:
+                    for mode, df in frames.items():
+                        seconds = timed(lambda: run_query(df, query))
+                        best[(mode, query)] = min(best.get((mode, query), float("inf")), seconds)
+            for query in QUERIES:
+                local, s3 = (rows / best[(m, query)] / CORES for m in ("local", "s3"))
+                print(f"{topic:6} {query:6} local {local:12,.0f}  s3 {s3:12,.0f}  s3/local {s3 / local:5.2f}")
+                headline[f"{topic}_{query}_direct_s3"] = round(s3)
+                headline[f"{topic}_{query}_ratio_s3_vs_local"] = round(s3 / local, 3)
+    finally:
+        server.stop()
+    return headline
+
+
 def security_protocol() -> str:
     """``--security-protocol PLAINTEXT`` (the default) or ``SASL_SSL``."""
     if "--security-protocol" not in sys.argv:
@@ -534,6 +578,7 @@ def main() -> None:
         headline["max_bytes_per_batch_mib"] = budget >> 20
         headline["records"] = {t: n for t, (n, _) in datasets.items()}
         headline["cores"] = CORES
+        headline.update(object_store_rows(spark, logs, work, datasets))
         spark.stop()
         print(json.dumps(headline))
     finally:

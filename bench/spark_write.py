@@ -12,7 +12,7 @@ Both use acks=all, enable.idempotence=true, linger.ms=5 and compression.type=lz4
 librdkafka enables lz4 only against brokers that advertise FindCoordinator, so until this
 broker has consumer groups its batches travel uncompressed; the kafkalog producer
 compresses). Everything else is each client's default (the kafkalog sink's batch.size is
-256 KiB; librdkafka's batch.size is 1 MB). Goal: kafkalog >= 3 x confluent.
+1000000, as librdkafka's). Goal: kafkalog >= 3 x confluent.
 
 Workload: ``spark.range(N, numPartitions=2)`` with ``key`` = the id as a string and
 ``value`` = ``size`` bytes cut from a 1-MiB random binary literal at a position computed
@@ -45,9 +45,35 @@ median and spread (min-max) of rows/s per core, the ratio of the medians (goal: 
 0.8), and the median (min-max) of each round's own ratio (its two runs back to back: the
 steadier figure on a shared machine).
 
+Task CPU (``--task-cpu``, no Spark): where a task's microseconds go, apart from the JVM.
+The sink's task body (``writers.common.write_task``) is fed Arrow batches like Spark's
+(10,000 rows, key = the id as text, value = 1 KiB or 100 B of the same incompressible pool)
+for TASK_CPU_ROWS rows, against a broker subprocess (2 partitions), at several
+``kafka.batch.size`` values (the sink's default first); it prints, per setting, the
+task process's CPU per row (encoding, lz4, the Sender), the broker's CPU per row (from
+/proc) and rows/s of wall time, median of TASK_CPU_REPEAT runs. This is what chose the
+sink's default batch.size (``writers/common.py``). One measurement on the shared 2-core
+machine (load average ~9, so for direction only), 1 KiB, lz4:
+
+| batch.size | task CPU us/row | broker CPU us/row |
+|---|---|---|
+| 16384 | 15-26 | 12-22 |
+| 262144 (the earlier default) | 5.3-6.1 | 4.5-4.7 |
+| 1000000 (the default now) | 5.4-6.2 | 3.8-4.0 |
+
+(A ``--task-cpu`` run, medians of 3: 15.71 / 13.10 at 16384, 5.44 / 4.10 at 262144,
+5.20 / 3.80 at 1000000; 19.5k, 64k and 68k rows/s of wall time.)
+
+Of the task's ~5.5 us per 1-KiB row (cProfile of the task thread, so inflated, before
+the encoder framed batches into writable buffers): lz4 ~2.3, Arrow's take (the rows of
+each partition, by key) ~0.75, the element-wise join of the records and the other Arrow
+kernels ~0.9, the batch framing, copies and CRC ~0.7; the rest is the Sender thread
+(requests, responses), the broker's ~3.8 us runs in its own process.
+
 Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark_write.py``
-(a few minutes; ``--quick`` for a tenth of the rows; ``--exactly-once`` for that part only).
+(a few minutes; ``--quick`` for a tenth of the rows; ``--exactly-once`` for that part only;
+``--task-cpu`` for the part above only, about a minute).
 """
 
 from __future__ import annotations
@@ -254,8 +280,87 @@ def exactly_once_comparison(spark, servers: str, fmt: str) -> dict:
     return headline
 
 
+TASK_CPU_ROWS = 100_000
+TASK_CPU_REPEAT = 3
+TASK_CPU_BATCH_SIZES = (None, "262144", "16384")  # None: the sink's default
+
+
+def task_cpu(size: int = 1024) -> dict:
+    """The ``--task-cpu`` measurement (module docstring): {batch.size: figures}."""
+    import random
+    import statistics
+
+    import numpy as np
+    import pyarrow as pa
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from spark_kafkalog.writers.common import (
+        SINK_PRODUCER_DEFAULTS,
+        SinkColumns,
+        TaskInfo,
+        parse_write_options,
+        write_task,
+    )
+    pool = random.Random(7).randbytes(POOL_BYTES)
+    stride = STRIDES[size]
+    batches = []
+    for s in range(0, TASK_CPU_ROWS, 10_000):
+        ids = np.arange(s, min(s + 10_000, TASK_CPU_ROWS))
+        keys = pa.array([str(i).encode() for i in ids], pa.binary())
+        start = (ids * stride) % (POOL_BYTES - size)
+        vals = pa.array([pool[o:o + size] for o in start], pa.binary())
+        batches.append(pa.RecordBatch.from_arrays([keys, vals], ["key", "value"]))
+    work = Path(tempfile.mkdtemp(prefix="bench-task-cpu-"))
+    (work / "logs").mkdir()
+    broker, servers = start_broker(work / "logs")
+
+    def broker_cpu() -> float:
+        f = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+    out: dict = {}
+    try:
+        admin = AdminClient({"bootstrap.servers": servers})
+        for rnd in range(TASK_CPU_REPEAT):
+            for bs in TASK_CPU_BATCH_SIZES:
+                topic = f"task-cpu-{rnd}-{bs}-{uuid.uuid4().hex[:6]}"
+                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+                opts = {"topic": topic, "kafka.bootstrap.servers": servers,
+                        **{f"kafka.{k}": v for k, v in SETTINGS.items()}}
+                if bs is not None:
+                    opts["kafka.batch.size"] = bs
+                options = parse_write_options(opts)
+                columns = SinkColumns(value=1, key=0, names=("key", "value"))
+                b0, c0, t0 = broker_cpu(), time.process_time(), time.perf_counter()
+                msg = write_task(options, columns, iter(batches), streaming=False, info=TaskInfo())
+                wall = time.perf_counter() - t0
+                cpu, bcpu = time.process_time() - c0, broker_cpu() - b0
+                if msg.records != TASK_CPU_ROWS:
+                    raise RuntimeError(f"the task wrote {msg.records} of {TASK_CPU_ROWS} rows")
+                name = bs or SINK_PRODUCER_DEFAULTS["batch.size"]
+                out.setdefault(name, []).append((cpu / TASK_CPU_ROWS * 1e6,
+                                                 bcpu / TASK_CPU_ROWS * 1e6, TASK_CPU_ROWS / wall))
+    finally:
+        broker.terminate()
+        broker.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"task body without Spark, {TASK_CPU_ROWS:,} rows of {size} B, lz4, acks=all, "
+          f"median of {TASK_CPU_REPEAT}")
+    print(f"{'batch.size':>11} {'task CPU us/row':>16} {'broker CPU us/row':>18} {'rows/s wall':>12}")
+    figures: dict = {}
+    for name, runs in out.items():
+        task, brk, rate = (statistics.median(r[i] for r in runs) for i in range(3))
+        print(f"{name:>11} {task:16.2f} {brk:18.2f} {rate:12,.0f}")
+        figures[f"task_cpu_us_per_row_bs{name}"] = round(task, 2)
+        figures[f"broker_cpu_us_per_row_bs{name}"] = round(brk, 2)
+    return figures
+
+
 def main() -> None:
     global N100, N1K, REPEAT, EOS_ROWS_PER_TASK
+    if "--task-cpu" in sys.argv:
+        print(json.dumps(task_cpu()))
+        return
     if "--quick" in sys.argv:
         N100, N1K, REPEAT = N100 // 10, N1K // 10, 1
         EOS_ROWS_PER_TASK //= 10

@@ -295,6 +295,9 @@ def define_ssl_keys(config_def: ConfigDef, *, client: bool) -> ConfigDef:
 
 
 
+# The built-in remote storage manager (broker/log/remote/storage_manager.py).
+REMOTE_STORAGE_MANAGER_CLASS = "kafkalog.remote.FileSystemRemoteStorageManager"
+
 # The broker's own keys (server.properties). The topic-level defaults (log.segment.bytes,
 # log.retention.hours, message.max.bytes ...) are defined in broker/log/config.py and
 # accepted here as they are.
@@ -369,6 +372,23 @@ SERVER_CONFIG_DEF = (
             "Principals allowed every operation, separated by ';' (e.g. User:admin;User:CN=ops).")
     .define("allow.everyone.if.no.acl.found", BOOLEAN, False,
             "When no ACL applies to a resource, allow every principal (true) or only super users.")
+    # Tiered storage (KIP-405, broker/log/remote): Kafka's keys and defaults. The storage
+    # manager's own keys are read by prefix (remote.log.storage.manager.impl.prefix, e.g.
+    # rsm.config.storage.uri and fs.s3a.* keys under it).
+    .define("remote.log.storage.system.enable", BOOLEAN, False,
+            "Enable tiered storage: copy closed segments of remote.storage.enable topics to "
+            "remote storage and serve them from there.")
+    .define("remote.log.manager.task.interval.ms", LONG, 30000,
+            "How often the remote log manager copies segments and applies retention.", at_least(1))
+    .define("remote.log.storage.manager.class.name", STRING, REMOTE_STORAGE_MANAGER_CLASS,
+            "The remote storage manager; the built-in one is "
+            f"{REMOTE_STORAGE_MANAGER_CLASS} (pyarrow file systems: local paths, file:, s3://, gs://, "
+            "abfs://, hdfs://).", one_of(REMOTE_STORAGE_MANAGER_CLASS))
+    .define("remote.log.storage.manager.impl.prefix", STRING, "rsm.config.",
+            "The prefix of the keys passed to the remote storage manager (without it).")
+    .define("rsm.config.storage.uri", STRING, None,
+            "Where the remote storage manager writes (with the default prefix): a local path, "
+            "file:, s3://bucket/prefix, gs://bucket/prefix...")
     .define("log.retention.check.interval.ms", LONG, 300000,
             "How often retention is enforced.", at_least(1))
     .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,

@@ -31,6 +31,19 @@ Rules kept from Spark's Kafka source:
   ``snapshot.py``) is for batch queries only, refused in streaming queries and with
   ``minPartitions`` / ``maxRecordsPerPartition``.
 
+Direct mode's ``path`` / ``paths`` may be object-store URIs (``s3://bucket/prefix``;
+``s3a://`` and ``s3n://`` are the same store; ``gs://``, ``gcs://``, ``abfs://``,
+``abfss://``, ``hdfs://``, ``viewfs://``) as well as local paths and ``file:`` URIs; the
+S3 settings are Hadoop's keys, as Spark users set them for ``s3a://``:
+``fs.s3a.endpoint``, ``fs.s3a.endpoint.region`` (or ``fs.s3a.region``),
+``fs.s3a.access.key``, ``fs.s3a.secret.key``, ``fs.s3a.session.token``,
+``fs.s3a.path.style.access``, ``fs.s3a.connection.ssl.enabled``,
+``fs.s3a.aws.credentials.provider`` (``broker.log.storage.S3A_KEYS``, mapped onto pyarrow's
+``S3FileSystem`` by ``broker.log.storage.s3_options``); without them the AWS SDK's usual
+chain applies (``AWS_*`` variables, ``~/.aws``). They land in ``ReadOptions.storage_options``
+(never printed: they hold secrets). Another ``fs.s3a.*`` key is an error, as any unknown
+option.
+
 Unlike Spark's Kafka source, an unknown option is an error (``KafkaLogOptionError``) that
 names it and lists the valid ones, so that a typo never silently reads something else.
 
@@ -57,6 +70,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from broker.log.storage import S3A_KEYS, is_uri
 from broker.record.limits import INT32_MAX, INT64_MAX, INT64_MIN
 
 __all__ = [
@@ -98,8 +112,10 @@ _BATCH_ONLY_OPTIONS = ["kafkalog.snapshot"]
 OPTION_NAMES: dict[str, str] = {
     name.lower(): name
     for name in (_SPARK_OPTIONS + _NETWORK_ONLY_OPTIONS + _STREAMING_ONLY_OPTIONS + _OWN_OPTIONS
-                 + _BATCH_ONLY_OPTIONS)
+                 + _BATCH_ONLY_OPTIONS + list(S3A_KEYS))
 }
+# Object stores direct mode reads through pyarrow (broker.log.storage.open_location).
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
 
 _STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
 
@@ -168,7 +184,9 @@ class ReadOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     include_headers: bool = False
-    paths: tuple[str, ...] = ()  # direct mode: the log directories (absolute)
+    paths: tuple[str, ...] = ()  # direct mode: the log directories (absolute, or object-store URIs)
+    # direct mode on an object store: Hadoop's fs.s3a.* keys (repr=False: secrets)
+    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     bootstrap_servers: str | None = None
     # repr=False: may hold secrets (kafka.sasl.jaas.config, kafka.ssl.keystore.password ...)
     kafka_params: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -518,6 +536,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         fail_on_data_loss=fail_on_data_loss, min_partitions=min_partitions,
         max_records_per_partition=max_records, include_headers=include_headers,
         paths=paths, bootstrap_servers=bootstrap,
+        storage_options={k: v for k, v in opts.items() if k in S3A_KEYS},
         kafka_params=kafka_params, max_bytes_per_batch=max_bytes, poll_timeout_ms=poll_timeout,
         fetch_offset_num_retries=3 if retries is None else retries,
         fetch_offset_retry_interval_ms=1000 if retry_interval is None else retry_interval,
@@ -550,13 +569,20 @@ def _log_dirs(opts: Mapping[str, str]) -> tuple[str, ...]:
 
 def _local_path(path: str) -> str:
     """An absolute local path (``file:`` URIs accepted), resolved where the read is
-    planned (the driver) so that every executor gets the same path."""
+    planned (the driver) so that every executor gets the same path; an object-store URI
+    as given (its trailing slashes dropped)."""
     if path.startswith("file:"):
         from urllib.parse import unquote, urlparse
         parsed = urlparse(path)
         if parsed.netloc not in ("", "localhost"):
             raise _fail(f"Option 'path' must be a local directory, got {path}")
         path = unquote(parsed.path)
-    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
-        raise _fail(f"Option 'path' must be a local directory (or a file: URI), got {path}")
+    elif is_uri(path):
+        scheme = path.split("://", 1)[0].lower()
+        if scheme not in OBJECT_STORE_SCHEMES:
+            raise _fail(f"Option 'path' must be a local directory, a file: URI or an object-store URI "
+                        f"({', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)}), got {path}")
+        if not path.split("://", 1)[1].split("?", 1)[0].strip("/"):
+            raise _fail(f"Option 'path' {path} names no bucket or container")
+        return path.rstrip("/")
     return os.path.abspath(path)

@@ -89,10 +89,18 @@ class KafkaLogDataSource(DataSource):
         the files are only read (never created, recovered or locked), so a live broker's
         directory, a copy or a backup all work (a torn last batch of a copy taken while
         the broker wrote is left out, as Kafka's recovery would). Every executor must see
-        the directory at the same path (local mode, a shared or mounted file system).
-        Topic names are the directory names. Transactions: records of aborted
-        transactions are left out (from the ``.txnindex`` files) and records of
-        transactions still open when the files are read are included;
+        the directory at the same path (local mode, a shared or mounted file system), or
+        the directory is on an object store: ``s3://bucket/prefix`` (``s3a://``,
+        ``s3n://``), ``gs://``, ``abfs://``, ``abfss://``, ``hdfs://``, holding a copy or
+        a backup in the same layout, read with ranged reads (never a whole segment) through
+        pyarrow's file systems; S3 settings are Hadoop's ``fs.s3a.*`` options
+        (``fs.s3a.endpoint``, ``fs.s3a.endpoint.region``, ``fs.s3a.access.key``,
+        ``fs.s3a.secret.key``, ``fs.s3a.session.token``, ``fs.s3a.path.style.access``,
+        ``fs.s3a.connection.ssl.enabled``, ``fs.s3a.aws.credentials.provider``), else the
+        AWS SDK's environment (``AWS_*``, ``~/.aws``). Topic names are the directory
+        names. Transactions: records of aborted transactions are left out (from the
+        ``.txnindex`` files) and records of transactions still open when the files are
+        read are included;
         ``kafka.isolation.level`` applies to network mode only.
     ``kafka.bootstrap.servers``
         Network mode: the driver plans with Metadata and ListOffsets and the executors

@@ -7,6 +7,8 @@ in a subprocess, the Spark sessions), and tests marked ``kcat`` skip where kcat 
   ``pushdown``; ``tests/support/spark_write.py``: the sink tests' session with task
   retries (``wspark``) and broker (``sink_broker``).
 * ``tests/support/tls.py``: the TLS tests' certificates and stores (``pki``).
+* ``tests/support/object_store.py``: a real S3-protocol server, moto in server mode
+  (``moto_s3``, ``MotoServer``: uploads, and a recording of the requests it gets).
 * ``tests/support/producer.py``, ``fault_proxy.py``, ``workload.py``, ``txn_log.py``,
   ``protocol_strategies.py``: helpers imported by the tests that use them.
 * ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
@@ -20,7 +22,8 @@ import shutil
 
 import pytest
 
-pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.spark_write", "tests.support.tls"]
+pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.spark_write", "tests.support.tls",
+                  "tests.support.object_store"]
 
 KCAT = shutil.which("kcat")
 

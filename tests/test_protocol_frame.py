@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import struct
+import weakref
 
 import pytest
 from hypothesis import given, settings
@@ -113,3 +115,100 @@ def test_fuzz_only_protocol_errors_escape(data: bytes, cuts: list[int]) -> None:
     except ProtocolDecodeError:
         pass
     assert decoder.buffered_bytes <= len(data)
+
+
+def _receive_all(decoder: FrameDecoder, stream: bytes, cuts: list[int]) -> list[memoryview]:
+    """Deliver ``stream`` as a socket would through recv_buffer/advance, each receive at
+    most the next cut's size, taking frames out between receives."""
+    frames, done, k = [], 0, 0
+    while True:
+        while (frame := decoder.next_frame()) is not None:
+            frames.append(frame)
+        if done == len(stream):
+            return frames
+        space = decoder.recv_buffer()
+        assert len(space) > 0
+        n = min(len(space), len(stream) - done, max(1, cuts[k % len(cuts)] if cuts else len(stream)))
+        k += 1
+        space[:n] = stream[done:done + n]
+        space.release()
+        decoder.advance(n)
+        done += n
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.one_of(st.integers(0, 300), st.integers(100_000, 400_000)), max_size=6),
+       cuts=st.lists(st.integers(1, 300_000), max_size=8))
+def test_receive_in_place_yields_the_same_frames_and_never_overwrites_one(sizes: list[int], cuts: list[int]) -> None:
+    """Issue 20: receives write straight into the decoder's chunks (or a large frame's own
+    buffer); frames are views that later receives never touch."""
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    stream = b"".join(encode_frame([p]) for p in payloads)
+    frames = _receive_all(FrameDecoder(), stream, cuts)
+    assert [bytes(f) for f in frames] == payloads  # checked after every receive happened
+    for f in frames:
+        assert not f.readonly  # the broker stamps offsets into produce frames in place
+
+
+def test_receive_buffers_are_mapped_lazily_and_bad_sizes_still_refused_first() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1 << 20)
+    space = decoder.recv_buffer()
+    space[:8] = struct.pack(">i", 600_000) + b"abcd"  # a large frame announced, 4 bytes sent
+    space.release()
+    decoder.advance(8)
+    assert decoder.next_frame() is None
+    space = decoder.recv_buffer()  # the frame's own buffer, the rest of its size
+    assert len(space) == 600_000 - 4
+    assert decoder.bytes_wanted == 600_000 - 4 and decoder.buffered_bytes == 8
+    space.release()
+    bad = FrameDecoder(max_frame_bytes=1024)
+    space = bad.recv_buffer()
+    space[:4] = struct.pack(">i", 2**31 - 1)
+    space.release()
+    bad.advance(4)
+    with pytest.raises(InvalidFrameSizeError):
+        bad.next_frame()
+    with pytest.raises(InvalidFrameSizeError):
+        bad.recv_buffer()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.one_of(st.integers(0, 3000), st.integers(100_000, 400_000)), max_size=8),
+       cuts=st.lists(st.integers(1, 300_000), max_size=8))
+def test_buffers_are_reused_once_their_frames_are_gone(sizes: list[int], cuts: list[int]) -> None:
+    """The server's pattern: each frame is handled and dropped before the next receive, so
+    the decoder reuses its chunk and its large-frame buffer (pending bytes moved to the
+    front in place): the frames still come out whole and in order."""
+    payloads = [bytes([(i * 7 + j) % 251 for j in range(min(n, 5))]) * (n // 5) + bytes(n % 5)
+                for i, n in enumerate(sizes)]
+    stream = b"".join(encode_frame([p]) for p in payloads)
+    decoder = FrameDecoder()
+    got, done, k = [], 0, 0
+    while True:
+        while (frame := decoder.next_frame()) is not None:
+            got.append(hashlib.sha256(frame).hexdigest())
+            frame.release()
+        if done == len(stream):
+            break
+        space = decoder.recv_buffer()
+        n = min(len(space), len(stream) - done, cuts[k % len(cuts)] if cuts else len(stream))
+        k += 1
+        space[:n] = stream[done:done + n]
+        space.release()
+        decoder.advance(n)
+        done += n
+    assert got == [hashlib.sha256(p).hexdigest() for p in payloads]
+
+
+def test_a_chunk_is_reused_only_when_no_frame_of_it_is_alive() -> None:
+    decoder = FrameDecoder()
+    kept = decoder.feed(encode_frame([b"a" * 1000]))
+    first_chunk = decoder._buf
+    for _ in range(300):  # fill past the chunk while the first frame is kept
+        decoder.feed(encode_frame([b"b" * 1000]))
+    assert decoder._buf is not first_chunk and bytes(kept[0]) == b"a" * 1000
+    chunk = weakref.ref(decoder._buf)  # (a strong reference would itself prevent reuse)
+    for _ in range(300):  # frames dropped at once: the same chunk serves every receive
+        for f in decoder.feed(encode_frame([b"c" * 1000])):
+            f.release()
+    assert decoder._buf is chunk()

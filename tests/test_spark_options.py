@@ -143,7 +143,15 @@ def test_mode_selection():
     error("Option 'path' is empty", path=" ")
     assert parse(path="file:///data/kafka%20logs").paths == ("/data/kafka logs",)
     assert parse(path="relative/dir").paths == (str(Path.cwd() / "relative/dir"),)
-    error("must be a local directory", path="hdfs://nn/data")
+    error("must be a local directory, a file: URI or an object-store URI", path="ftp://nn/data")
+    error("names no bucket", path="s3://")
+    assert parse(path="hdfs://nn/data/").paths == ("hdfs://nn/data",)
+    assert parse(path="s3a://bucket/logs").paths == ("s3a://bucket/logs",)
+    secrets = {"fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK", "fs.s3a.endpoint": "http://h:9000"}
+    parsed = parse(path="s3://bucket/logs", **secrets)
+    assert parsed.storage_options == secrets
+    assert "SK" not in repr(parsed)  # secrets never printed
+    error("Unknown option 'fs.s3a.secret.kye'", path="s3://b/l", **{"fs.s3a.secret.kye": "x"})
     assert parse(path=None, paths='["/a", "/b/", "/a"]').paths == ("/a", "/b")
     error("must be a JSON list of log directories", path=None, paths="/a,/b")
 

@@ -293,6 +293,8 @@ def test_options_unit():
     assert o.producer_config["compression.type"] == "zstd"
     assert o.producer_config["batch.size"] == "1000"
     assert o.producer_config["linger.ms"] == "5"
+    # the sink's bulk default when the user sets no batch.size (writers/common.py)
+    assert parse_write_options({"kafka.bootstrap.servers": "h:1"}).producer_config["batch.size"] == "1000000"
     with pytest.raises(KafkaLogWriteError, match="partitioner.class"):
         parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.partitioner.class": "x"})
 

@@ -21,6 +21,11 @@ Validation, two levels:
 * ``internal.segment.bytes`` (Kafka 4's ``LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG``, "for
   testing only"): a topic-level key without the 1 MiB minimum that, when set, replaces
   segment.bytes as the segment size. DescribeConfigs lists it only for a topic that sets it.
+* Tiered storage (KIP-405): ``remote.storage.enable`` is refused with compaction
+  (INVALID_CONFIG "Remote log storage is unsupported for the compacted topics", as Kafka);
+  ``local.retention.ms`` / ``local.retention.bytes`` (-2: retention.ms / retention.bytes)
+  may not exceed retention.ms / retention.bytes. A topic with remote.storage.enable=true on
+  a broker whose remote.log.storage.system.enable=false is accepted and simply not tiered.
 
 Invariants: a ``LogConfig`` never changes; a topic's config change builds a new one.
 
@@ -56,6 +61,7 @@ MIN_SEGMENT_BYTES = 1024 * 1024
 # The smallest segment the storage engine can work with (one batch header).
 _ENGINE_MIN_SEGMENT_BYTES = 14
 INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 # Keys DescribeConfigs lists only when a topic sets them (Kafka's internal configs).
 INTERNAL_KEYS = frozenset({INTERNAL_SEGMENT_BYTES})
 
@@ -126,6 +132,16 @@ LOG_CONFIG_DEF = (
     .define("max.compaction.lag.ms", LONG, LONG_MAX, "Compacted topics: maximum age before cleaning.",
             at_least(1))
     .define("unclean.leader.election.enable", BOOLEAN, False, "Accepted for compatibility.")
+    # Tiered storage (KIP-405; broker/log/remote): Kafka's topic-level keys and defaults.
+    .define(REMOTE_STORAGE_ENABLE, BOOLEAN, False,
+            "Copy this topic's closed segments to remote storage (needs the broker's "
+            "remote.log.storage.system.enable=true; refused with cleanup.policy=compact).")
+    .define("local.retention.ms", LONG, -2,
+            "Remote-storage topics: how long a segment is kept locally once copied; -2: "
+            "retention.ms, -1: no limit.", at_least(-2))
+    .define("local.retention.bytes", LONG, -2,
+            "Remote-storage topics: the local size above which copied segments are deleted "
+            "locally; -2: retention.bytes, -1: no limit.", at_least(-2))
     .define("message.downconversion.enable", BOOLEAN, True, "Accepted for compatibility.")
 )
 
@@ -156,6 +172,8 @@ SERVER_DEFAULT_KEYS = {
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
 }
 
 
@@ -249,6 +267,22 @@ class LogConfig:
     def preallocate(self) -> bool:
         return self.values["preallocate"]
 
+    @property
+    def remote_storage_enable(self) -> bool:
+        return self.values[REMOTE_STORAGE_ENABLE]
+
+    @property
+    def local_retention_ms(self) -> int:
+        """local.retention.ms with -2 resolved to retention.ms."""
+        value = self.values["local.retention.ms"]
+        return self.retention_ms if value == -2 else value
+
+    @property
+    def local_retention_bytes(self) -> int:
+        """local.retention.bytes with -2 resolved to retention.bytes."""
+        value = self.values["local.retention.bytes"]
+        return self.retention_bytes if value == -2 else value
+
 
 def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None) -> None:
     """Kafka 4's user-facing constraints on top of ``LOG_CONFIG_DEF``'s (see the module
@@ -270,6 +304,24 @@ def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None) 
         raise ConfigError("min.compaction.lag.ms", min_lag,
                           f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
                           f"max.compaction.lag.ms ({max_lag})")
+    if config.remote_storage_enable:
+        _validate_remote_storage(config, given)
+
+
+def _validate_remote_storage(config: LogConfig, given) -> None:
+    """Kafka's ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled``'s topic half and
+    ``validateRemoteStorageRetention*``: no compaction, local retention within retention."""
+    if config.compact:
+        raise ConfigError(REMOTE_STORAGE_ENABLE, "true",
+                          "Remote log storage is unsupported for the compacted topics")
+    for local_key, key in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
+        local, total = config.values[local_key], config.values[key]
+        if local == -2 or total == -1 or not (given(local_key) or given(key)):
+            continue
+        if local == -1:
+            raise ConfigError(local_key, local, f"Value must not be -1 as {key} value is set as {total}")
+        if local > total:
+            raise ConfigError(local_key, local, f"Value must not be more than {key} property value: {total}")
 
 
 def topic_defaults_from_server(server_props: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,8 @@ cache to the recovered log end and log start, exactly as in Kafka. The checkpoin
 written if its directory still exists (a deleted partition is not resurrected).
 
 Thread-safety: a single re-entrant lock guards the entries (the list is tiny); all
-methods may be called from any thread.
+methods may be called from any thread. ``latest_epoch`` alone reads without the lock: one
+indexing of the list (atomic under the GIL) gives an entry that was the latest.
 """
 
 from __future__ import annotations
@@ -125,9 +126,12 @@ class LeaderEpochFileCache:
 
     @property
     def latest_epoch(self) -> int | None:
-        """The epoch currently being written, or None."""
-        entry = self.latest_entry()
-        return entry.epoch if entry is not None else None
+        """The epoch currently being written, or None. Lock-free (every produce asks): the
+        last element of the list, read in one step, is an entry that was the latest."""
+        try:
+            return self._entries[-1].epoch
+        except IndexError:
+            return None
 
     def earliest_entry(self) -> EpochEntry | None:
         with self._lock:

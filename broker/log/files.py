@@ -136,7 +136,10 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
 
 
 def _read_checkpoint_lines(path: Path, fields: int) -> list[list[str]]:
-    text = Path(path).read_text(encoding="utf-8")
+    return _checkpoint_lines(Path(path).read_text(encoding="utf-8"), path, fields)
+
+
+def _checkpoint_lines(text: str, path, fields: int) -> list[list[str]]:
     lines = text.splitlines()
     try:
         version = int(lines[0].strip())
@@ -155,8 +158,14 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     """Entries of an offset checkpoint file; {} when it does not exist."""
     if not Path(path).exists():
         return {}
+    return parse_offset_checkpoint(Path(path).read_text(encoding="utf-8"), path)
+
+
+def parse_offset_checkpoint(text: str, path) -> dict[tuple[str, int], int]:
+    """Entries of an offset checkpoint's ``text`` (read from ``path``, named in errors;
+    readers of remote copies read the bytes themselves)."""
     out = {}
-    for topic, partition, offset in _read_checkpoint_lines(path, 3):
+    for topic, partition, offset in _checkpoint_lines(text, path, 3):
         try:
             out[(topic, int(partition))] = int(offset)
         except ValueError:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..record.batch import NO_TIMESTAMP
 from .file_records import TimestampAndOffset
 from .segment import LogSegment
 
@@ -62,3 +63,40 @@ def search_by_timestamp(segments: Sequence[LogSegment], target_timestamp: int,
             if found is not None:
                 return found
     return None
+
+
+def fetch_offset_by_timestamp(ulog, target_timestamp: int) -> OffsetAndTimestamp | None:
+    """The body of ``UnifiedLog.fetch_offset_by_timestamp`` (its docstring): the special
+    timestamps from the log's offsets and leader epochs, else the remote segments
+    (``ulog.remote_reader``, tiered storage) then ``search_by_timestamp`` on the local
+    ones, lock-free, retried once when retention deletes a segment under it."""
+    local = ulog._local
+    channel = local.failure_channel
+    if channel.any_offline and channel.is_offline(local.parent_dir):
+        raise channel.storage_error(local.parent_dir, f"offset lookup in {ulog.name}")
+    ulog._check_open()
+    if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        start = ulog._log_start_offset if target_timestamp == EARLIEST_TIMESTAMP else ulog.local_log_start_offset
+        return OffsetAndTimestamp(start, NO_TIMESTAMP, ulog._epoch_for_offset(start))
+    if target_timestamp == LATEST_TIMESTAMP:
+        return OffsetAndTimestamp(ulog.log_end_offset, NO_TIMESTAMP, ulog.latest_epoch())
+    if target_timestamp == LATEST_TIERED_TIMESTAMP:
+        highest = ulog.highest_offset_in_remote_storage if ulog.remote_log_enabled else -1
+        return OffsetAndTimestamp(highest, NO_TIMESTAMP, ulog._epoch_for_offset(highest) if highest >= 0 else -1)
+    if target_timestamp >= 0 and ulog.remote_reader is not None and ulog.remote_log_enabled:
+        found = ulog.remote_reader.find_offset_by_timestamp(ulog, target_timestamp)
+        if found is not None:
+            return found
+    for attempt in range(2):
+        segments = local.segments.values()
+        try:
+            found = search_by_timestamp(segments, target_timestamp, ulog._log_start_offset)
+            break
+        except OSError as exc:
+            if attempt == 0 and local.segments.values() != segments:
+                continue  # retention deleted a segment under this lock-free lookup: retry
+            raise ulog._storage_error(f"error while fetching offset by timestamp for {ulog.name}",
+                                      exc) from exc
+    if found is None:
+        return None
+    return OffsetAndTimestamp(found.offset, found.timestamp, found.leader_epoch)

@@ -39,7 +39,9 @@ a consistent set of segments plus the offsets the log starts with (``LoadedLogOf
    the log's producer state from the newest snapshot up to the log end offset (after a
    clean shutdown that snapshot is at the log end: nothing is read; with no snapshot at
    all after a clean shutdown, the scan is skipped and a snapshot written, as Kafka's
-   upgrade path).
+   upgrade path). The log start offset is max(checkpoint, first segment base), except for a
+   remote-storage log (``remote_log_enabled``, tiered storage): there the checkpoint is
+   kept even below the first local segment, whose lower offsets live in remote storage.
 
 The recovery point returned is the checkpointed one (clamped to the log end): it is only
 advanced by a later flush, never by loading (a crash before that flush must recover the
@@ -194,8 +196,10 @@ class LogLoader:
                  recovery_point_checkpoint: int, leader_epoch_cache,
                  producer_state_manager: ProducerStateManager,
                  producer_state_factory: Callable[[], ProducerStateManager],
-                 time: Time = SYSTEM_TIME, stats: LoadStats | None = None) -> None:
+                 time: Time = SYSTEM_TIME, stats: LoadStats | None = None,
+                 remote_log_enabled: bool = False) -> None:
         self.dir = Path(directory)
+        self.remote_log_enabled = remote_log_enabled
         self.config = config
         self.had_clean_shutdown = had_clean_shutdown
         self.segments = segments
@@ -218,7 +222,10 @@ class LogLoader:
         cache = self.leader_epoch_cache
         if cache is not None:
             cache.truncate_from_end(next_offset)
-        new_log_start = max(self.log_start_offset_checkpoint, self.segments.first_segment_base_offset())
+        # A remote-storage log keeps its checkpointed start below its first local segment
+        # (those offsets are in remote storage); a local log cannot start before its data.
+        new_log_start = (self.log_start_offset_checkpoint if self.remote_log_enabled
+                         else max(self.log_start_offset_checkpoint, self.segments.first_segment_base_offset()))
         if cache is not None:
             cache.truncate_from_start(self.log_start_offset_checkpoint)
         psm = self.producer_state_manager

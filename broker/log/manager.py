@@ -10,8 +10,9 @@ On-disk format, per log directory (each a ``log.dirs`` entry; file formats in ``
     <log.dir>/
       meta.properties                      version=1, node.id, cluster.id, directory.id
       recovery-point-offset-checkpoint     topic partition recoveryPoint   (every log)
-      log-start-offset-checkpoint          topic partition logStartOffset  (only logs whose
-                                           start offset is past their first segment)
+      log-start-offset-checkpoint          topic partition logStartOffset  (logs whose start
+                                           offset is past their first segment, and every
+                                           remote-storage log: its start may be below it)
       replication-offset-checkpoint        topic partition highWatermark
       cleaner-offset-checkpoint            topic partition firstDirtyOffset (compacted logs;
                                            written by the log cleaner, ``cleaner/``)
@@ -34,6 +35,12 @@ The log cleaner (``cleaner/manager.py``, log.cleaner.* keys) is built when
 log.cleaner.enable is true (the default of ``from_server_config``; a LogManager built
 directly has it off unless given a ``cleaner_config``), its threads started by ``startup``;
 ``delete_log`` aborts a cleaning of the log and drops its cleaner checkpoint entry.
+
+Tiered storage (``remote/``): ``remote.log.storage.system.enable`` is passed to every log
+(``UnifiedLog.remote_log_enabled``); the broker attaches its ``RemoteLogManager`` as
+``remote_log_manager``, which ``delete_log`` tells of the deletion (the partition's
+remote segments are deleted before it returns). Local retention of remote-storage logs is
+part of the retention task (``retention.py``).
 
 Shutdown (``shutdown``): stop the cleaner threads and the periodic tasks; for every online directory flush and
 close each log (close takes a producer snapshot at the log end offset), write the three
@@ -110,6 +117,13 @@ def _new_uuid_text() -> str:
     return files.encode_topic_id(uuid.uuid4())
 
 
+def _checkpointed_start(lg: UnifiedLog) -> int | None:
+    """The log-start-offset checkpoint entry of a log: written when it is above the first
+    segment, and always for a remote-storage log (Kafka's rule: its start may be below it)."""
+    first = lg.segments[0].base_offset if lg.segments else lg.log_start_offset
+    return lg.log_start_offset if lg.remote_log_enabled or lg.log_start_offset > first else None
+
+
 class LogManager:
     """The broker's partition logs (layout, startup and shutdown in the module docstring).
 
@@ -128,7 +142,8 @@ class LogManager:
                  producer_id_expiration_check_interval_ms: int = 600_000,
                  initial_task_delay_ms: int = 30_000,
                  failure_channel: LogDirFailureChannel | None = None,
-                 cleaner_config: CleanerConfig | None = None) -> None:
+                 cleaner_config: CleanerConfig | None = None,
+                 remote_storage_system_enable: bool = False) -> None:
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("at least one log directory is needed")
@@ -151,6 +166,11 @@ class LogManager:
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self.initial_task_delay_ms = initial_task_delay_ms
         self.failure_channel = failure_channel or LogDirFailureChannel()
+        # Tiered storage: remote.log.storage.system.enable, and the RemoteLogManager the
+        # broker attaches (remote/log_manager.py; None without tiered storage): told of
+        # every deleted partition, so that its remote segments go too.
+        self.remote_storage_system_enable = remote_storage_system_enable
+        self.remote_log_manager = None
         self.failure_channel.add_listener(self._on_log_dir_failure)
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()  # one writer of the checkpoint files at a time
@@ -184,6 +204,7 @@ class LogManager:
                    producer_id_expiration_ms=server.get("producer.id.expiration.ms",
                                                         DEFAULT_PRODUCER_ID_EXPIRATION_MS),
                    cleaner_config=cleaner_config,
+                   remote_storage_system_enable=bool(server.get("remote.log.storage.system.enable", False)),
                    **kwargs)
 
     # --- configs ---
@@ -327,7 +348,8 @@ class LogManager:
                                    recovery_point=recovery_points.get(tp, 0), scheduler=self.scheduler,
                                    time=self.time, last_shutdown_clean=had_clean,
                                    producer_id_expiration_ms=self.producer_id_expiration_ms,
-                                   failure_channel=self.failure_channel)
+                                   failure_channel=self.failure_channel,
+                                   remote_storage_system_enable=self.remote_storage_system_enable)
             log.info("loaded log %s: %s (clean shutdown: %s, recovered segments: %s)", name, lg,
                      had_clean, lg.load_stats.recovered_segments)
             with self._lock:
@@ -416,7 +438,8 @@ class LogManager:
                                    config or self.config_for(topic), scheduler=self.scheduler, time=self.time,
                                    last_shutdown_clean=True, topic_id=topic_id,
                                    producer_id_expiration_ms=self.producer_id_expiration_ms,
-                                   failure_channel=self.failure_channel)
+                                   failure_channel=self.failure_channel,
+                                   remote_storage_system_enable=self.remote_storage_system_enable)
             self._logs[(topic, partition)] = lg
             log.info("created log for partition %s-%d in %s", topic, partition, log_dir)
             return lg
@@ -433,6 +456,8 @@ class LogManager:
                 self._topic_configs.pop(topic, None)
             self._removed_logs.append(lg)
         lg.mark_deleted()
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.on_partition_deleted(topic, partition)
         parent = Path(lg.parent_dir)
         if self.cleaner is not None and not self.failure_channel.is_offline(parent):
             self.cleaner.manager.remove_log((topic, partition), parent)
@@ -531,12 +556,8 @@ class LogManager:
                     log.warning("deleting old snapshots of %s failed: %s", lg.name, exc)
 
     def checkpoint_log_start_offsets(self) -> None:
-        def start_offset(lg: UnifiedLog) -> int | None:
-            first = lg.segments[0].base_offset if lg.segments else lg.log_start_offset
-            return lg.log_start_offset if lg.log_start_offset > first else None
-
         for log_dir in self.live_log_dirs:
-            self._write_dir_checkpoint(log_dir, files.LOG_START_OFFSET_CHECKPOINT_FILE, start_offset)
+            self._write_dir_checkpoint(log_dir, files.LOG_START_OFFSET_CHECKPOINT_FILE, _checkpointed_start)
 
     def checkpoint_high_watermarks(self) -> None:
         for log_dir in self.live_log_dirs:
@@ -545,10 +566,7 @@ class LogManager:
 
     def _checkpoint_dir(self, log_dir: Path) -> None:
         self._write_dir_checkpoint(log_dir, files.RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
-        self._write_dir_checkpoint(
-            log_dir, files.LOG_START_OFFSET_CHECKPOINT_FILE,
-            lambda lg: lg.log_start_offset if lg.segments and lg.log_start_offset > lg.segments[0].base_offset
-            else None)
+        self._write_dir_checkpoint(log_dir, files.LOG_START_OFFSET_CHECKPOINT_FILE, _checkpointed_start)
         self._write_dir_checkpoint(log_dir, files.REPLICATION_OFFSET_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
 
     # --- shutdown ---

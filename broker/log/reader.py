@@ -41,6 +41,20 @@ listing taken between the last two steps holds the cleaned offsets only under th
 valid view: cleaning never changes a record, it only removes some); its indexes are read
 under their ``.swap`` names too.
 
+A prefix written by the broker's tiered storage (``broker.log.remote``: Kafka's file
+names plus one ``<base>.remote-segment.json`` manifest per segment, written last and
+deleted first) reads like a log directory; there a segment exists only when its manifest
+does, so a ``.log`` without one (a copy or a deletion cut short by a crash) is left out,
+and in-progress ``*.tmp-*`` writes never match a segment name.
+
+Where the files are: a ``storage.Storage`` (``storage.py``): the local file system
+(``LOCAL``, the default) or an object store (``s3://``, ``gs://``, ``abfs://``,
+``hdfs://`` through pyarrow) holding a copy or a backup of a log directory in the same
+layout. Every read here is positional: the indexes are read whole (they are small), a
+segment only at the positions a lookup or a header walk needs (one ranged request each on
+an object store), never whole. ``LogDirReader`` takes paths or URIs and the store's
+configuration (``storage.open_location``).
+
 Thread-safety: a ``PartitionReader`` lists its segments once, at construction, and caches
 the tail scan and opened indexes; use one per thread (they are cheap). ``LogDirReader``
 only lists directories and may be shared once built.
@@ -49,10 +63,9 @@ only lists directories and may be shared once built.
 from __future__ import annotations
 
 import logging
-import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from ..record.batch import (
@@ -74,6 +87,8 @@ from ..record.errors import DecodeError
 from . import files
 from .errors import CorruptIndexError, CorruptRecordError
 from .index import OffsetIndex, TimeIndex
+from .remote.metadata import MANIFEST_SUFFIX
+from .storage import LOCAL, SegmentFile, Storage, open_location
 from .txn_index import ABORTED_TXN_SIZE, AbortedTxn
 
 __all__ = ["LogDirReader", "PartitionReader", "SegmentInfo", "SegmentRange", "AbortedTxn"]
@@ -89,11 +104,11 @@ _TXN_ENTRIES_PER_READ = 4096
 
 
 class SegmentInfo(NamedTuple):
-    """A segment as listed: base offset, the ``.log`` path and its size at listing time;
-    ``extra`` is ``.swap`` for a segment being swapped in by the cleaner (its files all
-    carry that suffix), else empty."""
+    """A segment as listed: base offset, the ``.log`` path (in its storage) and its size
+    at listing time; ``extra`` is ``.swap`` for a segment being swapped in by the cleaner
+    (its files all carry that suffix), else empty."""
     base_offset: int
-    path: Path
+    path: PurePosixPath
     size: int
     extra: str = ""
 
@@ -102,11 +117,13 @@ class SegmentRange(NamedTuple):
     """The bytes of one segment to read for an offset range: ``[start_position,
     end_position)`` of ``path``. The first batch at ``start_position`` may begin before
     the range's start offset (index entries are sparse); the bytes may run past the
-    range's end offset (the decoder stops at the first batch at or past it)."""
-    path: Path
+    range's end offset (the decoder stops at the first batch at or past it). ``size``:
+    the file's size when it was listed."""
+    path: PurePosixPath
     base_offset: int
     start_position: int
     end_position: int
+    size: int | None = None
 
 
 class _Tail(NamedTuple):
@@ -141,25 +158,29 @@ class PartitionReader:
 
     ``log_start_offset_checkpoint``: the partition's entry of its log directory's
     ``log-start-offset-checkpoint``, if known (``LogDirReader`` passes it); when None the
-    file beside the partition directory is read."""
+    file beside the partition directory is read. ``storage``: where ``directory`` is
+    (default: the local file system)."""
 
-    def __init__(self, directory: Path | str, log_start_offset_checkpoint: int | None = None,
-                 *, _read_checkpoint: bool = True) -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: PurePosixPath | str, log_start_offset_checkpoint: int | None = None,
+                 *, storage: Storage = LOCAL, _read_checkpoint: bool = True) -> None:
+        self.storage = storage
+        self.directory = storage.path(str(directory))
         parsed = files.parse_partition_dir_name(self.directory.name)
         if parsed is None:
             raise ValueError(f"{self.directory} is not a partition directory (<topic>-<partition>)")
         self.topic, self.partition = parsed
         if log_start_offset_checkpoint is None and _read_checkpoint:
-            log_start_offset_checkpoint = _checkpoint_entry(self.directory.parent, self.topic, self.partition)
+            log_start_offset_checkpoint = _checkpoint_entry(storage, self.directory.parent, self.topic,
+                                                            self.partition)
         self._checkpoint = log_start_offset_checkpoint
-        self.segments: list[SegmentInfo] = _list_segments(self.directory)
+        self._listed: dict[str, int] = {}  # file name -> size, as listed
+        self.segments: list[SegmentInfo] = _list_segments(storage, self.directory, self._listed)
         self._tail: _Tail | None = None
         self._offset_indexes: dict[int, OffsetIndex | None] = {}
         self._time_indexes: dict[int, TimeIndex | None] = {}
 
     def __repr__(self) -> str:
-        return f"PartitionReader({str(self.directory)!r}, segments={len(self.segments)})"
+        return f"PartitionReader({self.storage.uri(self.directory)!r}, segments={len(self.segments)})"
 
     # --- boundaries ---
 
@@ -197,24 +218,24 @@ class PartitionReader:
     def _compute_tail(self) -> _Tail:
         seg = self.segments[-1]
         start = self._floor_position(len(self.segments) - 1, 1 << 62)
-        with open(seg.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            tail = self._walk_valid(f.fileno(), start, size, seg.base_offset)
+        with self.storage.open(seg.path, seg.size) as f:
+            size = f.size
+            tail = self._walk_valid(f, start, size, seg.base_offset)
             if tail is None and start:
-                tail = self._walk_valid(f.fileno(), 0, size, seg.base_offset)
+                tail = self._walk_valid(f, 0, size, seg.base_offset)
         if tail is None:
             tail = _Tail(0, seg.base_offset)
         return tail
 
     @staticmethod
-    def _walk_valid(fd: int, pos: int, size: int, base_offset: int) -> _Tail | None:
+    def _walk_valid(f: SegmentFile, pos: int, size: int, base_offset: int) -> _Tail | None:
         """Walk whole entries from ``pos`` checking sizes, increasing offsets and (v2) CRCs;
         the position and next offset after the last good one. None when the very first
         entry is not valid (the start position came from a bad index entry)."""
         next_offset = base_offset
         first = True
         while size - pos >= LOG_OVERHEAD + 5:
-            head = os.pread(fd, RECORD_BATCH_OVERHEAD, pos)
+            head = f.read_at(pos, RECORD_BATCH_OVERHEAD)
             if len(head) < LOG_OVERHEAD + 5:
                 break
             parsed = _entry_next_offset(head, 0)
@@ -224,7 +245,7 @@ class PartitionReader:
             if entry_size > size - pos or first_offset < next_offset:
                 break
             if head[MAGIC_OFFSET] == CURRENT_MAGIC:
-                body = os.pread(fd, entry_size, pos)
+                body = f.read_at(pos, entry_size)
                 if len(body) < entry_size or crc32c(memoryview(body)[ATTRIBUTES_OFFSET:]) != \
                         HEADER.unpack_from(body, 0)[H_CRC]:
                     break
@@ -240,16 +261,26 @@ class PartitionReader:
     def _offset_index(self, i: int) -> OffsetIndex | None:
         if i not in self._offset_indexes:
             seg = self.segments[i]
-            self._offset_indexes[i] = _open_index(OffsetIndex, files.offset_index_file(
+            self._offset_indexes[i] = self._open_index(OffsetIndex, files.offset_index_file(
                 self.directory, seg.base_offset, seg.extra), seg.base_offset)
         return self._offset_indexes[i]
 
     def _time_index(self, i: int) -> TimeIndex | None:
         if i not in self._time_indexes:
             seg = self.segments[i]
-            self._time_indexes[i] = _open_index(TimeIndex, files.time_index_file(
+            self._time_indexes[i] = self._open_index(TimeIndex, files.time_index_file(
                 self.directory, seg.base_offset, seg.extra), seg.base_offset)
         return self._time_indexes[i]
+
+    def _listed_size(self, path: PurePosixPath) -> tuple[bool, int | None]:
+        """(may exist, size as listed): a file an object store's listing did not show is
+        not asked for (no request); a local one is looked for (it may be newer)."""
+        size = self._listed.get(path.name)
+        return (size is not None or self.storage.is_local), size
+
+    def _open_index(self, cls, path: PurePosixPath, base_offset: int):
+        exists, size = self._listed_size(path)
+        return _open_index(self.storage, cls, path, base_offset, size) if exists else None
 
     def _floor_position(self, i: int, offset: int) -> int:
         """A byte position in segment ``i`` at or before the batch holding ``offset``: the
@@ -265,13 +296,45 @@ class PartitionReader:
         pos = entry.position
         if pos <= 0 or pos + RECORD_BATCH_OVERHEAD > seg.size:
             return 0
-        with open(seg.path, "rb") as f:
-            head = os.pread(f.fileno(), RECORD_BATCH_OVERHEAD, pos)
+        with self.storage.open(seg.path, seg.size) as f:
+            head = f.read_at(pos, RECORD_BATCH_OVERHEAD)
         if len(head) < LOG_OVERHEAD + 5:
             return 0
         parsed = _entry_next_offset(head, 0)
         if parsed is None or not seg.base_offset <= parsed[1] <= offset:
             return 0
+        return pos
+
+    def _ceiling_position(self, i: int, end_offset: int, start_pos: int, valid_end: int) -> int:
+        """A byte position in segment ``i`` where a (v2) batch whose first offset is at or
+        past ``end_offset`` starts, from the offset index, checked against the batch header
+        found there; ``valid_end`` when the index gives none or its entry is not
+        plausible. Index entries map an offset of a batch (Kafka: its last) to the batch's
+        position, so the entry after the first one at or past ``end_offset - 1`` starts a
+        batch whose offsets all lie past it."""
+        index = self._offset_index(i)
+        if index is None or index.entries < 2:
+            return valid_end
+        lo, hi = 0, index.entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if index.entry(mid).offset >= end_offset - 1:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo + 1 >= index.entries:
+            return valid_end
+        pos = index.entry(lo + 1).position
+        if pos <= start_pos or pos + RECORD_BATCH_OVERHEAD > valid_end:
+            return valid_end
+        seg = self.segments[i]
+        with self.storage.open(seg.path, seg.size) as f:
+            head = f.read_at(pos, RECORD_BATCH_OVERHEAD)
+        if len(head) < RECORD_BATCH_OVERHEAD or head[MAGIC_OFFSET] != CURRENT_MAGIC:
+            return valid_end
+        parsed = _entry_next_offset(head, 0)
+        if parsed is None or parsed[1] < end_offset or pos + parsed[0] > valid_end:
+            return valid_end
         return pos
 
     def segment_index_for(self, offset: int) -> int:
@@ -290,7 +353,11 @@ class PartitionReader:
     # --- ranges ---
 
     def segment_ranges(self, start_offset: int, end_offset: int) -> list[SegmentRange]:
-        """The byte ranges, segment by segment, holding offsets [start_offset, end_offset)."""
+        """The byte ranges, segment by segment, holding offsets [start_offset, end_offset):
+        from the offset index's floor position of ``start_offset`` to, in the segment
+        holding ``end_offset``, the index's first checked position past it (else the
+        segment's valid end), so that a reader of an object store fetches about the range's
+        bytes and no more."""
         out: list[SegmentRange] = []
         if start_offset >= end_offset or not self.segments:
             return out
@@ -303,8 +370,10 @@ class PartitionReader:
                 continue
             start_pos = self._floor_position(i, start_offset) if start_offset > seg.base_offset else 0
             end_pos = self._valid_end(i)
+            if i + 1 == len(self.segments) or self.segments[i + 1].base_offset >= end_offset:
+                end_pos = self._ceiling_position(i, end_offset, start_pos, end_pos)
             if end_pos > start_pos:
-                out.append(SegmentRange(seg.path, seg.base_offset, start_pos, end_pos))
+                out.append(SegmentRange(seg.path, seg.base_offset, start_pos, end_pos, seg.size))
         return out
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
@@ -318,7 +387,10 @@ class PartitionReader:
         first = max(self.segment_index_for(start_offset), 0)
         for seg in self.segments[first:]:
             path = files.txn_index_file(self.directory, seg.base_offset, seg.extra)
-            for txn in _iter_txn_index(path):
+            exists, size = self._listed_size(path)
+            if not exists:
+                continue
+            for txn in _iter_txn_index(self.storage, path, size):
                 if txn.last_offset >= start_offset and txn.first_offset < end_offset:
                     found.append(txn)
                 if txn.last_stable_offset >= end_offset:
@@ -354,21 +426,22 @@ class PartitionReader:
 
     def _search_timestamp(self, i: int, position: int, timestamp: int, min_offset: int) -> int | None:
         end = self._valid_end(i)
-        path = self.segments[i].path
-        with open(path, "rb") as f:
-            fd = f.fileno()
-            for pos, size, magic, head in _walk_headers(fd, position, end):
+        seg = self.segments[i]
+        path = seg.path
+        with self.storage.open(path, seg.size) as f:
+            for pos, size, magic, head in _walk_headers(f, position, end):
                 if magic != CURRENT_MAGIC:
                     continue  # legacy entries carry no max timestamp in a fixed place
                 h = HEADER.unpack_from(head, 0)
                 last_offset = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
                 if h[H_MAX_TIMESTAMP] < timestamp or last_offset < min_offset:
                     continue
-                data = os.pread(fd, size, pos)
+                data = f.read_at(pos, size)
                 try:
                     _, records = decode_batch(data, 0, verify_crc=False)
                 except DecodeError as exc:
-                    raise CorruptRecordError(f"{path}: batch at position {pos}: {exc}") from exc
+                    raise CorruptRecordError(f"{self.storage.uri(path)}: batch at position {pos}: "
+                                             f"{exc}") from exc
                 for record in records:
                     if record.timestamp >= timestamp and record.offset >= min_offset:
                         return record.offset
@@ -386,34 +459,42 @@ class PartitionReader:
 class LogDirReader:
     """The partitions under one or more Kafka log directories (``log.dirs``), read only.
 
+    ``paths``: local paths, ``file:`` URIs or object-store URIs (``s3://bucket/prefix``...:
+    a log directory copied or backed up there, same layout); ``config``: the object
+    store's settings (``storage.open_location``: Hadoop's ``fs.s3a.*`` keys). A missing
+    directory, a missing bucket or refused credentials raise ``FileNotFoundError`` /
+    ``OSError`` naming the location.
+
     Topics are the names of the partition directories (``<topic>-<partition>``); a
     partition found in two directories is an error (a broker never does that outside a
     ``-future`` move, which is ignored)."""
 
-    def __init__(self, paths: str | Path | Sequence[str | Path]) -> None:
+    def __init__(self, paths: str | Path | Sequence[str | Path],
+                 config: Mapping[str, str] | None = None) -> None:
         if isinstance(paths, (str, Path)):
             paths = [paths]
-        self.paths = [Path(p) for p in paths]
-        self._dirs: dict[tuple[str, int], Path] = {}
+        self.locations = [str(p) for p in paths]
+        self._roots: list[tuple[Storage, PurePosixPath]] = [open_location(p, config) for p in self.locations]
+        self.paths = [root for _, root in self._roots]
+        self._dirs: dict[tuple[str, int], tuple[Storage, PurePosixPath]] = {}
         self._checkpoints: dict[tuple[str, int], int] = {}
-        for root in self.paths:
-            if not root.is_dir():
-                raise FileNotFoundError(f"log directory {root} does not exist or is not a directory")
-            self._checkpoints.update(_read_checkpoint(root))
-            with os.scandir(root) as it:
-                for entry in it:
-                    if not entry.is_dir():
-                        continue
-                    parsed = files.parse_partition_dir_name(entry.name)
-                    if parsed is None:
-                        continue
-                    if parsed in self._dirs:
-                        raise ValueError(f"partition {parsed[0]}-{parsed[1]} is in both "
-                                         f"{self._dirs[parsed]} and {entry.path}")
-                    self._dirs[parsed] = Path(entry.path)
+        for (storage, root), location in zip(self._roots, self.locations):
+            entries = list_log_dir(storage, root, location)
+            self._checkpoints.update(_read_checkpoint(storage, root))
+            for entry in entries:
+                if not entry.is_dir:
+                    continue
+                parsed = files.parse_partition_dir_name(entry.name)
+                if parsed is None:
+                    continue
+                if parsed in self._dirs:
+                    other_storage, other = self._dirs[parsed]
+                    raise ValueError(f"partition {parsed[0]}-{parsed[1]} is in both "
+                                     f"{other_storage.uri(other)} and {storage.uri(entry.path)}")
+                self._dirs[parsed] = (storage, entry.path)
 
     def __repr__(self) -> str:
-        return f"LogDirReader({[str(p) for p in self.paths]}, partitions={len(self._dirs)})"
+        return f"LogDirReader({self.locations}, partitions={len(self._dirs)})"
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every (topic, partition), sorted."""
@@ -428,65 +509,95 @@ class LogDirReader:
     def has_partition(self, topic: str, partition: int) -> bool:
         return (topic, partition) in self._dirs
 
-    def directory_of(self, topic: str, partition: int) -> Path:
+    def directory_of(self, topic: str, partition: int) -> PurePosixPath:
+        return self._location_of(topic, partition)[1]
+
+    def _location_of(self, topic: str, partition: int) -> tuple[Storage, PurePosixPath]:
         try:
             return self._dirs[(topic, partition)]
         except KeyError:
             raise KeyError(f"partition {topic}-{partition} is not under "
-                           f"{', '.join(map(str, self.paths))}") from None
+                           f"{', '.join(self.locations)}") from None
 
     def partition(self, topic: str, partition: int) -> PartitionReader:
         """A fresh ``PartitionReader`` (segments listed now)."""
-        directory = self.directory_of(topic, partition)
+        storage, directory = self._location_of(topic, partition)
         return PartitionReader(directory, self._checkpoints.get((topic, partition)),
-                               _read_checkpoint=False)
+                               storage=storage, _read_checkpoint=False)
+
+
+def list_log_dir(storage: Storage, root: PurePosixPath, location: str | None = None) -> list:
+    """The entries of the log directory ``root`` (``storage.Entry``); an error naming
+    ``location`` (the user's spelling) when it is missing or cannot be listed."""
+    location = location or storage.uri(root)
+    try:
+        entries = storage.list_dir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"log directory {location} does not exist or is not a directory") from None
+    except OSError as exc:
+        raise OSError(f"log directory {location} cannot be listed: {exc}") from exc
+    if not entries and not storage.is_dir(root):
+        # an object store lists a missing prefix as empty
+        raise FileNotFoundError(f"log directory {location} does not exist or is not a directory")
+    return entries
 
 
 # --- helpers ---
 
-def _list_segments(directory: Path) -> list[SegmentInfo]:
+def _list_segments(storage: Storage, directory: PurePosixPath,
+                   listed: dict[str, int] | None = None) -> list[SegmentInfo]:
+    """The live segments of ``directory``; ``listed`` gets every file's name and size."""
     live: list[SegmentInfo] = []
     swaps: list[SegmentInfo] = []
-    with os.scandir(directory) as it:
-        for entry in it:
-            m = _SEGMENT_RE.match(entry.name)
-            if m is None:
-                continue
-            try:
-                if not entry.is_file():
-                    continue
-                size = entry.stat().st_size
-            except FileNotFoundError:  # renamed since the scan saw it (a swap going on)
-                continue
-            info = SegmentInfo(int(m.group(1)), Path(entry.path), size, m.group(2) or "")
-            (swaps if info.extra else live).append(info)
+    manifests: set[int] = set()
+    for entry in storage.list_dir(directory):
+        if listed is not None and not entry.is_dir:
+            listed[entry.name] = entry.size
+        if entry.name.endswith(MANIFEST_SUFFIX) and entry.name[:20].isdigit():
+            manifests.add(int(entry.name[:20]))
+        m = _SEGMENT_RE.match(entry.name)
+        if m is None or entry.is_dir:
+            continue
+        info = SegmentInfo(int(m.group(1)), entry.path, entry.size, m.group(2) or "")
+        (swaps if info.extra else live).append(info)
     if swaps:
         covered = []
         for swap in swaps:
             try:
-                with open(swap.path, "rb") as f:
-                    tail = PartitionReader._walk_valid(f.fileno(), 0, swap.size, swap.base_offset)
+                with storage.open(swap.path, swap.size) as f:
+                    tail = PartitionReader._walk_valid(f, 0, swap.size, swap.base_offset)
             except FileNotFoundError:  # renamed to its live name meanwhile: list again
-                return _list_segments(directory)
+                if listed is not None:
+                    listed.clear()
+                return _list_segments(storage, directory, listed)
             covered.append((swap.base_offset, max(tail.next_offset if tail else 0, swap.base_offset + 1)))
         live = [s for s in live if not any(lo <= s.base_offset < hi for lo, hi in covered)]
         live += swaps
+    if manifests:  # a tiered storage prefix: a segment exists iff its manifest does
+        live = [s for s in live if s.base_offset in manifests]
     live.sort()
     return live
 
 
-def _read_checkpoint(root: Path) -> dict[tuple[str, int], int]:
+def _read_checkpoint(storage: Storage, root: PurePosixPath) -> dict[tuple[str, int], int]:
     path = root / files.LOG_START_OFFSET_CHECKPOINT_FILE
     try:
-        return files.read_offset_checkpoint(path)
+        text = storage.read_file(path).decode("utf-8")
+    except FileNotFoundError:
+        return {}
     except (ValueError, OSError) as exc:
+        log.warning("ignoring unreadable %s: %s", storage.uri(path), exc)
+        return {}
+    try:
+        return files.parse_offset_checkpoint(text, storage.uri(path))
+    except ValueError as exc:
         # a torn checkpoint is a stale hint, not data: the segments still bound the log
-        log.warning("ignoring unreadable %s: %s", path, exc)
+        log.warning("ignoring unreadable %s: %s", storage.uri(path), exc)
         return {}
 
 
-def _checkpoint_entry(root: Path, topic: str, partition: int) -> int | None:
-    return _read_checkpoint(root).get((topic, partition))
+def _checkpoint_entry(storage: Storage, root: PurePosixPath, topic: str, partition: int) -> int | None:
+    return _read_checkpoint(storage, root).get((topic, partition))
 
 
 class _LoadedBytes(bytes):
@@ -497,22 +608,22 @@ class _LoadedBytes(bytes):
 
 
 class _LoadedIndex:
-    """Mixin: the index's entries come from one ``pread`` of the file instead of a
-    mapping (see the module docstring); a file cut short meanwhile gives fewer entries."""
+    """Mixin: the index's entries come from one read of the file through its storage
+    (``Storage.read_index``: locally up to the first hole of a preallocated index)
+    instead of a mapping (see the module docstring); a file cut short meanwhile gives
+    fewer entries."""
 
-    def _map(self, fd: int, length: int):
-        if length == 0:
-            return None
-        # The active segment's index is preallocated (segment.index.bytes, sparse): read
-        # up to its first hole only, the entries' end (the rest reads as zeros anyway).
-        try:
-            hole = os.lseek(fd, 0, os.SEEK_HOLE)
-        except (OSError, AttributeError):  # no hole support: the whole file
-            hole = length
-        length = min(length, hole + (-hole % self.entry_size))
-        data = _LoadedBytes(os.pread(fd, length, 0))
+    def __init__(self, storage: Storage, path: PurePosixPath, base_offset: int, size: int | None) -> None:
+        self._storage = storage
+        self._source = path
+        self._listed_size = size
+        super().__init__(Path(str(path)), base_offset, -1, writable=False)
+
+    def _create_and_map(self) -> bool:
+        data = _LoadedBytes(self._storage.read_index(self._source, self.entry_size, self._listed_size))
         self._length = len(data)
-        return data if data else None
+        self._mmap = data if data else None
+        return False
 
 
 class _LoadedOffsetIndex(_LoadedIndex, OffsetIndex):
@@ -526,27 +637,27 @@ class _LoadedTimeIndex(_LoadedIndex, TimeIndex):
 _LOADED = {OffsetIndex: _LoadedOffsetIndex, TimeIndex: _LoadedTimeIndex}
 
 
-def _open_index(cls, path: Path, base_offset: int):
+def _open_index(storage: Storage, cls, path: PurePosixPath, base_offset: int, size: int | None = None):
     """A read-only index read into memory, or None when the file is missing, empty or
     fails its checks."""
     try:
-        index = _LOADED[cls](path, base_offset, -1, writable=False)
+        index = _LOADED[cls](storage, path, base_offset, size)
     except (FileNotFoundError, ValueError, OSError):
         return None
     try:
         index.sanity_check()
     except CorruptIndexError as exc:
-        log.warning("not using %s: %s", path, exc)
+        log.warning("not using %s: %s", storage.uri(path), exc)
         index.close_handler()
         return None
     return index
 
 
-def _walk_headers(fd: int, pos: int, end: int) -> Iterator[tuple[int, int, int, bytes]]:
-    """(position, size, magic, header bytes) of each whole entry in [pos, end) of ``fd``,
+def _walk_headers(f: SegmentFile, pos: int, end: int) -> Iterator[tuple[int, int, int, bytes]]:
+    """(position, size, magic, header bytes) of each whole entry in [pos, end) of ``f``,
     stopping at the first implausible header or partial entry."""
     while end - pos >= LOG_OVERHEAD + 5:
-        buf = os.pread(fd, min(_WALK_CHUNK, end - pos), pos)
+        buf = f.read_at(pos, min(_WALK_CHUNK, end - pos))
         rel = 0
         while len(buf) - rel >= LOG_OVERHEAD + 5:
             head_len = min(RECORD_BATCH_OVERHEAD, len(buf) - rel)
@@ -562,7 +673,7 @@ def _walk_headers(fd: int, pos: int, end: int) -> Iterator[tuple[int, int, int, 
             rel += size
         if rel == 0:
             # one entry larger than the chunk: read its header alone and jump over it
-            head = os.pread(fd, RECORD_BATCH_OVERHEAD, pos)
+            head = f.read_at(pos, RECORD_BATCH_OVERHEAD)
             parsed = _entry_next_offset(head, 0) if len(head) >= LOG_OVERHEAD + 5 else None
             if parsed is None or parsed[0] > end - pos:
                 return
@@ -571,16 +682,16 @@ def _walk_headers(fd: int, pos: int, end: int) -> Iterator[tuple[int, int, int, 
         pos += rel
 
 
-def _iter_txn_index(path: Path) -> Iterable[AbortedTxn]:
+def _iter_txn_index(storage: Storage, path: PurePosixPath, size: int | None = None) -> Iterable[AbortedTxn]:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        f = storage.open(path, size)
     except FileNotFoundError:
         return
     try:
         position = 0
         step = ABORTED_TXN_SIZE * _TXN_ENTRIES_PER_READ
         while True:
-            buf = os.pread(fd, step, position)
+            buf = f.read_at(position, step)
             whole = len(buf) - len(buf) % ABORTED_TXN_SIZE
             for p in range(0, whole, ABORTED_TXN_SIZE):
                 yield AbortedTxn.decode(buf, p)
@@ -588,4 +699,4 @@ def _iter_txn_index(path: Path) -> Iterable[AbortedTxn]:
                 return  # a torn last entry (fewer than 34 bytes) is ignored, as recovery cuts it
             position += step
     finally:
-        os.close(fd)
+        f.close()

@@ -12,6 +12,10 @@ is ``list_offsets.py``), and the offset boundaries with their invariant::
   watermark);
 - high watermark: on this single-node broker the leader is the only replica, so it is
   advanced to the log end offset by every append (and on load);
+- local log start offset (tiered storage, KIP-405): the first local segment's base when
+  above the log start offset. For a remote-storage log (``remote_log_enabled``) the
+  offsets below it live only remotely: ``read`` raises ``OffsetMovedToTieredStorageError``
+  and the ``RemoteLogManager`` (``remote/``) serves them; local retention moves only it;
 - last stable offset: min(first unstable offset, high watermark), the bound of
   READ_COMMITTED reads (``producer_state.py`` knows the open transactions);
 - recovery point: every offset below it is fsynced (``LocalLog``); it moves only at an
@@ -19,6 +23,8 @@ is ``list_offsets.py``), and the offset boundaries with their invariant::
   returns, so flush.messages=1 means an acknowledged record is on disk), flush.ms
   (``flush_if_due``, called by ``LogManager``'s scheduler) and the asynchronous flush of a
   rolled segment.
+
+Retention, truncation, ListOffsets: ``retention.py``, ``truncation.py``, ``list_offsets.py``.
 
 Append (``append_as_leader``), as Kafka's ``UnifiedLog.append``: validate every batch
 (CRC, sizes, lastOffsetDelta + 1 == count, no client control batch, max.message.bytes,
@@ -67,7 +73,7 @@ import uuid
 from pathlib import Path
 
 from ..record.batch import H_MAX_TIMESTAMP, H_PRODUCER_ID, NO_TIMESTAMP
-from . import files
+from . import files, list_offsets, retention, truncation
 from .clock import SYSTEM_TIME, Time
 from .epoch_cache import LeaderEpochFileCache
 from .errors import KafkaStorageError, LogOffsetOutOfRangeError, RecordListTooLargeError
@@ -78,11 +84,11 @@ from .list_offsets import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     OffsetAndTimestamp,
-    search_by_timestamp,
 )
 from .loader import LoadStats, LogLoader, rebuild_producer_state
 from .local_log import LocalLog, LogDirFailureChannel, maybe_handle_io_exception
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from .remote.errors import OffsetMovedToTieredStorageError
 from .scheduler import Scheduler
 from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from .segments import LogSegments
@@ -124,8 +130,13 @@ class UnifiedLog:
     def __init__(self, log_start_offset: int, local_log: LocalLog,
                  leader_epoch_cache: LeaderEpochFileCache | None,
                  producer_state_manager: ProducerStateManager, topic_id: uuid.UUID | None = None,
-                 load_stats: LoadStats | None = None) -> None:
+                 load_stats: LoadStats | None = None, remote_storage_system_enable: bool = False) -> None:
         self._lock = threading.RLock()
+        # Tiered storage: remote.log.storage.system.enable; the RemoteLogManager sets the last
+        # remote offset (-1: none known) and ``remote_reader`` (ListOffsets in remote segments).
+        self._remote_storage_system_enable = remote_storage_system_enable
+        self.highest_offset_in_remote_storage = -1
+        self.remote_reader = None
         self._local = local_log
         self.leader_epoch_cache = leader_epoch_cache
         self.producer_state_manager = producer_state_manager
@@ -153,14 +164,15 @@ class UnifiedLog:
                last_shutdown_clean: bool = True, topic_id: uuid.UUID | None = None,
                producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                failure_channel: LogDirFailureChannel | None = None,
-               high_watermark: int | None = None) -> UnifiedLog:
+               high_watermark: int | None = None, remote_storage_system_enable: bool = False) -> UnifiedLog:
         """Open (creating it if needed) and recover the partition directory ``directory``
         (``<log.dir>/<topic>-<partition>``). ``log_start_offset`` and ``recovery_point``
         come from the log directory's checkpoints; ``last_shutdown_clean`` from its
         clean-shutdown marker. ``high_watermark`` defaults to the log end offset (a
         single node is its own in-sync replica). Without a ``scheduler`` the log gets a
         deterministic one nobody runs: delayed deletes and roll flushes then wait for
-        ``scheduler.run_pending()``."""
+        ``scheduler.run_pending()``. ``remote_storage_system_enable``: the broker's
+        remote.log.storage.system.enable (``remote_log_enabled``)."""
         directory = Path(directory)
         scheduler = scheduler if scheduler is not None else Scheduler(time)
         failure_channel = failure_channel or LogDirFailureChannel()
@@ -187,10 +199,12 @@ class UnifiedLog:
                                 log_start_offset_checkpoint=log_start_offset,
                                 recovery_point_checkpoint=recovery_point, leader_epoch_cache=epoch_cache,
                                 producer_state_manager=psm, producer_state_factory=new_psm, time=time,
-                                stats=stats).load()
+                                stats=stats, remote_log_enabled=_remote_log_enabled(
+                                    remote_storage_system_enable, config, directory.name)).load()
             local = LocalLog(directory, config, segments, offsets.recovery_point, offsets.next_offset_metadata,
                              scheduler, time, failure_channel)
-            ulog = cls(offsets.log_start_offset, local, epoch_cache, psm, topic_id, stats)
+            ulog = cls(offsets.log_start_offset, local, epoch_cache, psm, topic_id, stats,
+                       remote_storage_system_enable)
             hw = local.log_end_offset if high_watermark is None else high_watermark
             ulog.update_high_watermark(hw)
             return ulog
@@ -216,6 +230,21 @@ class UnifiedLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (Kafka's ``localLogStartOffset``): the log start
+        offset, or for a remote-storage log the first local segment's base when above it.
+        Offsets in [log_start_offset, local_log_start_offset) live only in remote storage."""
+        first = self._local.segments.first_segment_base_offset()
+        start = self._log_start_offset
+        return first if first is not None and first > start else start
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """Kafka's ``remoteLogEnabled``: the broker's remote.log.storage.system.enable, the
+        topic's remote.storage.enable, and not an internal topic (``__...``)."""
+        return _remote_log_enabled(self._remote_storage_system_enable, self.config, self.name)
 
     @property
     def high_watermark(self) -> int:
@@ -466,6 +495,9 @@ class UnifiedLog:
             self._check_open()  # raises
         if start_offset < self._log_start_offset:
             self._check_log_start_offset(start_offset)  # raises
+        first = local.segments.first_segment_base_offset()
+        if first is not None and start_offset < first:
+            self._check_local_log_start_offset(start_offset)  # raises
         if isolation == LOG_END:
             bound = local.log_end_offset_metadata
         elif isolation == HIGH_WATERMARK:
@@ -480,6 +512,7 @@ class UnifiedLog:
             # A segment deleted (and closed) under this lock-free read: retention or
             # truncation moved the boundaries past the offset. Not a disk failure.
             self._check_log_start_offset(start_offset)
+            self._check_local_log_start_offset(start_offset)
             if start_offset > self.log_end_offset:
                 raise LogOffsetOutOfRangeError(
                     f"offset {start_offset} of {self.name} was truncated away during the read") from exc
@@ -490,6 +523,13 @@ class UnifiedLog:
             raise LogOffsetOutOfRangeError(
                 f"received request for offset {offset} for partition {self.name}, but the "
                 f"log start offset is {self._log_start_offset}")
+
+    def _check_local_log_start_offset(self, offset: int) -> None:
+        local_start = self.local_log_start_offset
+        if offset < local_start:
+            raise OffsetMovedToTieredStorageError(
+                f"offset {offset} of partition {self.name} is in remote storage (log start offset "
+                f"{self._log_start_offset}, local log start offset {local_start})")
 
     def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
         metadata = self._high_watermark_metadata
@@ -514,35 +554,12 @@ class UnifiedLog:
         return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> OffsetAndTimestamp | None:
-        """ListOffsets: -2 earliest, -4 earliest local (both the log start offset), -1
-        latest (the log end offset), -3 the record with the largest timestamp, -5 latest
-        tiered (-1: no tiered storage), else the first record with a timestamp >= the
-        target (None when there is none)."""
-        local = self._local
-        channel = local.failure_channel
-        if channel.any_offline and channel.is_offline(local.parent_dir):
-            raise channel.storage_error(local.parent_dir, f"offset lookup in {self.name}")
-        self._check_open()
-        if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            start = self._log_start_offset
-            return OffsetAndTimestamp(start, NO_TIMESTAMP, self._epoch_for_offset(start))
-        if target_timestamp == LATEST_TIMESTAMP:
-            return OffsetAndTimestamp(self.log_end_offset, NO_TIMESTAMP, self.latest_epoch())
-        if target_timestamp == LATEST_TIERED_TIMESTAMP:
-            return OffsetAndTimestamp(-1, NO_TIMESTAMP, -1)
-        for attempt in range(2):
-            segments = local.segments.values()
-            try:
-                found = search_by_timestamp(segments, target_timestamp, self._log_start_offset)
-                break
-            except OSError as exc:
-                if attempt == 0 and local.segments.values() != segments:
-                    continue  # retention deleted a segment under this lock-free lookup: retry
-                raise self._storage_error(f"error while fetching offset by timestamp for {self.name}",
-                                          exc) from exc
-        if found is None:
-            return None
-        return OffsetAndTimestamp(found.offset, found.timestamp, found.leader_epoch)
+        """ListOffsets: -2 earliest (the log start offset), -4 earliest local (the local
+        log start offset), -1 latest (the log end offset), -3 the record with the largest
+        timestamp (local segments), -5 latest tiered (the highest offset in remote storage,
+        -1 when none), else the first record with a timestamp >= the target (None when
+        there is none): in the remote segments first (``remote_reader``), then locally."""
+        return list_offsets.fetch_offset_by_timestamp(self, target_timestamp)
 
     def _epoch_for_offset(self, offset: int) -> int | None:
         return self.leader_epoch_cache.epoch_for_offset(offset) if self.leader_epoch_cache is not None else None
@@ -616,60 +633,13 @@ class UnifiedLog:
             self._maybe_increment_first_unstable_offset()
             return True
 
-    # --- retention ---
+    # --- retention (retention.py) ---
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Delete whole segments wholly below the log start offset and, for delete-policy
-        topics, those past retention.bytes (oldest first) or whose largest timestamp is
-        older than retention.ms. Never past the high watermark; the log always keeps a
-        segment (an active one is rolled first when every segment goes). Returns how many
-        segments were deleted."""
-        config = self.config
-        now_ms = self._time.milliseconds() if now_ms is None else now_ms
-        deleted = self._delete_old_segments(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
-            "log start offset breach")
-        if config.delete:
-            if config.retention_bytes >= 0:
-                diff = self.size - config.retention_bytes
-                if diff > 0:
-                    def size_breached(seg, nxt) -> bool:
-                        nonlocal diff
-                        if diff - seg.size >= 0:
-                            diff -= seg.size
-                            return True
-                        return False
-                    deleted += self._delete_old_segments(size_breached, "retention size breach")
-            if config.retention_ms >= 0:
-                deleted += self._delete_old_segments(
-                    lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms,
-                    "retention time breach")
-        return deleted
-
-    def _delete_old_segments(self, predicate, reason: str) -> int:
-        with self._lock:
-            if self._deleted or self._local.is_closed:
-                return 0
-
-            def should_delete(segment: LogSegment, nxt: LogSegment | None) -> bool:
-                upper = nxt.base_offset if nxt is not None else self.log_end_offset
-                return self.high_watermark >= upper and predicate(segment, nxt)
-
-            deletable = self._local.deletable_segments(should_delete)
-            if not deletable:
-                return 0
-            with self._io(f"error while deleting segments ({reason})"):
-                to_delete = deletable
-                if len(self._local.segments) == len(deletable):
-                    new_segment = self.roll()
-                    if deletable[-1].base_offset == new_segment.base_offset:
-                        to_delete = deletable[:-1]
-                self._local.check_if_memory_mapped_buffer_closed()
-                self._local.remove_and_delete_segments(to_delete, async_delete=True, reason=reason)
-                first = self._local.segments.first_segment_base_offset()
-                self.producer_state_manager.delete_snapshots_before(first)
-                self.maybe_increment_log_start_offset(first, reason)
-            return len(deletable)
+        """Retention (``retention.delete_old_segments``): segments below the log start
+        offset, past retention.ms / retention.bytes, or for a remote-storage log copied and
+        past local.retention.ms / local.retention.bytes. Returns how many were deleted."""
+        return retention.delete_old_segments(self, now_ms)
 
     # --- compaction ---
 
@@ -702,43 +672,16 @@ class UnifiedLog:
             self._local.replace_segments(new_segments, old_segments, crash_hook)
             return True
 
-    # --- truncation ---
+    # --- truncation (truncation.py) ---
 
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every offset >= ``target_offset`` (a no-op at or past the LEO). True when
         something was removed."""
-        if target_offset < 0:
-            raise ValueError(f"cannot truncate partition {self.name} to a negative offset ({target_offset})")
-        with self._lock, self._io(f"error while truncating log to offset {target_offset}"):
-            self._check_open()
-            if target_offset >= self.log_end_offset:
-                return False
-            if target_offset < self._local.segments.first_segment_base_offset():
-                self.truncate_fully_and_start_at(target_offset)
-                return True
-            self._local.truncate_to(target_offset)
-            if self.leader_epoch_cache is not None:
-                self._checked_epoch = None
-                self.leader_epoch_cache.truncate_from_end(target_offset)
-            self._rebuild_producer_state(target_offset)
-            if self.high_watermark >= self.log_end_offset:
-                self._update_high_watermark_metadata(self._local.log_end_offset_metadata)
-            else:
-                self._maybe_increment_first_unstable_offset()
-            return True
+        return truncation.truncate_to(self, target_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
         """Delete everything and start an empty log at ``new_offset``."""
-        with self._lock, self._io(f"error while truncating the entire log to {new_offset}"):
-            self._check_open()
-            self._local.truncate_fully_and_start_at(new_offset)
-            if self.leader_epoch_cache is not None:
-                self._checked_epoch = None
-                self.leader_epoch_cache.clear_and_flush()
-            self.producer_state_manager.truncate_fully_and_start_at(new_offset)
-            self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
-            self._rebuild_producer_state(new_offset)
-            self._update_high_watermark_metadata(self._local.log_end_offset_metadata)
+        truncation.truncate_fully_and_start_at(self, new_offset, log_start_offset)
 
     def _rebuild_producer_state(self, last_offset: int) -> None:
         rebuild_producer_state(self.producer_state_manager, self._local.segments, self._log_start_offset,
@@ -756,16 +699,8 @@ class UnifiedLog:
             return self.producer_state_manager.remove_expired_producers(now_ms)
 
     def min_snapshots_offset_to_retain(self) -> int:
-        """Keep snapshots from the segment before the recovery point and the last two
-        segments (Kafka's ``minSnapshotsOffsetToRetain``)."""
-        with self._lock:
-            segments = self._local.segments
-            active = segments.active_segment
-            lower = segments.lower_segment(active.base_offset)
-            two_segments_min = (lower or active).base_offset
-            rp = self.recovery_point
-            rp_lower = segments.lower_segment(rp)
-            return min(rp_lower.base_offset if rp_lower is not None else rp, two_segments_min)
+        """The oldest producer snapshot to keep (``retention.min_snapshots_offset_to_retain``)."""
+        return retention.min_snapshots_offset_to_retain(self)
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
         offset = self.min_snapshots_offset_to_retain()
@@ -833,6 +768,10 @@ class UnifiedLog:
 
 
 # --- helpers ---
+
+def _remote_log_enabled(system_enable: bool, config, name: str) -> bool:
+    return system_enable and config.remote_storage_enable and not name.startswith("__")
+
 
 def _open_epoch_cache(directory: Path) -> LeaderEpochFileCache:
     path = directory / files.LEADER_EPOCH_CHECKPOINT_FILE

@@ -79,7 +79,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from broker.record import batch as rb
@@ -174,13 +174,15 @@ class ValidatorConfig:
     compacted: bool = False  # cleanup.policy contains compact: keys are required
     # None: max(64 MiB, DECOMPRESSION_RATIO * max_message_bytes), see decompression_budget
     max_decompressed_bytes: int | None = None
+    # The most bytes a compressed batch's records may inflate to (F5): computed once from
+    # the two fields above (every append reads it).
+    decompression_budget: int = field(init=False, repr=False, compare=False, default=0)
 
-    @property
-    def decompression_budget(self) -> int:
-        """The most bytes a compressed batch's records may inflate to (F5)."""
-        if self.max_decompressed_bytes is not None:
-            return self.max_decompressed_bytes
-        return max(rb.DEFAULT_MAX_DECOMPRESSED_BYTES, DECOMPRESSION_RATIO * self.max_message_bytes)
+    def __post_init__(self) -> None:
+        budget = self.max_decompressed_bytes
+        if budget is None:
+            budget = max(rb.DEFAULT_MAX_DECOMPRESSED_BYTES, DECOMPRESSION_RATIO * self.max_message_bytes)
+        object.__setattr__(self, "decompression_budget", budget)
 
     @classmethod
     def from_log_config(cls, config: Any) -> ValidatorConfig:
@@ -452,6 +454,11 @@ _HEADER_MAX_TIMESTAMP = _HEADER_FIELDS  # the maxTimestamp the batch's header ho
 _MAX_TIMESTAMP_DELTA = _HEADER_FIELDS + 1  # offset delta of the record holding the max (-1: none)
 if _HEADER_FIELDS != 13 or len(rb.HEADER.unpack(bytes(rb.HEADER.size))) != _HEADER_FIELDS:
     raise ImportError("broker.record.batch.HEADER and BatchHeader disagree on the header fields")
+if LogAppendInfo._fields != (
+        "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp", "log_append_time",
+        "shallow_count", "records_count", "valid_bytes", "batches", "source_compression",
+        "last_offset_of_first_batch", "offsets_monotonic", "record_max_timestamps"):
+    raise ImportError("LogAppendInfo's fields changed: update assign_offsets_single's positional build")
 
 
 def analyze_single_batch(buf, config: ValidatorConfig, now_ms: int, origin: AppendOrigin) -> tuple | None:
@@ -538,12 +545,13 @@ def assign_offsets_single(buf, h: tuple, first_offset: int, partition_leader_epo
         max_ts, offset_of_max_ts, append_time = record_max, first_offset + max_delta, _NO_TIMESTAMP
     else:
         max_ts, offset_of_max_ts, append_time = _NO_TIMESTAMP, -1, _NO_TIMESTAMP
-    return LogAppendInfo(
-        first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
-        offset_of_max_timestamp=offset_of_max_ts, log_append_time=append_time, shallow_count=1,
-        records_count=fields[_RECORDS_COUNT], valid_bytes=len(buf), batches=((0, header),),
-        source_compression=fields[_ATTRIBUTES_FIELD] & _CODEC, last_offset_of_first_batch=last_offset,
-        offsets_monotonic=True, record_max_timestamps=None)
+    # LogAppendInfo's fields in order (first_offset, last_offset, max_timestamp,
+    # offset_of_max_timestamp, log_append_time, shallow_count, records_count, valid_bytes,
+    # batches, source_compression, last_offset_of_first_batch, offsets_monotonic,
+    # record_max_timestamps), built without the keyword call (every produce builds one)
+    return _new_tuple(LogAppendInfo, (
+        first_offset, last_offset, max_ts, offset_of_max_ts, append_time, 1, fields[_RECORDS_COUNT], len(buf),
+        ((0, header),), fields[_ATTRIBUTES_FIELD] & _CODEC, last_offset, True, None))
 
 
 def _set_create_time(buf, pos: int, header: BatchHeader, max_timestamp: int) -> None:

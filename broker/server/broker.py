@@ -8,7 +8,9 @@ Owns the lifecycle:
   raises ``ConfigError`` naming the server.properties key for anything invalid, before
   touching a file or a socket.
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
-  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), the SCRAM
+  ``LogManager.startup`` (recovery when the clean-shutdown marker is absent), with
+  remote.log.storage.system.enable the ``RemoteLogManager`` (tiered storage,
+  ``broker.log.remote``: manifests listed, garbage swept, its task on a thread of its own), the SCRAM
   credential store (``broker.server.security.credentials``), the
   registry's reconciliation with the partition directories, the group coordinator's load
   of ``__consumer_offsets`` (``broker.server.group``), the transaction coordinator's load
@@ -20,8 +22,9 @@ Owns the lifecycle:
   SASL_PLAINTEXT or SASL_SSL: the broker accepts connections only once every log is loaded. On
   failure everything started so far is stopped again and the exception propagates.
 * ``shutdown()``: stop accepting, wake long-polling fetches, close the connections and
-  wait for their threads (no request is mid-append afterwards), then
-  ``LogManager.shutdown`` (flush, checkpoints, clean-shutdown marker). Idempotent.
+  wait for their threads (no request is mid-append afterwards), then the remote log
+  manager's thread is stopped (after a pass under way) and ``LogManager.shutdown``
+  (flush, checkpoints, clean-shutdown marker). Idempotent.
 
 Listeners: ``listeners`` with ``listener.security.protocol.map`` (Kafka's default map:
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL each as its own listener name); SSL and SASL_SSL
@@ -54,6 +57,7 @@ from broker.log.config import (
     validate_topic_config,
 )
 from broker.log.manager import LogManager
+from broker.log.remote.log_manager import RemoteLogManager
 from broker.server.apis import KafkaApis, advertised_versions
 from broker.server.cluster_metadata import ClusterMetadataStore
 from broker.server.dynamic_config import DynamicBrokerConfig
@@ -118,6 +122,11 @@ def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
                 except (TypeError, ValueError):
                     raise ConfigError(key, props[key], "Expected value to be a long") from None
         raise
+    if config.get("remote.log.storage.system.enable"):
+        prefix = config.get("remote.log.storage.manager.impl.prefix") or "rsm.config."
+        if not config.get(prefix + "storage.uri"):
+            raise ConfigError(prefix + "storage.uri", None,
+                              "remote.log.storage.system.enable=true needs the remote storage location")
     for key in props:
         if key in LOG_CONFIG_DEF.keys and key not in SERVER_DEFAULT_KEYS and key not in config:
             log.warning("%s is a topic-level key; in server.properties use its log.* form", key)
@@ -139,6 +148,7 @@ class KafkaBroker:
         # or socket is touched, with a ConfigError naming the key.
         self.tls = {li.name: self._tls_for(li) for li in self.listeners if li.security_protocol in SSL_PROTOCOLS}
         self.log_manager: LogManager | None = None
+        self.remote_log_manager: RemoteLogManager | None = None
         self.topics: TopicManager | None = None
         self.socket_server: SocketServer | None = None
         self.apis: KafkaApis | None = None
@@ -193,6 +203,11 @@ class KafkaBroker:
             self.credentials.load()
             self.log_manager.startup()
             self._logs_started = True
+            if config.get("remote.log.storage.system.enable"):
+                # tiered storage: manifests listed and garbage swept before any request
+                self.remote_log_manager = RemoteLogManager.from_server_config(config, self.log_manager.all_logs)
+                self.log_manager.remote_log_manager = self.remote_log_manager
+                self.remote_log_manager.startup(dedicated_thread=True)
             self.topics.startup()
             self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
                                                       on_append=self.watchers.notify)
@@ -283,6 +298,8 @@ class KafkaBroker:
                 self.metrics_endpoint.close()
             if self.quotas is not None:
                 self.quotas.shutdown()  # releases every throttled channel
+            if self.remote_log_manager is not None:
+                self.remote_log_manager.close()
             if self._logs_started:  # a failed startup must not write clean-shutdown markers
                 self.log_manager.shutdown()
             self._stopped.set()

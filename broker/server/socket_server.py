@@ -2,8 +2,8 @@
 
 Owns the sockets. One acceptor thread per listener (``listeners`` in server.properties,
 ``NAME://host:port``; port 0 binds a free port, reported by ``bound_address``), and one
-thread per accepted connection, which loops: receive a chunk (``RECV_MIN`` / ``RECV_LARGE``),
-push it into the connection's ``FrameDecoder``, then take the complete frames out ONE AT
+thread per accepted connection, which loops: receive into the connection's ``FrameDecoder``
+(its ``recv_buffer``: no copy after the kernel's), then take the complete frames out ONE AT
 A TIME, hand each to the request handler (``KafkaApis.handle``) and write its response
 before taking the next. So:
 
@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import mmap
 import os
 import socket
 import ssl
@@ -91,18 +90,11 @@ from broker.server.ssl_context import ANONYMOUS, NoMatchingRule, PrincipalMapper
 
 log = logging.getLogger(__name__)
 
-# Receives: between frames and for small ones, recv(RECV_MIN) (a fresh bytes object, which
-# may hold several pipelined frames). A frame still missing more than RECV_MIN bytes is
-# read with recv_into a buffer of RECV_LARGE bytes that the connection allocates on its
-# first large frame and keeps (fresh large buffers on every call cost page faults, about
-# a fifth of the broker's CPU at 1-MiB requests). The buffer is an anonymous mapping, not a
-# zero-filled bytearray: only pages that received bytes become resident, so a client that
-# announces a large frame and sends a few bytes costs a few KiB, not RECV_LARGE (measured
+# Receives: straight into the connection's FrameDecoder (``recv_buffer`` / ``advance``):
+# one kernel copy per byte, no copy after. The decoder's chunks and a large frame's own
+# buffer are anonymous mappings: only pages that received bytes become resident, so a
+# client that announces a large frame and sends a few bytes costs a few KiB (measured
 # before: 2000 connections sending a 100 MiB prefix and 100 bytes each held 546 MiB).
-# RECV_LARGE exceeds what one receive returns with the default 100-KB
-# socket.receive.buffer.bytes (doubled by the kernel).
-RECV_MIN = 64 * 1024
-RECV_LARGE = 256 * 1024
 # Fewer buffers than IOV_MAX (1024 on Linux) per sendmsg call.
 MAX_IOV = 512
 # Types that are always plain byte buffers (anything else may be a file slice: fileno()).
@@ -272,34 +264,30 @@ class Connection:
         # (SASL listeners: sasl.server.max.receive.size until the SASL gate widens it).
         decoder = self.decoder = FrameDecoder(server.initial_frame_limits.get(self.listener, server.max_request_bytes))
         idle_ms = server.connections_max_idle_ms
-        large: memoryview | None = None  # receive buffer for large frames, made on first need
         tls = self._stage is not None
         while not self._closing:
-            wanted = decoder.bytes_wanted
             try:  # blocks at most connections.max.idle.ms (SO_RCVTIMEO, set by _configure)
-                if wanted > RECV_MIN:
-                    if large is None:  # anonymous mapping: a page is resident once bytes land in it
-                        large = memoryview(mmap.mmap(-1, RECV_LARGE))
-                    want = min(wanted, RECV_LARGE)
-                    n = sock.recv_into(large, want)
-                    if tls and n:  # one TLS record (16 KiB) per receive: fill the chunk first,
-                        while n < want:  # the frame's bytes are promised (one push per chunk)
-                            got = sock.recv_into(large[n:], want - n)
-                            if not got:
-                                break
-                            n += got
-                    data = large[:n]
-                else:
-                    data = sock.recv(RECV_MIN)
-                    n = len(data)
+                try:
+                    space = decoder.recv_buffer()  # in place: the chunk, or a large frame's own buffer
+                except ProtocolDecodeError as exc:  # the decoder failed already (F1)
+                    log.info("closing connection %s: %s", self.id, exc)
+                    return
+                want = len(space)
+                n = sock.recv_into(space, want)
+                if tls and n and decoder.bytes_wanted >= want:  # one TLS record (16 KiB) per receive:
+                    while n < want:  # fill a large frame's buffer first (one push per chunk)
+                        got = sock.recv_into(space[n:], want - n)
+                        if not got:
+                            break
+                        n += got
+                space.release()
             except (BlockingIOError, TimeoutError):  # TimeoutError: the same, through TLS
                 log.debug("closing connection %s: idle for %d ms", self.id, idle_ms)
                 return
             if not n:
                 return
             try:
-                decoder.push(data)
-                del data
+                decoder.advance(n)
                 while not self._closing:
                     frame = decoder.next_frame()  # frames one at a time: no list of copies
                     if frame is None:

@@ -69,8 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="HOST:PORT[,...]",
                         help="network mode: fetch from this Kafka cluster")
     parser.add_argument("--path", action="append", metavar="LOGDIR",
-                        help="direct mode: read this Kafka log directory (a log.dirs entry; "
-                             "repeatable for several)")
+                        help="direct mode: read this Kafka log directory (a log.dirs entry, "
+                             "or a copy on an object store: s3://bucket/prefix, gs://, abfs://, "
+                             "hdfs://, with --option fs.s3a.endpoint=... etc.; repeatable)")
     parser.add_argument("--starting-offsets", default="earliest", metavar="SPEC",
                         help="Spark's startingOffsets: earliest (default) or JSON "
                              "{\"topic\":{\"0\":23,\"1\":-2}}")

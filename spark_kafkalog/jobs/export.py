@@ -35,9 +35,11 @@ reader as they are (``failOnDataLoss``, ``kafka.*``, ``startingTimestamp``,
 source's own planner, and freezes the result into ``assign`` plus JSON
 ``startingOffsets``/``endingOffsets`` for the read, so that records arriving during the
 export are not read and the planned ranges are exactly the ones Spark reads. Every topic
-must exist (an error names the missing ones). A topic or range without records writes an
-empty dataset: the directory with ``_SUCCESS`` and, for Parquet, one file holding only
-the schema; the result says 0 records.
+must exist (an error names the missing ones). A log directory may be an object-store URI
+(``s3://bucket/prefix``, with ``fs.s3a.*`` keys in ``options``: see ``options.py``); the
+executors then read it with ranged reads, and progress is counted the same way. A topic
+or range without records writes an empty dataset: the directory with ``_SUCCESS`` and,
+for Parquet, one file holding only the schema; the result says 0 records.
 
 Splitting and progress: unless ``minPartitions`` or ``maxRecordsPerPartition`` is given,
 the read is split into about ``TASKS_PER_CORE`` tasks per core of the session (Spark's
@@ -199,6 +201,7 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
     """Resolve what to read (see the module docstring); raises ``ExportError``. Needs no
     Spark: the source's planner runs here, against the log directory or the cluster."""
     from broker.client.errors import KafkaError
+    from broker.log.storage import is_uri
     from spark_kafkalog.errors import KafkaDataLossError
     from spark_kafkalog.options import KafkaLogOptionError, parse_options
     from spark_kafkalog.planning import check_range, resolve_bounds
@@ -238,11 +241,15 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
     except KafkaLogOptionError as exc:
         raise ExportError(str(exc)) from None
     for directory in parsed.paths:
-        if not os.path.isdir(directory):
+        if not is_uri(directory) and not os.path.isdir(directory):
             raise ExportError(f"log directory {directory} does not exist or is not a directory")
 
     source = parsed.bootstrap_servers if parsed.mode == "network" else ", ".join(parsed.paths)
-    reader = open_offset_reader(parsed)
+    try:
+        # an object store's missing bucket, prefix or refused credentials: a clear error
+        reader = open_offset_reader(parsed)
+    except (OSError, ValueError) as exc:
+        raise ExportError(str(exc)) from None
     try:
         tps = reader.topic_partitions(names)
         missing = [t for t in names if t not in {topic for topic, _ in tps}]

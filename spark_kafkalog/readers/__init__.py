@@ -43,7 +43,7 @@ def open_offset_reader(options: ReadOptions) -> OffsetReader:
     """The driver-side view of the partitions and their offsets for ``options``' mode."""
     if options.mode == "direct":
         from .direct import DirectOffsetReader
-        return DirectOffsetReader(options.paths)
+        return DirectOffsetReader(options.paths, options.storage_options)
     from .network import NetworkOffsetReader
     return NetworkOffsetReader(options.bootstrap_servers, options.kafka_params)
 
@@ -54,7 +54,8 @@ def open_range_reader(options: ReadOptions) -> RangeReader:
         from .direct import DirectRangeReader
         return DirectRangeReader(options.paths, include_headers=options.include_headers,
                                  max_bytes_per_batch=options.max_bytes_per_batch,
-                                 fail_on_data_loss=options.fail_on_data_loss)
+                                 fail_on_data_loss=options.fail_on_data_loss,
+                                 storage_config=options.storage_options)
     from .network import NetworkRangeReader
     return NetworkRangeReader(options.kafka_params, include_headers=options.include_headers,
                               max_bytes_per_batch=options.max_bytes_per_batch,

@@ -26,7 +26,9 @@ file: the query fails with failOnDataLoss, else a warning is logged and the read
 with the next batch. A broken framing (a batchLength below the header, an unknown magic)
 leaves no next batch and raises ``CorruptRecordError`` / ``CorruptBatchError``.
 
-Memory: one mapped window (``max_bytes_per_batch``, unmapped before the next is mapped)
+Memory: one window (``max_bytes_per_batch``: mapped locally, unmapped before the next is
+mapped; on an object store up to three windows' bytes: the last, the next one being read
+ahead, and the one being assembled from them)
 plus the decoder's unit (about twice ``max_bytes_per_batch`` of record bytes) and the
 batch Spark is sending: about four times ``max_bytes_per_batch``, whatever the size of the
 topic.
@@ -36,20 +38,31 @@ raised the log start offset, a partition directory disappeared, the log got shor
 to ``errors.report_data_loss``: ``KafkaDataLossError`` naming the partition and the lost
 offsets with ``fail_on_data_loss``, else a warning and the rows that remain.
 
-Thread-safety: readers hold no state between ``read`` calls beyond their configuration;
+Object stores: every path may be a URI (``s3://bucket/prefix``, ``gs://``, ``abfs://``,
+``hdfs://``; ``storage_config``: Hadoop's ``fs.s3a.*`` keys, ``broker.log.storage``) holding
+a copy or a backup of a log directory in the same layout. Reads go through
+``broker.log.storage``: the same steps, but windows are ranged reads (``GET`` with a
+``Range`` header on S3) of at most ``max_bytes_per_batch`` bytes instead of mappings, the
+next one read ahead by a background thread while the current one is decoded (never past
+the range's end position), the indexes are read whole (small), and a segment is never downloaded beyond the window
+reads of the range's positions, so memory stays as bounded as locally and pruning (a
+range starting in a later segment, from a pushed offset or timestamp filter) skips the
+earlier segments' bytes entirely.
+
+Thread-safety: readers hold no state between ``read`` calls beyond their configuration (and
+the file-system clients built from it, thread-safe);
 ``DirectOffsetReader`` caches ``PartitionReader``s and is used by one planning thread.
 """
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.log import files
 from broker.log.reader import LogDirReader, PartitionReader, SegmentRange
+from broker.log.storage import open_location
 from broker.record.batch import LOG_ENTRY_PREFIX as _ENTRY  # baseOffset, batchLength
 
 from ..errors import TopicPartition, report_data_loss
@@ -59,15 +72,14 @@ if TYPE_CHECKING:
 
 __all__ = ["DirectOffsetReader", "DirectRangeReader"]
 
-_GRANULARITY = mmap.ALLOCATIONGRANULARITY
-
 
 class DirectOffsetReader:
     """Planning's view of a log directory (``planning.OffsetReader``)."""
 
-    def __init__(self, paths: str | Path | Sequence[str | Path]) -> None:
+    def __init__(self, paths: str | Path | Sequence[str | Path],
+                 storage_config: Mapping[str, str] | None = None) -> None:
         self.paths = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
-        self._log_dir = LogDirReader(self.paths)
+        self._log_dir = LogDirReader(self.paths, storage_config)
         self._readers: dict[TopicPartition, PartitionReader] = {}
 
     def describe(self) -> str:
@@ -107,12 +119,20 @@ class DirectRangeReader:
     """Decoded batches of one offset range, read from the segment files (``RangeReader``)."""
 
     def __init__(self, paths: str | Path | Sequence[str | Path], *, include_headers: bool,
-                 max_bytes_per_batch: int, fail_on_data_loss: bool, verify_crc: bool = True) -> None:
-        self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+                 max_bytes_per_batch: int, fail_on_data_loss: bool, verify_crc: bool = True,
+                 storage_config: Mapping[str, str] | None = None) -> None:
+        self.paths = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+        self.storage_config = dict(storage_config or {})
+        self._storages: dict = {}  # location -> (storage, root), built on first use per process
         self.include_headers = include_headers
         self.max_bytes_per_batch = max_bytes_per_batch
         self.fail_on_data_loss = fail_on_data_loss
         self.verify_crc = verify_crc
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_storages"] = {}  # file system clients are rebuilt where the reader runs
+        return state
 
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         """Rows of offsets [start, end) of ``topic``-``partition`` in offset order, as
@@ -121,12 +141,19 @@ class DirectRangeReader:
         if start >= end:
             return
         name = files.partition_dir_name(topic, partition)
-        directory = next((p / name for p in self.paths if (p / name).is_dir()), None)
-        if directory is None:
+        found = None
+        for location in self.paths:
+            if location not in self._storages:
+                self._storages[location] = open_location(location, self.storage_config)
+            storage, root = self._storages[location]
+            if storage.is_dir(root / name):
+                found = storage, root / name
+                break
+        if found is None:
             report_data_loss(tp, start, end, f"the partition directory {name} does not exist in "
-                             f"{', '.join(map(str, self.paths))}", self.fail_on_data_loss)
+                             f"{', '.join(self.paths)}", self.fail_on_data_loss)
             return
-        reader = PartitionReader(directory)
+        reader = PartitionReader(found[1], storage=found[0])
         try:
             yield from self._read(reader, tp, start, end)
         finally:
@@ -145,10 +172,10 @@ class DirectRangeReader:
                    for t in reader.aborted_transactions(start, end)]
         for seg in reader.segment_ranges(start, end):
             try:
-                done = yield from self._read_segment(seg, tp, start, end, aborted)
+                done = yield from self._read_segment(reader, seg, tp, start, end, aborted)
             except FileNotFoundError:
                 # retention deleted the segment since it was listed
-                fresh = PartitionReader(reader.directory)
+                fresh = PartitionReader(reader.directory, storage=reader.storage)
                 resume = max(start, seg.base_offset)
                 report_data_loss(tp, resume, min(end, fresh.log_start_offset),
                                  f"segment {seg.path.name} was deleted before it was read (the log "
@@ -166,8 +193,8 @@ class DirectRangeReader:
             report_data_loss(tp, max(start, log_end), end, f"the log now ends at offset {log_end}",
                              self.fail_on_data_loss)
 
-    def _read_segment(self, seg: SegmentRange, tp: TopicPartition, start: int, end: int,
-                      aborted: list) -> Iterator[pa.RecordBatch]:
+    def _read_segment(self, reader: PartitionReader, seg: SegmentRange, tp: TopicPartition,
+                      start: int, end: int, aborted: list) -> Iterator[pa.RecordBatch]:
         """Decode ``seg``; returns True once a batch at or past ``end`` was reached."""
         from broker.record.columnar import DecodeProgress, iter_arrow
         from broker.record.errors import CorruptBatchError, CorruptRecordError
@@ -183,18 +210,13 @@ class DirectRangeReader:
                              f"{error} in segment {seg.path.name}", self.fail_on_data_loss)
 
         budget = self.max_bytes_per_batch
-        with open(seg.path, "rb") as f:
-            fd = f.fileno()
+        with reader.storage.open(seg.path, seg.size) as f:
             pos, limit, need = seg.start_position, seg.end_position, 0
             while pos < limit:
                 length = min(max(budget, need), limit - pos)
-                aligned = pos - pos % _GRANULARITY
-                mm = mmap.mmap(fd, length + (pos - aligned), access=mmap.ACCESS_READ, offset=aligned)
-                try:
-                    mm.madvise(mmap.MADV_SEQUENTIAL)  # read-ahead: the window is read once, in order
-                except (AttributeError, OSError):
-                    pass
-                view = memoryview(mm)[pos - aligned:]
+                # mapped locally; remotely ranged reads, the next window read ahead up to limit
+                window = f.window(pos, length, limit)
+                view = window.view
                 progress = DecodeProgress()
                 window_at = pos
                 it = iter_arrow(view, start, end, max_bytes_per_batch=budget,
@@ -210,17 +232,13 @@ class DirectRangeReader:
                         base = batch_length = None
                 finally:
                     it.close()
-                    del it
-                    view.release()
-                    try:
-                        mm.close()
-                    except BufferError:  # an export still alive: the GC unmaps it
-                        pass
+                    del it, view
+                    window.close()
                 stop = pos + consumed
                 if stop >= limit:
                     return False
                 if base is None:
-                    head = os.pread(fd, _ENTRY.size, stop)
+                    head = f.read_at(stop, _ENTRY.size)
                     if len(head) < _ENTRY.size:
                         return False
                     base, batch_length = _ENTRY.unpack(head)
@@ -229,7 +247,7 @@ class DirectRangeReader:
                 need = batch_length + _ENTRY.size
                 if consumed == 0 and need <= length:
                     raise CorruptRecordError(
-                        f"{seg.path}: the entry at position {stop} could not be decoded")
+                        f"{reader.storage.uri(seg.path)}: the entry at position {stop} could not be decoded")
                 if stop + need > limit:
                     return False  # a partial entry at the valid end (a torn tail)
                 pos = stop

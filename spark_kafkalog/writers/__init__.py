@@ -45,8 +45,9 @@ Options:
     Producer settings, passed through with Kafka's keys: ``kafka.acks`` (default all),
     ``kafka.enable.idempotence`` (default true), ``kafka.compression.type`` (none, gzip,
     snappy, lz4, zstd; default none), ``kafka.linger.ms`` (default 5),
-    ``kafka.batch.size`` (default here 262144, bigger than Kafka's 16384 since a task
-    hands over whole Arrow batches), ``kafka.buffer.memory``, ``kafka.max.request.size``,
+    ``kafka.batch.size`` (default here 1000000, librdkafka's, not Kafka's 16384: a task
+    hands over whole Arrow batches, and 1-MB record batches cost the broker and the task
+    a fraction of the CPU per row of 16-KiB ones), ``kafka.buffer.memory``, ``kafka.max.request.size``,
     ``kafka.delivery.timeout.ms``, ``kafka.request.timeout.ms``, ``kafka.retries``, ...
     An unknown key is an error. As in Spark, ``kafka.key.serializer`` and
     ``kafka.value.serializer`` are refused; so is ``kafka.partitioner.class`` (use a

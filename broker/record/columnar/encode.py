@@ -31,11 +31,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import codecs
 from ..batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
     CRC_OFFSET,
     CREATE_TIME,
     CURRENT_MAGIC,
+    HEADER,
+    LOG_APPEND_TIME,
     LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -44,6 +48,7 @@ from ..batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     build_batch,
     crc32c,
@@ -65,11 +70,12 @@ _EMPTY = pa.scalar(b"", pa.large_binary())  # the separator of the element-wise 
 
 
 class EncodedBatch(NamedTuple):
-    """One v2 batch holding rows [row_start, row_end) of the encoded columns."""
+    """One v2 batch holding rows [row_start, row_end) of the encoded columns (``data``: a
+    bytearray when encoded with ``writable=True``)."""
 
     row_start: int
     row_end: int
-    data: bytes
+    data: bytes | bytearray
 
     @property
     def record_count(self) -> int:
@@ -187,6 +193,30 @@ def _header_blobs(headers, n: int) -> tuple[np.ndarray, pa.Array | None]:
     return lens, arr
 
 
+def _frame_writable(records: memoryview, *, count: int, base_offset: int, base_timestamp: int,
+                    max_timestamp: int, compression: int, timestamp_type: int,
+                    producer_id: int, producer_epoch: int, base_sequence: int,
+                    is_transactional: bool, partition_leader_epoch: int,
+                    compression_level: int | None) -> bytearray:
+    """``batch.build_batch``'s bytes, framed in a new bytearray with one copy of the
+    (compressed) records: the producer stamps sequences into it, so it needs a writable
+    buffer, and ``bytearray(build_batch(...))`` would copy the records twice more."""
+    payload = codecs.compress(compression, records, compression_level) if compression else records
+    size = RECORD_BATCH_OVERHEAD + len(payload)
+    out = bytearray(size)
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    attributes = compression & COMPRESSION_CODEC_MASK
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch,
+                     CURRENT_MAGIC, 0, attributes, count - 1, base_timestamp, max_timestamp,
+                     producer_id, producer_epoch, base_sequence, count)
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
 def encode_from_arrow(values, keys=None, timestamps=None, headers=None, *,
                       compression: int = 0, compression_level: int | None = None,
                       max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, base_offset: int = 0,
@@ -194,7 +224,7 @@ def encode_from_arrow(values, keys=None, timestamps=None, headers=None, *,
                       base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
                       partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                       timestamp_type: int = CREATE_TIME,
-                      now_ms: int | None = None) -> list[EncodedBatch]:
+                      now_ms: int | None = None, writable: bool = False) -> list[EncodedBatch]:
     """Encode rows given as Arrow columns into v2 batches, in row order.
 
     ``values`` and ``keys``: (Chunked)Arrays of binary/large_binary/string/large_string
@@ -207,6 +237,8 @@ def encode_from_arrow(values, keys=None, timestamps=None, headers=None, *,
     ``base_offset + row_start`` and, when ``base_sequence`` >= 0, base sequence
     ``base_sequence + row_start`` (mod 2**31); ``stamp_producer_fields`` rewrites them.
     All the batches are built at once: call it per chunk of rows to bound memory.
+    ``writable=True``: each batch's ``data`` is a bytearray (the producer's path: same
+    bytes, one copy of the records fewer than ``bytearray(data)``).
     """
     values = _as_array(values, "values")
     n = len(values)
@@ -275,7 +307,8 @@ def encode_from_arrow(values, keys=None, timestamps=None, headers=None, *,
     for b in range(bstarts.size):
         s, e = int(bstarts[b]), int(bends[b])
         seq = base_sequence if base_sequence < 0 else (base_sequence + s) % (1 << 31)
-        data = build_batch(rdata[int(roffs[s]):int(roffs[e])], count=e - s,
+        data = (_frame_writable if writable else build_batch)(
+                           rdata[int(roffs[s]):int(roffs[e])], count=e - s,
                            base_offset=base_offset + s, base_timestamp=int(base_ts[b]),
                            max_timestamp=int(max_ts[b]), compression=compression,
                            timestamp_type=timestamp_type, producer_id=producer_id,

@@ -29,6 +29,13 @@ Wire behaviour (PROTOCOL.md 3.6):
   response as the ``FileSlice`` itself, which the socket server sends with
   ``os.sendfile``; smaller ones are read with one ``pread``.
 
+Tiered storage (KIP-405): an offset in [log start offset, local log start offset) lives
+only in remote storage (``OffsetMovedToTieredStorageError``); the broker's remote log
+manager reads it from the remote segment holding it (whole batches, at most the
+partition's limit, the first batch whole when it is the response's first) and the answer
+is ordinary records, for any client, as Kafka answers from remote storage. Such a read
+returns records of that one remote segment; the client's next fetch continues.
+
 Authorization (Kafka's, ``authz.py``): each topic needs READ, else its partitions are
 answered TOPIC_AUTHORIZATION_FAILED (decided once per request, not per long-poll pass).
 
@@ -49,6 +56,8 @@ import threading
 import time
 from collections.abc import Iterable
 
+from broker.log.errors import LogOffsetOutOfRangeError
+from broker.log.remote.errors import OffsetMovedToTieredStorageError
 from broker.log.unified_log import HIGH_WATERMARK, TXN_COMMITTED
 from broker.protocol import ErrorCode
 from broker.protocol.messages.fetch import FETCH_RESPONSE
@@ -133,6 +142,15 @@ def _first_batch_cut(records, size: int) -> bool:
     return len(head) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True) > size
 
 
+def _read_remote(state: ServerState, lg, offset: int, limit: int, min_one_message: bool, committed: bool):
+    """Tiered storage: the offset lives only in remote storage; the remote log manager
+    reads it (no manager: the offset is out of range, as for a replica in Kafka)."""
+    rlm = state.log_manager.remote_log_manager if state.log_manager is not None else None
+    if rlm is None:
+        raise LogOffsetOutOfRangeError(f"offset {offset} of {lg.name} is in remote storage, which is not enabled")
+    return rlm.read(lg, offset, limit, min_one_message, committed)
+
+
 def _read_all(state: ServerState, body, version: int, max_bytes: int,
               denied: frozenset[str] = frozenset()) -> tuple[list, int, bool]:
     """One pass over every requested partition: (topic responses, bytes, any error);
@@ -162,7 +180,10 @@ def _read_all(state: ServerState, body, version: int, max_bytes: int,
                 continue
             try:
                 limit = max(min(p.partition_max_bytes, remaining), 0)
-                info = lg.read(p.fetch_offset, limit, isolation, min_one_message)
+                try:
+                    info = lg.read(p.fetch_offset, limit, isolation, min_one_message)
+                except OffsetMovedToTieredStorageError:
+                    info = _read_remote(state, lg, p.fetch_offset, limit, min_one_message, committed)
                 hw = lg.high_watermark
                 lso = lg.last_stable_offset
                 start = lg.log_start_offset
@@ -179,10 +200,16 @@ def _read_all(state: ServerState, body, version: int, max_bytes: int,
                 has_error = True
                 continue
             records = info.records
-            size = records.size_in_bytes
-            if size and not min_one_message and size >= limit and _first_batch_cut(records, size):
-                size = 0  # only a piece of one batch fits: useless to the client, send nothing
-            if size == 0:
+            if isinstance(records, bytes):  # a remote read: whole batches, within the limit
+                size = len(records)
+                data = records
+            else:
+                size = records.size_in_bytes
+                if size and not min_one_message and size >= limit and _first_batch_cut(records, size):
+                    size = 0  # only a piece of one batch fits: useless to the client, send nothing
+            if isinstance(records, bytes):
+                pass
+            elif size == 0:
                 data = b""
             elif size >= ZERO_COPY_MIN_BYTES and hasattr(records, "fileno"):
                 data = records  # a FileSlice: sent with os.sendfile by the socket server

@@ -7,6 +7,10 @@ ListOffsets wire behaviour (PROTOCOL.md 3.7):
   KIP-734): the offset and timestamp of the record with the largest timestamp; any other
   value: the first offset whose record timestamp is >= it, or offset -1 / timestamp -1
   when there is none (also when that offset is not yet visible at the isolation level).
+* Tiered storage (KIP-405): -2 is the log start offset, which may lie in remote storage
+  (below the local log start offset); a timestamp is searched in the remote segments'
+  time indexes first, then locally (``UnifiedLog.fetch_offset_by_timestamp`` with the
+  remote log manager as its ``remote_reader``). -4 / -5 (v9+) are not served (max v5).
 * Answers carry offset, timestamp (-1 for -2/-1) and, from v4, the leader epoch of that
   offset (-1 when unknown). v0's old_style_offsets is not served (min version 1).
 * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; offline directory:

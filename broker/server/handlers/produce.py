@@ -50,8 +50,21 @@ from __future__ import annotations
 import logging
 
 from broker.protocol import ErrorCode
-from broker.protocol.messages.produce import PRODUCE_RESPONSE
-from broker.record.batch import COMPRESSION_CODEC_MASK, TRANSACTIONAL_FLAG_MASK, iter_batch_headers
+from broker.protocol.produce_fast import ProduceRequestData, ProduceResult
+from broker.record.batch import (
+    COMPRESSION_CODEC_MASK,
+    CURRENT_MAGIC,
+    H_ATTRIBUTES,
+    H_BATCH_LENGTH,
+    H_MAGIC,
+    H_PRODUCER_EPOCH,
+    H_PRODUCER_ID,
+    HEADER,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+    iter_batch_headers,
+)
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import (
@@ -66,28 +79,24 @@ from broker.server.handlers.authz import AclOperation, ResourceType, allowed, al
 
 log = logging.getLogger(__name__)
 
-ProduceResponse = PRODUCE_RESPONSE.cls
-TopicResponse = PRODUCE_RESPONSE.structs["TopicProduceResponse"]
-PartitionResponse = PRODUCE_RESPONSE.structs["PartitionProduceResponse"]
-
 ZSTD = 4
 ZSTD_MIN_PRODUCE_VERSION = 7
-
-
-RecordError = PRODUCE_RESPONSE.structs["BatchIndexAndErrorMessage"]
+_NONE = ErrorCode.NONE
+_HEADER_UNPACK = HEADER.unpack_from
+_HEADER_SIZE = HEADER.size
+_MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 
 
 def _partition_error(index: int, code: int, message: str | None = None,
-                     record_errors: list | None = None) -> object:
-    return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, record_errors=record_errors or [], error_message=message)
+                     record_errors: list | None = None) -> tuple:
+    """A partition's answer (``ProduceResult``'s partition tuple) for a failed append."""
+    return (index, code, -1, -1, -1, record_errors or [], message)
 
 
 def _record_errors(exc: Exception) -> list:
     """KIP-467: the records at fault, ``(batch_index, message)`` pairs set on the log's
     InvalidRecordError / InvalidTimestampError (``broker.log.validator``)."""
-    return [RecordError(batch_index=i, batch_index_error_message=message)
-            for i, message in getattr(exc, "record_errors", None) or ()]
+    return [(i, message) for i, message in getattr(exc, "record_errors", None) or ()]
 
 
 def _has_zstd(records) -> bool:
@@ -97,18 +106,21 @@ def _has_zstd(records) -> bool:
         return False
 
 
-def _transactional_header(records):
-    """The header of the first batch when it is transactional (a request's batches are one
-    producer's), else None; malformed bytes are left to the log's validator."""
-    try:
-        for _, header in iter_batch_headers(records):
-            return header if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0 else None
-    except Exception:  # noqa: BLE001
+def _transactional_header(records) -> tuple | None:
+    """The header fields (``HEADER``'s tuple) of the first batch when it is transactional
+    (a request's batches are one producer's), else None; ``iter_batch_headers``' rules for
+    that first batch, unrolled (this runs on every produce): a header that is not a whole
+    v2 batch is left to the log's validator."""
+    if len(records) < _HEADER_SIZE:
         return None
-    return None
+    h = _HEADER_UNPACK(records, 0)
+    if (h[H_MAGIC] != CURRENT_MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH
+            or h[H_BATCH_LENGTH] + LOG_OVERHEAD > len(records)):
+        return None
+    return h if h[H_ATTRIBUTES] & TRANSACTIONAL_FLAG_MASK and h[H_PRODUCER_ID] >= 0 else None
 
 
-def _append(state: ServerState, name: str, index: int, records, version: int) -> object:
+def _append(state: ServerState, name: str, index: int, records, version: int) -> tuple:
     lg = state.topics.get_log(name, index) if state.topics.get(name) is not None else None
     if lg is None:
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -127,7 +139,7 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
             coordinator = state.txn_coordinator
             if coordinator is None:
                 raise ApiError(ErrorCode.INVALID_TXN_STATE, "no transaction coordinator")
-            with coordinator.produce_guard(txn.producer_id, txn.producer_epoch, name, index,
+            with coordinator.produce_guard(txn[H_PRODUCER_ID], txn[H_PRODUCER_EPOCH], name, index,
                                            implicit_add=version >= 12):
                 info = lg.append_as_leader(records, leader_epoch=leader_epoch_of(lg))
     except Exception as exc:  # noqa: BLE001 - every error becomes a code
@@ -142,51 +154,50 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
             return _partition_error(index, code)
         return _partition_error(index, code, str(exc), _record_errors(exc))
     state.watchers.notify((name, index))
-    if state.stats is not None:
-        state.stats.record_bytes_in(name, len(records))
-    return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
-                             log_append_time_ms=info.log_append_time, log_start_offset=lg.log_start_offset,
-                             record_errors=[], error_message=None)
+    stats = state.stats
+    if stats is not None:
+        stats.record_bytes_in(name, len(records))
+    return (index, _NONE, info.first_offset, info.log_append_time, lg.log_start_offset, [], None)
 
 
-def handle(state: ServerState, ctx: RequestContext, body) -> object:
+def handle(state: ServerState, ctx: RequestContext, body: ProduceRequestData) -> object:
     version = ctx.api_version
     acks = body.acks
     responses = []
     failed = False
     denied: dict[str, int] = {}  # topic -> its authorization error code
     if state.authorizer is not None:
-        names = [t.name for t in body.topic_data]
+        names = [name for name, _ in body.topic_data]
         if body.transactional_id is not None and not allowed(
                 state, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
             denied = dict.fromkeys(names, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         else:
             writable = allowed_names(state, ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
             denied = {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED for n in names if n not in writable}
-    for t in body.topic_data:
+    valid_acks = acks in (0, 1, -1)
+    for name, partition_data in body.topic_data:
         partitions = []
-        refused = denied.get(t.name) if denied else None
-        for p in t.partition_data:
-            if acks not in (0, 1, -1):
-                part = _partition_error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
+        refused = denied.get(name) if denied else None
+        for index, records in partition_data:
+            if not valid_acks:
+                part = _partition_error(index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif refused is not None:
-                part = _partition_error(p.index, refused)
+                part = _partition_error(index, refused)
             else:
-                part = _append(state, t.name, p.index, p.records, version)
-            failed = failed or part.error_code != ErrorCode.NONE
+                part = _append(state, name, index, records, version)
+            if part[1] != _NONE:
+                failed = True
             partitions.append(part)
-        responses.append(TopicResponse(name=t.name, partition_responses=partitions))
-    throttle_ms = throttling.record_produce(state, ctx, ctx.extra.get("request_size", 0))
+        responses.append((name, partitions))
+    throttle_ms = throttling.record_produce(state, ctx, ctx.extra.get("request_size", 0)) \
+        if state.quotas is not None else 0
     if acks == 0:
         return CLOSE_CONNECTION if failed else NO_RESPONSE
-    return ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
+    return ProduceResult(responses, throttle_ms)
 
 
-def error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+def error_response(state: ServerState, ctx: RequestContext, body: ProduceRequestData, code: int) -> object:
     if body.acks == 0:
         return CLOSE_CONNECTION
-    return ProduceResponse(
-        responses=[TopicResponse(name=t.name, partition_responses=[_partition_error(p.index, code)
-                                                                  for p in t.partition_data])
-                   for t in body.topic_data],
-        throttle_time_ms=0)
+    return ProduceResult([(name, [_partition_error(index, code) for index, _ in partition_data])
+                          for name, partition_data in body.topic_data])

@@ -1,0 +1,347 @@
+"""Tiered storage (KIP-405) end to end: a real broker subprocess with a local-directory
+remote store (``rsm.config.storage.uri`` a path; pyarrow's LocalFileSystem), real clients.
+
+- the broker tiers closed segments and deletes them locally; the remote prefix holds
+  Kafka's file names plus one manifest per segment;
+- confluent-kafka, kafka-python and aiokafka consumers read every record from offset 0 (the
+  broker serves the remote segments), ListOffsets earliest is 0 and a timestamp lookup
+  into the remote range finds its record; a restart keeps all of it (manifests listed);
+- crash points (``KAFKALOG_TEST_RSM_CRASH``: the broker SIGKILLs itself after a copy's
+  data objects and before its manifest, or after a deletion's manifest and before its
+  data): after a restart nothing is lost, no manifest names a missing object, the garbage
+  is swept and the copy redone;
+- remote retention (retention.bytes) deletes remote segments and advances the log start;
+  deleting the topic deletes its remote segments.
+
+An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from broker.log.remote.storage_manager import CRASH_ENV  # noqa: E402
+from tests.support.broker import BrokerProcess  # noqa: E402
+
+TS0 = 1_600_000_000_000
+N = 240
+TOPIC = "tiered"
+
+
+def _wait_for(predicate, what: str, attempts: int = 1200) -> None:
+    """Wait for an outcome (bounded number of checks), never for a time."""
+    gate = threading.Event()
+    for _ in range(attempts):
+        if predicate():
+            return
+        gate.wait(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _broker(tmp: Path, interval_ms: int = 200) -> BrokerProcess:
+    return BrokerProcess(tmp, {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.storage.uri": str(tmp / "remote"),
+        "remote.log.manager.task.interval.ms": str(interval_ms),
+        "log.retention.check.interval.ms": "200",
+    })
+
+
+def _create_and_produce(broker: BrokerProcess, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+        "remote.storage.enable": "true", "internal.segment.bytes": "1024",
+        "local.retention.bytes": "1", **config})])[TOPIC].result(30)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                                         "batch.num.messages": 1})
+    errors: list = []
+    for i in range(N):
+        producer.produce(TOPIC, value=f"value-{i}".encode(), timestamp=TS0 + i,
+                         on_delivery=lambda err, msg: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0 and errors == []
+
+
+def _remote_dir(broker: BrokerProcess) -> Path:
+    return broker.workdir / "remote" / f"{TOPIC}-0"
+
+
+def _manifests(broker: BrokerProcess) -> list[dict]:
+    d = _remote_dir(broker)
+    return [json.loads(p.read_text()) for p in sorted(d.glob("*.remote-segment.json"))] if d.is_dir() else []
+
+
+def _local_logs(broker: BrokerProcess) -> list[Path]:
+    return sorted((broker.log_dir / f"{TOPIC}-0").glob("*.log"))
+
+
+def _assert_no_dangling_manifest(broker: BrokerProcess) -> None:
+    for manifest in _manifests(broker):
+        for name in manifest["objects"]:
+            assert (_remote_dir(broker) / name).is_file(), f"manifest names missing {name}"
+
+
+def _tiered(broker: BrokerProcess) -> bool:
+    manifests = _manifests(broker)
+    return len(manifests) >= 5 and len(_local_logs(broker)) <= 2
+
+
+def _retention_done(broker: BrokerProcess, retention_bytes: int) -> bool:
+    """Remote retention has nothing left to delete (production is over): the whole log
+    without its oldest remote segment is within retention.bytes, and tiering is done."""
+    manifests = _manifests(broker)
+    if not manifests or manifests[0]["base_offset"] == 0 or len(_local_logs(broker)) > 2:
+        return False
+    uncopied = sum(p.stat().st_size for p in _local_logs(broker)
+                   if int(p.name[:20]) > manifests[-1]["end_offset"])
+    total = sum(m["segment_size_in_bytes"] for m in manifests) + uncopied
+    return total - manifests[0]["segment_size_in_bytes"] < retention_bytes
+
+
+def _consume_confluent(broker: BrokerProcess, start: int = 0) -> list[tuple[int, bytes]]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
+                                         "enable.auto.commit": False, "fetch.max.bytes": 4096,
+                                         "message.max.bytes": 4096, "auto.offset.reset": "error",
+                                         "max.partition.fetch.bytes": 512})
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, start)])
+        out: list[tuple[int, bytes]] = []
+        for _ in range(400):
+            if len(out) >= N - start:
+                break
+            for msg in consumer.consume(100, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                out.append((msg.offset(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def _expected(start: int = 0) -> list[tuple[int, bytes]]:
+    return [(i, f"value-{i}".encode()) for i in range(start, N)]
+
+
+@pytest.fixture(scope="module")
+def tiered_broker(tmp_path_factory):
+    broker = _broker(tmp_path_factory.mktemp("tiered")).start()
+    try:
+        _create_and_produce(broker)
+        _wait_for(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_segments_are_tiered_with_kafka_file_names_and_manifests(tiered_broker) -> None:
+    manifests = _manifests(tiered_broker)
+    assert manifests[0]["base_offset"] == 0
+    assert all(a["end_offset"] + 1 == b["base_offset"] for a, b in zip(manifests, manifests[1:]))
+    assert all(m["state"] == "COPY_SEGMENT_FINISHED" for m in manifests)
+    names = {p.name for p in _remote_dir(tiered_broker).iterdir()}
+    for m in manifests:
+        base = f"{m['base_offset']:020d}"
+        assert {base + ".log", base + ".index", base + ".timeindex"} <= names
+    local_bases = [int(p.name[:20]) for p in _local_logs(tiered_broker)]
+    assert min(local_bases) > 0 and min(local_bases) >= manifests[0]["end_offset"]
+    _assert_no_dangling_manifest(tiered_broker)
+
+
+def test_confluent_kafka_reads_every_record_from_offset_zero(tiered_broker) -> None:
+    assert _consume_confluent(tiered_broker) == _expected()
+    assert _consume_confluent(tiered_broker, 7)[:3] == _expected(7)[:3]
+
+
+def test_kafka_python_reads_every_record_from_offset_zero(tiered_broker) -> None:
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(bootstrap_servers=tiered_broker.bootstrap, enable_auto_commit=False,
+                                   max_partition_fetch_bytes=512, api_version=(2, 5))
+    try:
+        tp = kafka.TopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        out: list[tuple[int, bytes]] = []
+        for _ in range(400):
+            if len(out) >= N:
+                break
+            for records in consumer.poll(timeout_ms=500).values():
+                out += [(r.offset, r.value) for r in records]
+        assert out == _expected()
+        assert consumer.beginning_offsets([tp])[tp] == 0
+        found = consumer.offsets_for_times({tp: TS0 + 11})[tp]
+        assert (found.offset, found.timestamp) == (11, TS0 + 11)
+    finally:
+        consumer.close()
+
+
+def test_aiokafka_reads_every_record_from_offset_zero(tiered_broker) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    async def consume() -> list[tuple[int, bytes]]:
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=tiered_broker.bootstrap, enable_auto_commit=False,
+                                             max_partition_fetch_bytes=512)
+        await consumer.start()
+        try:
+            tp = aiokafka.TopicPartition(TOPIC, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            out: list[tuple[int, bytes]] = []
+            for _ in range(400):
+                if len(out) >= N:
+                    break
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    out += [(r.offset, r.value) for r in records]
+            return out
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(consume()) == _expected()
+
+
+def test_list_offsets_earliest_and_by_timestamp_in_the_remote_range(tiered_broker) -> None:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": tiered_broker.bootstrap, "group.id": "lo"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (0, N)
+        found = consumer.offsets_for_times([TopicPartition(TOPIC, 0, TS0 + 5)], timeout=10)
+        assert found[0].offset == 5
+    finally:
+        consumer.close()
+
+
+def test_a_restart_keeps_every_offset_readable(tiered_broker) -> None:
+    before = _manifests(tiered_broker)
+    tiered_broker.restart()
+    assert _manifests(tiered_broker)[:len(before)] == before
+    assert _consume_confluent(tiered_broker) == _expected()
+
+
+def _crash_broker(tmp: Path, monkeypatch, point: str, **config: str) -> BrokerProcess:
+    """Produce with tiering idle, then restart with the crash point armed and wait for the
+    broker to SIGKILL itself there."""
+    broker = _broker(tmp, interval_ms=3_600_000).start()
+    _create_and_produce(broker, **config)
+    broker.stop()
+    broker.overrides["remote.log.manager.task.interval.ms"] = "200"
+    monkeypatch.setenv(CRASH_ENV, point)
+    try:
+        broker.start()
+    except RuntimeError:
+        pass  # it may die before it is ready
+    _wait_for(lambda: broker.proc.poll() is not None, f"the broker killed itself at {point}")
+    assert broker.proc.returncode == -9
+    monkeypatch.delenv(CRASH_ENV)
+    return broker
+
+
+def test_a_crash_during_a_copy_loses_nothing_and_the_copy_is_redone(tmp_path, monkeypatch) -> None:
+    broker = _crash_broker(tmp_path, monkeypatch, "copy")
+    assert _manifests(broker) == []
+    assert (_remote_dir(broker) / f"{0:020d}.log").is_file()  # data objects without a manifest
+    assert len(_local_logs(broker)) > 5  # nothing was deleted locally
+    broker.start()
+    try:
+        _wait_for(lambda: _tiered(broker), "tiering after the crash")
+        _assert_no_dangling_manifest(broker)
+        assert (_remote_dir(broker) / f"{0:020d}.log").read_bytes()[:8] == bytes(8)  # base offset 0
+        assert _consume_confluent(broker) == _expected()
+    finally:
+        broker.stop()
+
+
+def test_a_crash_during_a_delete_leaves_only_garbage(tmp_path, monkeypatch) -> None:
+    broker = _crash_broker(tmp_path, monkeypatch, "delete", **{"retention.bytes": "4000"})
+    manifests = _manifests(broker)
+    assert manifests and manifests[0]["base_offset"] > 0  # the first manifest went first ...
+    assert (_remote_dir(broker) / f"{0:020d}.log").is_file()  # ... its data not yet
+    _assert_no_dangling_manifest(broker)
+    # restart with the periodic pass idle: only the startup (sweep, log start offset from the
+    # manifests) runs, so further retention cannot move the log start under the reads below
+    broker.overrides["remote.log.manager.task.interval.ms"] = "3600000"
+    broker.start()
+    try:
+        assert not (_remote_dir(broker) / f"{0:020d}.log").exists()  # garbage swept at startup
+        _assert_no_dangling_manifest(broker)
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "d"})
+        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        consumer.close()
+        assert 0 < low == _manifests(broker)[0]["base_offset"] and high == N
+        assert _consume_confluent(broker, low) == _expected(low)
+    finally:
+        broker.stop()
+
+
+def test_remote_retention_deletes_remote_segments_and_moves_the_log_start(tmp_path) -> None:
+    broker = _broker(tmp_path).start()
+    try:
+        _create_and_produce(broker, **{"retention.bytes": "4000"})
+        _wait_for(lambda: _retention_done(broker, 4000), "remote retention")
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r"})
+        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        consumer.close()
+        assert low == _manifests(broker)[0]["base_offset"] and high == N
+        assert not (_remote_dir(broker) / f"{0:020d}.log").exists()
+        assert _consume_confluent(broker, low) == _expected(low)
+        # deleting the topic deletes its remote segments
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics([TOPIC])[TOPIC].result(30)
+        assert _manifests(broker) == []
+        assert not _remote_dir(broker).exists() or not any(_remote_dir(broker).iterdir())
+    finally:
+        broker.stop()
+
+
+def test_remote_storage_with_compaction_is_refused_and_the_keys_are_described(tiered_broker) -> None:
+    from confluent_kafka.admin import ConfigResource
+    admin = AdminClient({"bootstrap.servers": tiered_broker.bootstrap})
+    future = admin.create_topics([NewTopic("compacted-tier", 1, 1, config={
+        "remote.storage.enable": "true", "cleanup.policy": "compact"})])["compacted-tier"]
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        future.result(30)
+    assert err.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "compacted" in err.value.args[0].str()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    assert entries["remote.storage.enable"].value == "true"
+    assert entries["local.retention.bytes"].value == "1"
+    assert entries["local.retention.ms"].value == "-2"
+
+
+def test_the_broker_refuses_tiered_storage_without_a_location(tmp_path) -> None:
+    from broker.config import ConfigError
+    from broker.server.broker import validate_config
+    props = {"log.dirs": str(tmp_path / "logs"), "remote.log.storage.system.enable": "true"}
+    with pytest.raises(ConfigError, match="rsm.config.storage.uri"):
+        validate_config(props)
+    with pytest.raises(ConfigError, match="remote.log.storage.manager.class.name"):
+        validate_config({**props, "rsm.config.storage.uri": str(tmp_path),
+                         "remote.log.storage.manager.class.name": "org.example.Other"})
+    config = validate_config({**props, "remote.log.storage.manager.impl.prefix": "tier.",
+                              "tier.storage.uri": str(tmp_path / "remote")})
+    assert config["remote.log.storage.system.enable"] is True
+
+
+def test_direct_mode_reads_a_tiered_prefix_and_skips_a_segment_without_its_manifest(tiered_broker, tmp_path) -> None:
+    """Issue 21: the remote layout reads like a log directory (broker.log.reader), where a
+    segment counts only when its manifest exists (a copy cut short leaves data objects)."""
+    import shutil
+
+    from broker.log.reader import LogDirReader
+    copy = tmp_path / "prefix"
+    shutil.copytree(_remote_dir(tiered_broker), copy / f"{TOPIC}-0")
+    manifests = _manifests(tiered_broker)
+    assert len(manifests) >= 3
+    everything = LogDirReader(copy).partition(TOPIC, 0)
+    bases = [s.base_offset for s in everything.segments]
+    assert bases == [m["base_offset"] for m in manifests]
+    last = manifests[-1]["base_offset"]
+    (copy / f"{TOPIC}-0" / f"{last:020d}.remote-segment.json").unlink()  # as after a crash mid-copy
+    (copy / f"{TOPIC}-0" / f"{last:020d}.log.tmp-0123").write_bytes(b"partial")
+    assert [s.base_offset for s in LogDirReader(copy).partition(TOPIC, 0).segments] == bases[:-1]
