@@ -95,8 +95,6 @@ _STATE_NAMES = ("DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY", 
 _SETUP_STATES = (CONNECTING, TLS_HANDSHAKING, CHECKING_API_VERSIONS, AUTHENTICATING)
 _NEVER = float("inf")
 
-# Bytes asked of recv() at a time: large enough for a big response in few calls.
-RECV_CHUNK = 256 * 1024
 # Buffers handed to one sendmsg (IOV_MAX is 1024 on Linux).
 SENDMSG_MAX_BUFFERS = 512
 # Largest response frame accepted (a Fetch answer is bounded by fetch.max.bytes; 100 MiB
@@ -722,9 +720,16 @@ class NetworkClient(TlsConnectionMixin):
 
     def _read(self, conn: _Connection, now: float) -> None:
         sock = conn.sock
+        decoder = conn.decoder
         while sock is not None:
+            try:  # in place: into the decoder's chunk, or a large response's own buffer
+                space = decoder.recv_buffer()
+            except ProtocolDecodeError as e:
+                self._close_conn(conn, now, NetworkError(f"bad frame from node {conn.node_id}: {e}"))
+                return
+            want = len(space)
             try:
-                data = sock.recv(RECV_CHUNK)
+                n = sock.recv_into(space, want)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as e:
@@ -736,23 +741,29 @@ class NetworkClient(TlsConnectionMixin):
                     return
                 self._close_conn(conn, now, NetworkError(f"recv from node {conn.node_id}: {e}"))
                 return
-            if not data:
+            finally:
+                space.release()
+            if not n:
                 self._close_conn(conn, now, NetworkError(
                     f"connection to node {conn.node_id} closed by the broker"))
                 return
-            self.bytes_received += len(data)
+            self.bytes_received += n
             conn.last_activity_ms = now
-            try:
-                frames = conn.decoder.feed(data)
-            except ProtocolDecodeError as e:
-                self._close_conn(conn, now, NetworkError(f"bad frame from node {conn.node_id}: {e}"))
-                return
-            for frame in frames:
+            decoder.advance(n)
+            while True:
+                try:
+                    frame = decoder.next_frame()
+                except ProtocolDecodeError as e:
+                    self._close_conn(conn, now, NetworkError(f"bad frame from node {conn.node_id}: {e}"))
+                    return
+                if frame is None:
+                    break
                 if not self._handle_frame(conn, frame, now):
                     return
+                del frame
                 if conn.sock is None:
                     return
-            if len(data) < RECV_CHUNK and not conn.tls:  # TLS: one record per recv, read to WANT_READ
+            if n < want and not conn.tls:  # TLS: one record per recv, read to WANT_READ
                 return
 
     def _handle_frame(self, conn: _Connection, frame: memoryview, now: float) -> bool:
