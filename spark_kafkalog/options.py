@@ -31,6 +31,12 @@ Rules kept from Spark's Kafka source:
   ``snapshot.py``) is for batch queries only, refused in streaming queries and with
   ``minPartitions`` / ``maxRecordsPerPartition``.
 
+``path`` (or ``paths``) and ``kafka.bootstrap.servers`` together are stitched mode
+(``readers/stitched.py``): the path is the cluster's remote storage (tiered storage,
+KIP-405), read for the offsets below each partition's local log start; the rest is fetched
+from the brokers. Its consumer reads committed records unless ``kafka.isolation.level``
+says otherwise (the store never returns an aborted record).
+
 Direct mode's ``path`` / ``paths`` may be object-store URIs (``s3://bucket/prefix``;
 ``s3a://`` and ``s3n://`` are the same store; ``gs://``, ``gcs://``, ``abfs://``,
 ``abfss://``, ``hdfs://``, ``viewfs://``) as well as local paths and ``file:`` URIs; the
@@ -206,8 +212,12 @@ class ReadOptions:
 
     @property
     def mode(self) -> str:
-        """``direct`` (read ``paths`` on the executors) or ``network`` (a Kafka cluster)."""
-        return "direct" if self.paths else "network"
+        """``direct`` (read ``paths`` on the executors), ``network`` (a Kafka cluster) or
+        ``stitched`` (both given: ``paths`` is the cluster's remote storage, read for the
+        offsets the brokers keep only there; ``readers/stitched.py``)."""
+        if self.paths:
+            return "stitched" if self.bootstrap_servers is not None else "direct"
+        return "network"
 
 
 def _fail(message: str) -> KafkaLogOptionError:
@@ -516,10 +526,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         raise _fail("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer "
                     "(network mode), or option 'path' (or .load(path)) with a Kafka log directory "
                     "to read directly (direct mode)")
-    if paths and bootstrap is not None:
-        raise _fail("Options 'path' (direct mode: read the log directory) and "
-                    "'kafka.bootstrap.servers' (network mode: fetch from the brokers) exclude each "
-                    "other: give one of them")
+    if paths and bootstrap is not None and "isolation.level" not in kafka_params:
+        # stitched mode: the store never returns an aborted record (the transaction indexes);
+        # the brokers' part reads committed records too, so both parts agree
+        kafka_params["isolation.level"] = "read_committed"
     commit_group = None
     if streaming and "kafkalog.commitoffsetstogroup" in opts:
         commit_group = opts["kafkalog.commitoffsetstogroup"].strip()

@@ -301,10 +301,10 @@ def test_errors_before_spark_are_one_line(topics, tmp_path, capsys):
     out = str(tmp_path / "out")
     cases = [
         (["--topic", topic, "--format", "csv", "--output", out],
-         "give exactly one of --bootstrap-servers (network mode) or --path (direct mode)"),
-        (["--topic", topic, "--format", "csv", "--output", out, "--path", str(broker.log_dir),
-          "--bootstrap-servers", broker.bootstrap],
-         "give exactly one of --bootstrap-servers (network mode) or --path (direct mode)"),
+         "give --bootstrap-servers (network mode), --path (direct mode), or both (stitched mode"),
+        (["--topic", topic, "--format", "csv", "--output", out, "--path", str(tmp_path / "gone"),
+          "--bootstrap-servers", broker.bootstrap],  # stitched: the remote storage must exist
+         f"log directory {tmp_path / 'gone'} does not exist or is not a directory"),
         (["--topic", "nope-" + topic, "--format", "csv", "--output", out,
           "--bootstrap-server", broker.bootstrap],
          f"topic nope-{topic} does not exist in the Kafka cluster at {broker.bootstrap}"),

@@ -139,7 +139,11 @@ def test_kafka_params_refused_as_spark_does():
 def test_mode_selection():
     assert parse(path=None, **{"kafka.bootstrap.servers": "h:9092"}).mode == "network"
     error("must be specified for configuring Kafka consumer", path=None)
-    error("exclude each other", **{"kafka.bootstrap.servers": "h:9092"})
+    stitched = parse(**{"kafka.bootstrap.servers": "h:9092"})  # path + brokers: stitched mode
+    assert stitched.mode == "stitched" and stitched.kafka_params["isolation.level"] == "read_committed"
+    own = parse(**{"kafka.bootstrap.servers": "h:9092", "kafka.isolation.level": "read_uncommitted"})
+    assert own.kafka_params["isolation.level"] == "read_uncommitted"  # the user's choice wins
+    assert parse().mode == "direct"
     error("Option 'path' is empty", path=" ")
     assert parse(path="file:///data/kafka%20logs").paths == ("/data/kafka logs",)
     assert parse(path="relative/dir").paths == (str(Path.cwd() / "relative/dir"),)

@@ -2,7 +2,8 @@
 (--bootstrap-servers) or straight from a broker's log directory (--path).
 
 Owns the ``kafkalog export`` subcommand: its options, the checks made before any JVM
-starts (exactly one of --bootstrap-servers / --path, an existing --output without
+starts (--bootstrap-servers and/or --path: both is stitched mode, the cluster's remote
+storage read from --path for the offsets only it holds; an existing --output without
 --mode, and the whole offset planning: unknown topics, bad offsets JSON, an unreachable
 cluster), the SparkSession it runs in, the progress bar and the closing summary. The job
 itself (columns per format, binary encodings, progress granularity, counts) is
@@ -108,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
     topics = [t.strip() for item in args.topic for t in item.split(",") if t.strip()]
     if not topics:
         raise CliError("--topic names no topic")
-    if (args.bootstrap_servers is None) == (args.path is None):
-        raise CliError("give exactly one of --bootstrap-servers (network mode) or --path "
-                       "(direct mode)")
+    if args.bootstrap_servers is None and args.path is None:
+        raise CliError("give --bootstrap-servers (network mode), --path (direct mode), or both "
+                       "(stitched mode: --path is the cluster's remote storage)")
     options: dict[str, str] = {}
     for item in args.option:
         key, value = parse_key_value(item, "--option")

@@ -35,7 +35,9 @@ reader as they are (``failOnDataLoss``, ``kafka.*``, ``startingTimestamp``,
 source's own planner, and freezes the result into ``assign`` plus JSON
 ``startingOffsets``/``endingOffsets`` for the read, so that records arriving during the
 export are not read and the planned ranges are exactly the ones Spark reads. Every topic
-must exist (an error names the missing ones). A log directory may be an object-store URI
+must exist (an error names the missing ones). With both bootstrap servers and a path the
+read is stitched (``readers/stitched.py``): the offsets the brokers keep only in remote
+storage are read from the path, the rest fetched. A log directory may be an object-store URI
 (``s3://bucket/prefix``, with ``fs.s3a.*`` keys in ``options``: see ``options.py``); the
 executors then read it with ranged reads, and progress is counted the same way. A topic
 or range without records writes an empty dataset: the directory with ``_SUCCESS`` and,
@@ -118,7 +120,7 @@ class ExportPlan:
     """What to read, resolved on the driver: one ``OffsetRange`` per assigned partition
     (possibly empty) and the frozen reader options that make Spark read exactly them."""
     topics: tuple[str, ...]
-    mode: str                        # "network" or "direct"
+    mode: str                        # "network", "direct" or "stitched"
     source: str                      # bootstrap servers or log directories, for messages
     ranges: tuple[OffsetRange, ...]
     reader_options: Mapping[str, str]
@@ -209,9 +211,9 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
 
     started = time.monotonic()
     names = _topic_list(topics)
-    if (bootstrap_servers is None) == (path is None):
-        raise ExportError("give exactly one of bootstrap servers (network mode) or a log "
-                          "directory path (direct mode)")
+    if bootstrap_servers is None and path is None:
+        raise ExportError("give bootstrap servers (network mode), a log directory path (direct "
+                          "mode), or both (stitched mode: path is the cluster's remote storage)")
     opts: dict[str, str] = {}
     for key, value in (options or {}).items():
         argument = _ARGUMENT_KEYS.get(str(key).lower())
@@ -228,7 +230,7 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
         if not str(bootstrap_servers).strip():
             raise ExportError("bootstrap servers are empty: give host:port[,host:port...]")
         opts["kafka.bootstrap.servers"] = str(bootstrap_servers).strip()
-    else:
+    if path is not None:
         dirs = [path] if isinstance(path, (str, os.PathLike)) else list(path)
         if not dirs:
             raise ExportError("no log directory given")
@@ -244,7 +246,8 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
         if not is_uri(directory) and not os.path.isdir(directory):
             raise ExportError(f"log directory {directory} does not exist or is not a directory")
 
-    source = parsed.bootstrap_servers if parsed.mode == "network" else ", ".join(parsed.paths)
+    source = {"network": parsed.bootstrap_servers, "direct": ", ".join(parsed.paths),
+              "stitched": f"{parsed.bootstrap_servers} + {', '.join(parsed.paths)}"}[parsed.mode]
     try:
         # an object store's missing bucket, prefix or refused credentials: a clear error
         reader = open_offset_reader(parsed)

@@ -1,11 +1,13 @@
-"""The two read modes behind one interface, and the choice between them.
+"""The read modes behind one interface, and the choice between them.
 
 Owns: ``RangeReader`` (what an executor task needs: the decoded rows of one offset range
-of one partition) and the factories that pick the mode from the options: direct mode
-(``direct.py``: ``path`` / ``paths`` set, the executors read the log directory's segment files) or
+of one partition), the factories that pick the mode from the options: direct mode
+(``direct.py``: ``path`` / ``paths`` set, the executors read the log directory's segment files),
 network mode (``network.py``: ``kafka.bootstrap.servers`` set, fetches from the brokers
-with the client core). Planning talks to a ``planning.OffsetReader``, tasks to a
-``RangeReader``; neither knows the mode.
+with the client core) or stitched mode (``stitched.py``: both set, the offsets the brokers
+keep only in remote storage read from ``path``, the rest fetched), and ``read_range``, an
+input partition's rows whatever the mode. Planning talks to a ``planning.OffsetReader``,
+tasks to a ``RangeReader``; neither knows the mode.
 
 Contract of a ``RangeReader.read(topic, partition, start, end)``: the records with
 offsets in [start, end), in offset order, as RecordBatches of
@@ -21,7 +23,7 @@ Thread-safety: the factories are pure; readers are per task.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ..options import ReadOptions
@@ -29,9 +31,9 @@ from ..options import ReadOptions
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..planning import OffsetReader
+    from ..planning import OffsetRange, OffsetReader
 
-__all__ = ["RangeReader", "open_offset_reader", "open_range_reader"]
+__all__ = ["RangeReader", "open_offset_reader", "open_range_reader", "range_pieces", "read_range"]
 
 
 class RangeReader(Protocol):
@@ -44,13 +46,36 @@ def open_offset_reader(options: ReadOptions) -> OffsetReader:
     if options.mode == "direct":
         from .direct import DirectOffsetReader
         return DirectOffsetReader(options.paths, options.storage_options)
+    if options.mode == "stitched":
+        from .stitched import StitchedOffsetReader
+        return StitchedOffsetReader(options)
     from .network import NetworkOffsetReader
     return NetworkOffsetReader(options.bootstrap_servers, options.kafka_params)
 
 
-def open_range_reader(options: ReadOptions) -> RangeReader:
-    """The executor-side reader of offset ranges for ``options``' mode."""
-    if options.mode == "direct":
+def range_pieces(options: ReadOptions, reader: OffsetReader, ranges: Sequence[OffsetRange]
+                 ) -> list[tuple | None]:
+    """Stitched mode: where each planned range is read (``stitched.stitch``'s pieces);
+    other modes: None for each (the mode's one reader)."""
+    if options.mode != "stitched":
+        return [None] * len(ranges)
+    return reader.pieces(ranges)
+
+
+def read_range(options: ReadOptions, topic: str, partition: int, start: int, end: int,
+               pieces: Sequence[tuple] | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one input partition: [start, end) through the mode's reader, or, in
+    stitched mode, each of its ``pieces`` from its source."""
+    if pieces is not None:
+        from .stitched import read_pieces
+        return read_pieces(options, topic, partition, pieces)
+    return open_range_reader(options).read(topic, partition, start, end)
+
+
+def open_range_reader(options: ReadOptions, source: str | None = None) -> RangeReader:
+    """The executor-side reader of offset ranges for ``options``' mode (stitched mode:
+    ``source`` ``"store"`` reads ``paths`` as direct mode does, ``"brokers"`` fetches)."""
+    if options.mode == "direct" or (options.mode == "stitched" and source == "store"):
         from .direct import DirectRangeReader
         return DirectRangeReader(options.paths, include_headers=options.include_headers,
                                  max_bytes_per_batch=options.max_bytes_per_batch,

@@ -38,18 +38,38 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from ..options import ReadOptions
 from ..pushdown import PushedFilters
 
-__all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader"]
+__all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader",
+           "input_partitions", "read_input_partition"]
 
 
 class KafkaLogInputPartition(InputPartition):
-    """Offsets [start, end) of ``topic``-``partition``."""
+    """Offsets [start, end) of ``topic``-``partition``; in stitched mode ``pieces`` says
+    where each part is read (``readers.stitched.stitch``), else None."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+    def __init__(self, topic: str, partition: int, start: int, end: int,
+                 pieces: tuple | None = None) -> None:
         super().__init__((topic, partition, start, end))
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
+        self.pieces = pieces
+
+
+def input_partitions(options: ReadOptions, reader, ranges) -> list[KafkaLogInputPartition]:
+    """The input partitions of planned ``ranges`` (with their stitched pieces)."""
+    from . import range_pieces
+
+    return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end, pieces)
+            for r, pieces in zip(ranges, range_pieces(options, reader, ranges), strict=True)]
+
+
+def read_input_partition(options: ReadOptions, partition: KafkaLogInputPartition) -> Iterator:
+    """The decoded batches of one input partition, whatever the mode."""
+    from . import read_range
+
+    return read_range(options, partition.topic, partition.partition, partition.start, partition.end,
+                      getattr(partition, "pieces", None))
 
 
 class KafkaLogBatchReader(DataSourceReader):
@@ -66,22 +86,20 @@ class KafkaLogBatchReader(DataSourceReader):
         reader = open_offset_reader(self.options)
         try:
             ranges = plan_ranges(self.options, reader, self.filters)
+            return input_partitions(self.options, reader, ranges)
         finally:
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
-        return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator:
         if not isinstance(partition, KafkaLogInputPartition):
             return  # no range planned: pyspark sends one InputPartition(None)
         from ..schema import SparkBatchBuilder
-        from . import open_range_reader
 
         builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
         filters = self.filters if self.filters.needs_row_filter else None
-        reader = open_range_reader(self.options)
-        batches = reader.read(partition.topic, partition.partition, partition.start, partition.end)
+        batches = read_input_partition(self.options, partition)
         if self.options.snapshot:
             from ..snapshot import LatestByKey
 

@@ -60,6 +60,11 @@ class NetworkOffsetReader:
         self._client = ConsumerNetworkClient(_consumer_config(kafka_params))
         self._isolation = kafka_params.get("isolation.level")
 
+    @property
+    def client(self):
+        """The ``ConsumerNetworkClient`` it asks (stitched mode's ListOffsets -4)."""
+        return self._client
+
     def describe(self) -> str:
         return f"the Kafka cluster at {self.bootstrap_servers}"
 

@@ -34,7 +34,9 @@ source, which would read everything in one batch): the latest offsets at that mo
 become the target that ``latestOffset`` never passes, still in several micro-batches
 when maxOffsetsPerTrigger is set, and the query stops once the target is reached. The
 executors get other instances (pickled without the driver's connection) and only call
-``read``.
+``read``. Stitched mode (``path`` and ``kafka.bootstrap.servers``, ``stitched.py``) keeps
+its offset reader like network mode and cuts each micro-batch's ranges at the local log
+start offsets of that moment.
 
 Invariants: every offset returned is canonical JSON (sorted), so "no new data" is
 recognised by Spark's text comparison; ``latestOffset`` never returns an offset beyond
@@ -78,7 +80,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..options import ReadOptions
-from .batch import KafkaLogInputPartition
+from .batch import KafkaLogInputPartition, input_partitions, read_input_partition
 
 __all__ = ["KafkaLogStreamReader"]
 
@@ -227,7 +229,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         with self._offset_reader() as reader:
             ranges = stream_ranges(self.options, reader, begin, until)
-        return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+            return input_partitions(self.options, reader, ranges)
 
     def commit(self, end: dict) -> None:
         """The offsets live in Spark's checkpoint. With ``kafkalog.commitOffsetsToGroup``
@@ -259,10 +261,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(partition, KafkaLogInputPartition):
             return
         from ..schema import SparkBatchBuilder
-        from . import open_range_reader
 
         builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
-        reader = open_range_reader(self.options)
-        for decoded in reader.read(partition.topic, partition.partition, partition.start, partition.end):
+        for decoded in read_input_partition(self.options, partition):
             if decoded.num_rows:
                 yield builder.build(decoded)
