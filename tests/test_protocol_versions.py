@@ -22,7 +22,7 @@ EXPECTED = {
     ApiKey.METADATA: (0, 12),  # v10+ topic ids (KIP-848)
     ApiKey.PRODUCE: (0, 12),
     ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.LIST_OFFSETS: (1, 10),  # v8 -4 / v9 -5 (tiered storage), v10 timeout_ms
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 3),
@@ -94,6 +94,8 @@ FIRST_FLEXIBLE_ADVERTISED = {
     ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.WRITE_TXN_MARKERS: 1, ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    # ListOffsets v6+ (tiered storage, issue 21: v8 -4, v9 -5)
+    ApiKey.LIST_OFFSETS: 6,
     # ACLs (issue 16)
     ApiKey.DESCRIBE_ACLS: 2, ApiKey.CREATE_ACLS: 2, ApiKey.DELETE_ACLS: 2,
 }

@@ -192,7 +192,7 @@ def test_confluent_offsets_for_times_and_watermarks(kafka_broker):
     finally:
         c.close()
     used = kafka_broker.api_versions_used("ck-times")
-    assert used["LIST_OFFSETS"] == {5}
+    assert used["LIST_OFFSETS"] == {7}  # librdkafka's max (flexible) since v10 is served (issue 21)
     assert used["API_VERSIONS"] == {3}
     assert used["METADATA"] == {12}
 

@@ -297,6 +297,11 @@ def test_list_offsets_and_delete_records(raw_client):
     a, b = r.topics[0].partitions
     assert (a.error_code, a.low_watermark) == (0, 3) and b.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert list_offsets(c, topic, -2).offset == 3
+    # v10 (flexible, timeout_ms): -4 earliest local is the log start without tiered storage,
+    # -5 latest tiered is -1 (nothing in remote storage); -3 as before
+    tiered = [list_offsets(c, topic, ts, version=10) for ts in (-4, -5, -3, -2)]
+    assert [(p.offset, p.timestamp, p.error_code) for p in tiered] == [
+        (3, -1, 0), (-1, -1, 0), (7, BASE_TS + 31_000, 0), (3, -1, 0)]
     r = c.request(ApiKey.FETCH, 11, fetch_body(topic, offset=1))
     assert r.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     r = c.request(ApiKey.DELETE_RECORDS, 0, {"topics": [{"name": topic, "partitions": [

@@ -216,6 +216,84 @@ def test_list_offsets_earliest_and_by_timestamp_in_the_remote_range(tiered_broke
         consumer.close()
 
 
+def _all_closed_segments_tiered(broker: BrokerProcess) -> bool:
+    """Only the active segment is left locally, and every offset below it is remote."""
+    manifests, logs = _manifests(broker), _local_logs(broker)
+    return bool(manifests) and len(logs) == 1 and manifests[-1]["end_offset"] + 1 == int(logs[0].name[:20])
+
+
+def test_our_client_lists_earliest_local_latest_tiered_and_max_timestamp(tiered_broker) -> None:
+    """ListOffsets v10 (our client's max): -2 the log start (remote), -4 the local log start,
+    -5 the highest remote offset, -3 the newest record, -1 the high watermark."""
+    from broker.client.consumer import (
+        EARLIEST,
+        EARLIEST_LOCAL,
+        LATEST,
+        LATEST_TIERED,
+        MAX_TIMESTAMP,
+        ConsumerNetworkClient,
+        list_offsets,
+    )
+    _wait_for(lambda: _all_closed_segments_tiered(tiered_broker), "every closed segment tiered")
+    local_start = int(_local_logs(tiered_broker)[0].name[:20])
+    highest_remote = _manifests(tiered_broker)[-1]["end_offset"]
+    assert 0 < local_start == highest_remote + 1 < N
+    tp = (TOPIC, 0)
+    with ConsumerNetworkClient({"bootstrap.servers": tiered_broker.bootstrap, "client.id": "lo-ours"}) as client:
+        def offset(spec):
+            found = list_offsets(client, {tp: spec})[tp]
+            return None if found is None else (found.offset, found.timestamp)
+        assert offset(EARLIEST) == (0, -1)
+        assert offset(EARLIEST_LOCAL) == (local_start, -1)
+        assert offset(LATEST_TIERED) == (highest_remote, -1)
+        assert offset(MAX_TIMESTAMP) == (N - 1, TS0 + N - 1)
+        assert offset(LATEST) == (N, -1)
+        assert offset(TS0 + 3) == (3, TS0 + 3)  # in the remote range
+        with pytest.raises(ValueError, match="EARLIEST_LOCAL"):
+            list_offsets(client, {tp: -6})
+        # a broker that serves ListOffsets up to v7 only (Kafka 3.0-3.4): -4 and -5 fail
+        # naming the spec instead of being answered as something else; -3 still works
+        for conn in client.client._conns.values():
+            if conn.api_versions:
+                conn.api_versions[2] = (1, 7)
+        from broker.client.errors import UnsupportedVersionError
+        with pytest.raises(UnsupportedVersionError, match=r"EARLIEST_LOCAL \(-4\) needs v8"):
+            list_offsets(client, {tp: EARLIEST_LOCAL})
+        with pytest.raises(UnsupportedVersionError, match=r"LATEST_TIERED \(-5\) needs v9"):
+            list_offsets(client, {tp: LATEST_TIERED})
+        assert offset(MAX_TIMESTAMP) == (N - 1, TS0 + N - 1)
+    assert tiered_broker.api_versions_used("lo-ours")["LIST_OFFSETS"] == {7, 10}
+
+
+def test_confluent_admin_list_offsets_on_a_tiered_topic(tiered_broker) -> None:
+    from confluent_kafka.admin import OffsetSpec
+    admin = AdminClient({"bootstrap.servers": tiered_broker.bootstrap, "client.id": "lo-ck-admin"})
+    tp = TopicPartition(TOPIC, 0)
+    for spec, expected in [(OffsetSpec.earliest(), 0), (OffsetSpec.latest(), N),
+                           (OffsetSpec.max_timestamp(), N - 1), (OffsetSpec.for_timestamp(TS0 + 9), 9)]:
+        result = admin.list_offsets({tp: spec}, request_timeout=30)[tp].result(30)
+        assert result.offset == expected, (spec, result)
+    assert tiered_broker.api_versions_used("lo-ck-admin")["LIST_OFFSETS"] == {7}  # librdkafka's max
+
+
+def test_kafka_python_offsets_at_the_version_it_negotiates(tiered_broker) -> None:
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(bootstrap_servers=tiered_broker.bootstrap, enable_auto_commit=False,
+                                   client_id="lo-kafka-python")
+    try:
+        tp = kafka.TopicPartition(TOPIC, 0)
+        assert consumer.beginning_offsets([tp]) == {tp: 0}
+        assert consumer.end_offsets([tp]) == {tp: N}
+        found = consumer.offsets_for_times({tp: TS0 + 11})[tp]
+        assert (found.offset, found.timestamp) == (11, TS0 + 11)
+        found = consumer.offsets_for_times({tp: TS0 + N - 1})[tp]
+        assert (found.offset, found.timestamp) == (N - 1, TS0 + N - 1)
+        assert consumer.offsets_for_times({tp: TS0 + N})[tp] is None
+    finally:
+        consumer.close()
+    assert tiered_broker.api_versions_used("lo-kafka-python")["LIST_OFFSETS"] == {10}  # flexible, timeout_ms
+
+
 def test_a_restart_keeps_every_offset_readable(tiered_broker) -> None:
     before = _manifests(tiered_broker)
     tiered_broker.restart()

@@ -33,7 +33,8 @@ Owns:
       delete_consumer_group_offsets(group, partitions)            -> AdminResults[TopicPartition, None]
                     (OffsetDelete; a broker without it: GroupsNotSupportedError)
       delete_consumer_groups(group_ids)                           -> AdminResults[str, None]
-      list_offsets({tp: EARLIEST | LATEST | timestamp})           -> {tp: OffsetAndTimestamp | None}
+      list_offsets({tp: EARLIEST | LATEST | MAX_TIMESTAMP | EARLIEST_LOCAL | LATEST_TIERED | timestamp})
+                                                                  -> {tp: OffsetAndTimestamp | None}
       plan_consumer_group_offsets_reset(group, partitions, OffsetResetSpec) -> ResetPlan
       reset_consumer_group_offsets(group, partitions, spec, dry_run=False) -> ResetPlan
                     (refused unless the group is Empty or Dead, as kafka-consumer-groups.sh:

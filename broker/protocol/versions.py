@@ -44,7 +44,7 @@ def _api(key: ApiKey, lo: int, hi: int) -> AdvertisedApi:
 ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.PRODUCE, 0, 12),  # min 0 for old librdkafka compression; only 3-12 served
     _api(ApiKey.FETCH, 4, 11),
-    _api(ApiKey.LIST_OFFSETS, 1, 5),
+    _api(ApiKey.LIST_OFFSETS, 1, 10),  # v6+ flexible; v7 -3, v8 -4, v9 -5 (tiered), v10 timeout_ms
     _api(ApiKey.METADATA, 0, 12),  # v10+: topic ids (KIP-848 assignments carry ids)
     _api(ApiKey.OFFSET_COMMIT, 2, 9),  # v9: KIP-848 member epochs
     _api(ApiKey.OFFSET_FETCH, 1, 9),  # v8: batched groups, v9: KIP-848 member epochs

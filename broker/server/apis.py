@@ -94,7 +94,7 @@ class ApiHandler(NamedTuple):
 HANDLERS: dict[int, ApiHandler] = {
     ApiKey.PRODUCE: ApiHandler(produce.handle, produce.error_response, 3, 12),
     ApiKey.FETCH: ApiHandler(fetch.handle, fetch.error_response, 4, 11),
-    ApiKey.LIST_OFFSETS: ApiHandler(list_offsets.handle, list_offsets.error_response, 1, 5),
+    ApiKey.LIST_OFFSETS: ApiHandler(list_offsets.handle, list_offsets.error_response, 1, 10),
     ApiKey.METADATA: ApiHandler(metadata.handle, metadata.error_response, 0, 12),
     ApiKey.API_VERSIONS: ApiHandler(api_versions.handle, api_versions.error_response, 0, 3),
     ApiKey.CREATE_TOPICS: ApiHandler(topics.handle_create_topics, topics.create_topics_error_response, 2, 4),

@@ -3,8 +3,8 @@
 * ``config.py``: ``ConsumerConfig`` (Kafka's consumer keys and defaults).
 * ``client.py``: ``ConsumerNetworkClient``, the blocking, single-threaded driver of a
   ``NetworkClient`` + ``Metadata`` (connections, request futures, metadata refreshes).
-* ``offsets.py``: ``list_offsets`` (earliest / latest / max timestamp / by timestamp,
-  with retries), ``list_topics`` and ``partitions_for`` (planning on the Spark driver).
+* ``offsets.py``: ``list_offsets`` (earliest / latest / max timestamp / earliest local /
+  latest tiered / by timestamp, with retries), ``list_topics`` and ``partitions_for`` (planning on the Spark driver).
 * ``fetcher.py``: ``RangeFetcher`` / ``fetch_arrow``, the pipelined Fetch loop that turns
   one offset range of one partition into Arrow RecordBatches, with typed data-loss
   reports (``DataLoss``, ``DataLossError``, ``OffsetOutOfRangeError``).
@@ -62,7 +62,9 @@ from broker.client.consumer.group_offsets import (
 )
 from broker.client.consumer.offsets import (
     EARLIEST,
+    EARLIEST_LOCAL,
     LATEST,
+    LATEST_TIERED,
     MAX_TIMESTAMP,
     OffsetAndTimestamp,
     TopicPartition,
@@ -85,7 +87,8 @@ from broker.client.errors import DataLossError, OffsetOutOfRangeError
 
 __all__ = [
     "ConsumerConfig", "ConsumerNetworkClient", "DataLoss", "DataLossError", "EARLIEST",
-    "FetchStats", "LATEST", "MAX_TIMESTAMP", "OffsetAndTimestamp", "OffsetOutOfRangeError",
+    "EARLIEST_LOCAL", "FetchStats", "LATEST", "LATEST_TIERED", "MAX_TIMESTAMP", "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
     "RangeFetcher", "TopicPartition", "earliest_offsets", "fetch_arrow", "latest_offsets",
     "list_offsets", "list_topics", "offsets_for_times", "partitions_for",
     "GroupDescription", "GroupListing", "GroupsNotSupportedError", "MemberDescription", "commit_offsets",

@@ -6,14 +6,23 @@ Owns, as the offset part of Kafka's ``OffsetFetcher`` and the topic part of
 * ``TopicPartition`` (a NamedTuple, so plain ``(topic, partition)`` tuples work as keys)
   and ``OffsetAndTimestamp``.
 * ``list_offsets(client_or_config, {tp: spec}) -> {tp: OffsetAndTimestamp | None}``:
-  ListOffsets v1-v7 (v2+ for read_committed, which bounds ``LATEST`` by the last stable
+  ListOffsets v1-v10 (v2+ for read_committed, which bounds ``LATEST`` by the last stable
   offset), one request per partition leader, all leaders at once. ``spec`` is
   ``EARLIEST`` (-2: the log start offset), ``LATEST`` (-1: the high watermark, or the LSO
   under read_committed), ``MAX_TIMESTAMP`` (-3, KIP-734: the record with the largest
-  timestamp; brokers before Kafka 3.0 do not know it) or a timestamp in ms (the first
-  offset whose timestamp is at or after it). A lookup with no answer (a timestamp past
-  every record, an empty partition for -3) gives None, as Kafka's ``offsetsForTimes``.
-  ``earliest_offsets`` / ``latest_offsets`` / ``offsets_for_times`` are shorthands.
+  timestamp), ``EARLIEST_LOCAL`` (-4, KIP-405: the local log start offset, the first
+  offset a tiered-storage broker still has on its disk; the log start offset without
+  tiered storage), ``LATEST_TIERED`` (-5, KIP-1005: the highest offset copied to remote
+  storage; None when nothing is, or the topic has no remote storage) or a timestamp in
+  ms (the first offset whose timestamp is at or after it). A lookup with no answer (a
+  timestamp past every record, an empty partition for -3) gives None, as Kafka's
+  ``offsetsForTimes``. ``earliest_offsets`` / ``latest_offsets`` / ``offsets_for_times``
+  are shorthands.
+* Versions, as Kafka's ``ListOffsetsRequest.Builder``: the request's minimum version is
+  that of the newest spec asked (-3: v7, -4: v8, -5: v9; ``SPEC_MIN_VERSIONS``), so a
+  broker that does not know a spec fails the call with ``UnsupportedVersionError`` naming
+  it (Kafka before 3.0 for -3, 3.5 for -4, 3.9 for -5) instead of answering something
+  else; any other negative spec raises ValueError.
 * ``list_topics`` (every topic with its partition count: subscribe / subscribePattern
   planning) and ``partitions_for`` (the ``PartitionInfo``s of named topics).
 
@@ -39,7 +48,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
+from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError, UnsupportedVersionError
 from broker.client.metadata import PartitionInfo
 from broker.client.network import now_ms
 from broker.protocol import ApiKey, ErrorCode, request_schema
@@ -47,13 +56,21 @@ from broker.protocol import ApiKey, ErrorCode, request_schema
 from .client import ConsumerNetworkClient
 from .config import ISOLATION_LEVELS, ConsumerConfig
 
-EARLIEST = -2
+# ListOffsets specs (Kafka's ListOffsetsRequest / OffsetSpec).
 LATEST = -1
-MAX_TIMESTAMP = -3
+EARLIEST = -2
+MAX_TIMESTAMP = -3  # KIP-734
+EARLIEST_LOCAL = -4  # KIP-405: the local log start offset
+LATEST_TIERED = -5  # KIP-1005: the highest offset in remote storage
 
 LIST_OFFSETS_MIN_VERSION = 1  # v0 answers with a list of offsets and no timestamp
 LIST_OFFSETS_COMMITTED_MIN_VERSION = 2  # isolation_level appears in v2
-LIST_OFFSETS_MAX_VERSION = 7  # v7: MAX_TIMESTAMP; v8+ add only tiered-storage specs
+LIST_OFFSETS_MAX_VERSION = 10  # v6 flexible, v10 timeout_ms (KIP-1075)
+# The first version that knows each special spec (ListOffsetsRequest.Builder's
+# requireMaxTimestamp / requireEarliestLocalTimestamp / requireTieredStorageTimestamp).
+SPEC_MIN_VERSIONS = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+SPEC_NAMES = {LATEST: "LATEST", EARLIEST: "EARLIEST", MAX_TIMESTAMP: "MAX_TIMESTAMP",
+              EARLIEST_LOCAL: "EARLIEST_LOCAL", LATEST_TIERED: "LATEST_TIERED"}
 # How long an unknown topic or partition is retried: auto-creation and a CreateTopics
 # that just returned make a topic visible within a few metadata rounds; a topic that
 # really does not exist should fail fast instead of waiting out the whole deadline.
@@ -125,6 +142,10 @@ def list_offsets(client_or_config: Any, specs: Mapping[tuple[str, int], int], *,
     wanted = {TopicPartition(*tp): int(spec) for tp, spec in specs.items()}
     if not wanted:
         return {}
+    for tp, spec in wanted.items():
+        if spec < 0 and spec not in SPEC_NAMES:
+            raise ValueError(f"ListOffsets spec {spec} of {tp}: expected a timestamp >= 0 or one of "
+                             + ", ".join(f"{n} ({v})" for v, n in SPEC_NAMES.items()))
     with consumer_client(client_or_config) as client:
         return _list_offsets(client, wanted, _isolation(client, isolation_level),
                              client.deadline(timeout_ms))
@@ -164,7 +185,7 @@ def _list_offsets(client: ConsumerNetworkClient, wanted: dict[TopicPartition, in
         md.add_topic(tp.topic)
     remaining = dict(wanted)
     out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-    our_min = LIST_OFFSETS_COMMITTED_MIN_VERSION if isolation else LIST_OFFSETS_MIN_VERSION
+    our_min = _min_version(wanted.values(), isolation)
     unknown_since: float | None = None
     last_error: BaseException | None = None
     attempt = 0
@@ -207,6 +228,7 @@ def _list_offsets(client: ConsumerNetworkClient, wanted: dict[TopicPartition, in
             try:
                 if not client.await_ready(node, deadline):
                     raise NetworkError(f"cannot connect to node {node}")
+                _check_version(client, node, parts, our_min)
                 futures.append((parts, client.send(
                     node, ApiKey.LIST_OFFSETS, _list_offsets_request(parts, isolation),
                     our_min=our_min, our_max=LIST_OFFSETS_MAX_VERSION)))
@@ -245,6 +267,24 @@ def _list_offsets(client: ConsumerNetworkClient, wanted: dict[TopicPartition, in
             client.sleep(client.backoff_ms(attempt), deadline)
             attempt += 1
     return out
+
+
+def _min_version(specs: Iterable[int], isolation: int) -> int:
+    """The request's minimum version: that of the newest spec asked (module docstring)."""
+    base = LIST_OFFSETS_COMMITTED_MIN_VERSION if isolation else LIST_OFFSETS_MIN_VERSION
+    return max([base] + [SPEC_MIN_VERSIONS.get(s, base) for s in specs])
+
+
+def _check_version(client: ConsumerNetworkClient, node: int, parts: dict[TopicPartition, int],
+                   our_min: int) -> None:
+    """UnsupportedVersionError naming the spec when the broker lacks the version it needs
+    (rather than the network client's generic "no usable version")."""
+    if client.client.api_version(node, ApiKey.LIST_OFFSETS, LIST_OFFSETS_MAX_VERSION, our_min) is not None:
+        return
+    needs = sorted({s for s in parts.values() if SPEC_MIN_VERSIONS.get(s, 0) >= our_min})
+    what = ", ".join(f"{SPEC_NAMES[s]} ({s}) needs v{SPEC_MIN_VERSIONS[s]}+" for s in needs) \
+        or f"v{our_min}+ needed"
+    raise UnsupportedVersionError(f"node {node} does not support the ListOffsets version asked: {what}")
 
 
 def _check_unknown(tps: list[TopicPartition], since: float | None) -> float:
@@ -334,6 +374,6 @@ def partitions_for(client_or_config: Any, topics: Iterable[str], *,
     return out
 
 
-__all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "OffsetAndTimestamp", "TopicPartition",
-           "consumer_client", "earliest_offsets", "latest_offsets", "list_offsets",
+__all__ = ["EARLIEST", "EARLIEST_LOCAL", "LATEST", "LATEST_TIERED", "MAX_TIMESTAMP", "OffsetAndTimestamp",
+           "TopicPartition", "consumer_client", "earliest_offsets", "latest_offsets", "list_offsets",
            "list_topics", "offsets_for_times", "partitions_for"]

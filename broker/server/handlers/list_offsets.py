@@ -1,18 +1,25 @@
-"""ListOffsets (key 2), v1-v5, and DeleteRecords (key 21), v0-v1.
+"""ListOffsets (key 2), v1-v10, and DeleteRecords (key 21), v0-v1.
 
-ListOffsets wire behaviour (PROTOCOL.md 3.7):
+ListOffsets wire behaviour (PROTOCOL.md 3.7; v6+ flexible):
 
 * timestamp -2 (earliest): the log start offset; -1 (latest): the high watermark, or the
   last stable offset for read_committed (isolation_level 1, v2+); -3 (max timestamp,
-  KIP-734): the offset and timestamp of the record with the largest timestamp; any other
-  value: the first offset whose record timestamp is >= it, or offset -1 / timestamp -1
-  when there is none (also when that offset is not yet visible at the isolation level).
+  KIP-734, v7+): the offset and timestamp of the record with the largest timestamp; any
+  other value: the first offset whose record timestamp is >= it, or offset -1 /
+  timestamp -1 when there is none (also when that offset is not yet visible at the
+  isolation level).
 * Tiered storage (KIP-405): -2 is the log start offset, which may lie in remote storage
-  (below the local log start offset); a timestamp is searched in the remote segments'
-  time indexes first, then locally (``UnifiedLog.fetch_offset_by_timestamp`` with the
-  remote log manager as its ``remote_reader``). -4 / -5 (v9+) are not served (max v5).
-* Answers carry offset, timestamp (-1 for -2/-1) and, from v4, the leader epoch of that
-  offset (-1 when unknown). v0's old_style_offsets is not served (min version 1).
+  (below the local log start offset); -4 (earliest local, v8+) is the local log start
+  offset, answered like -2 (never hidden by the visibility check: when every segment is
+  tiered it equals the high watermark and is still the answer); -5 (latest tiered,
+  KIP-1005, v9+) is the highest offset in remote storage (-1 when none, or the topic has
+  no remote storage). A timestamp, and -3, are searched in the remote segments too
+  (``UnifiedLog.fetch_offset_by_timestamp`` with the remote log manager as its
+  ``remote_reader``). v10's timeout_ms (KIP-1075) is accepted and unused: remote lookups
+  are answered synchronously. As in Kafka the broker does not tie a special timestamp
+  to a version (the client's builder picks the minimum version for what it asks).
+* Answers carry offset, timestamp (-1 for -2/-1/-4/-5) and, from v4, the leader epoch
+  of that offset (-1 when unknown). v0's old_style_offsets is not served (min version 1).
 * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; offline directory:
   KAFKA_STORAGE_ERROR. Duplicate partitions are answered as asked.
 
@@ -32,7 +39,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.log.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.log.unified_log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.protocol import ErrorCode
 from broker.protocol.messages.delete_records import DELETE_RECORDS_RESPONSE
 from broker.protocol.messages.list_offsets import LIST_OFFSETS_RESPONSE
@@ -67,7 +74,7 @@ def _lookup(lg, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
     found = lg.fetch_offset_by_timestamp(timestamp)
     if found is None:
         return -1, -1, -1
-    if timestamp != EARLIEST_TIMESTAMP and found.offset >= visible:
+    if timestamp not in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP) and found.offset >= visible:
         return -1, -1, -1
     epoch = -1 if found.leader_epoch is None else found.leader_epoch
     return found.offset, found.timestamp, epoch
