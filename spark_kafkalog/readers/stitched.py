@@ -76,9 +76,6 @@ BROKERS = "brokers"
 
 Piece = tuple[str, int, int]  # (STORE or BROKERS, start, end)
 
-# ListOffsets' EARLIEST_LOCAL (KIP-405): the local log start offset, v8+
-_EARLIEST_LOCAL = -4
-
 
 def stitch(start: int, end: int, store: tuple[int, int] | None, local: int) -> tuple[Piece, ...]:
     """The pieces of [start, end) (see the module docstring); ``store`` is the store's
@@ -120,13 +117,13 @@ class StitchedOffsetReader:
     def local_log_start_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Each partition's local log start offset (ListOffsets -4); the log start offset
         when the cluster has no ListOffsets v8 (then it has no tiered storage either)."""
-        from broker.client.consumer.offsets import list_offsets
+        from broker.client.consumer.offsets import EARLIEST_LOCAL, list_offsets
         from broker.client.errors import UnsupportedVersionError
 
         if not tps:
             return {}
         try:
-            got = list_offsets(self._network.client, {tp: _EARLIEST_LOCAL for tp in tps})
+            got = list_offsets(self._network.client, {tp: EARLIEST_LOCAL for tp in tps})
         except UnsupportedVersionError:
             log.info("%s has no ListOffsets v8 (no tiered storage): every offset is fetched from "
                      "the brokers", self._network.describe())
