@@ -365,12 +365,14 @@ print(json.dumps({{"rows": n, "arrow_peak_mib": pa.default_memory_pool().max_mem
 LISTENING = ""  # the broker's "listening on" line
 
 
-def object_store_rows(spark, logs: Path, work: Path, datasets: dict) -> dict:
+def object_store_rows(spark, logs: Path, work: Path, datasets: dict, servers: str | None = None) -> dict:
     """Issue 21's object-store row: direct mode reading the same log directory from an
     S3-protocol server (moto in server mode on 127.0.0.1, over HTTP: ranged GETs, as
     against a cloud bucket, without the network's latency) against direct mode from local
-    disk, in the same run, the two interleaved, best of REPEAT. Prints the rows; returns
-    the headline keys ``<topic>_<query>_direct_s3`` and ``..._ratio_s3_vs_local``."""
+    disk and network mode from the broker (``servers``, serving a copy of the same
+    directory), in the same run, the three interleaved, best of REPEAT. Prints the rows;
+    returns the headline keys ``<topic>_<query>_direct_s3``, ``..._ratio_s3_vs_local`` and
+    ``..._ratio_s3_vs_network``."""
     from tests.support.object_store import MotoServer
 
     server = MotoServer(work / "moto").start()
@@ -379,13 +381,17 @@ def object_store_rows(spark, logs: Path, work: Path, datasets: dict) -> dict:
         t = time.perf_counter()
         uri = server.upload(logs, "bench/kafka-logs")
         print(f"\nuploaded the log directory to {uri} (moto server) in {time.perf_counter() - t:.1f} s")
-        print(f"direct mode, object store vs local disk, rows/s per core (best of {REPEAT}, interleaved)")
+        print(f"direct mode from the object store vs from local disk and network mode, rows/s per core "
+              f"(best of {REPEAT}, interleaved)")
         for topic, (n, size) in datasets.items():
             rows = (n // PARTITIONS) * PARTITIONS
             frames = {
                 "local": spark.read.format("kafkalog").option("subscribe", topic).load(str(logs)),
                 "s3": spark.read.format("kafkalog").options(**server.options).option("subscribe", topic).load(uri),
             }
+            if servers:
+                frames["network"] = spark.read.format("kafkalog").option(
+                    "kafka.bootstrap.servers", servers).option("subscribe", topic).load()
             for df in frames.values():
                 check(df, rows, rows * size)
             best: dict = {}
@@ -396,9 +402,13 @@ def object_store_rows(spark, logs: Path, work: Path, datasets: dict) -> dict:
                         best[(mode, query)] = min(best.get((mode, query), float("inf")), seconds)
             for query in QUERIES:
                 local, s3 = (rows / best[(m, query)] / CORES for m in ("local", "s3"))
-                print(f"{topic:6} {query:6} local {local:12,.0f}  s3 {s3:12,.0f}  s3/local {s3 / local:5.2f}")
+                net = rows / best[("network", query)] / CORES if ("network", query) in best else None
+                print(f"{topic:6} {query:6} local {local:12,.0f}  s3 {s3:12,.0f}  network "
+                      f"{(net or 0):12,.0f}  s3/local {s3 / local:5.2f}  s3/network "
+                      f"{(s3 / net if net else 0):5.2f}")
                 headline[f"{topic}_{query}_direct_s3"] = round(s3)
                 headline[f"{topic}_{query}_ratio_s3_vs_local"] = round(s3 / local, 3)
+                headline[f"{topic}_{query}_ratio_s3_vs_network"] = round(s3 / net, 3) if net else None
     finally:
         server.stop()
     return headline
@@ -578,7 +588,7 @@ def main() -> None:
         headline["max_bytes_per_batch_mib"] = budget >> 20
         headline["records"] = {t: n for t, (n, _) in datasets.items()}
         headline["cores"] = CORES
-        headline.update(object_store_rows(spark, logs, work, datasets))
+        headline.update(object_store_rows(spark, logs, work, datasets, servers))
         spark.stop()
         print(json.dumps(headline))
     finally:
