@@ -63,23 +63,34 @@ def _tiered(broker: BrokerProcess, remote: Path, minimum: int) -> bool:
     return len(_manifests(remote, 0)) >= minimum and len(_local_logs(broker, 0)) <= 2
 
 
+def _tiering_broker(tmp: Path, storage_uri: str, partitions: int, **overrides: str) -> BrokerProcess:
+    """A started broker tiering ``storage_uri``, with the topic (1-KiB segments, local
+    retention 1 byte: every closed segment goes remote and is deleted locally)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = BrokerProcess(tmp, {
+        "remote.log.storage.system.enable": "true", "rsm.config.storage.uri": storage_uri,
+        "remote.log.manager.task.interval.ms": "200", "log.retention.check.interval.ms": "200",
+        **overrides}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, partitions, 1, config={
+            "remote.storage.enable": "true", "internal.segment.bytes": "1024",
+            "local.retention.bytes": "1"})])[TOPIC].result(30)
+    except BaseException:
+        broker.stop()
+        raise
+    return broker
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A broker whose topic's partition 0 is tiered (most segments only remote); yields
     (broker, remote directory)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     tmp = tmp_path_factory.mktemp("stitched")
     remote = tmp / "remote"
-    broker = BrokerProcess(tmp, {
-        "remote.log.storage.system.enable": "true", "rsm.config.storage.uri": str(remote),
-        "remote.log.manager.task.interval.ms": "200", "log.retention.check.interval.ms": "200",
-    }).start()
+    broker = _tiering_broker(tmp, str(remote), 2)
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 2, 1, config={
-            "remote.storage.enable": "true", "internal.segment.bytes": "1024",
-            "local.retention.bytes": "1"})])[TOPIC].result(30)
         _produce(broker.bootstrap, 0, 0, N0)
         _produce(broker.bootstrap, 1, 0, N1)
         assert wait_for(lambda: _tiered(broker, remote, 5), 120), "segments never tiered"
@@ -153,21 +164,12 @@ def test_split_and_timestamp_bounded_reads(spark, cluster):
 
 def test_the_store_pieces_read_with_the_broker_stopped(tmp_path_factory):
     """The store's part needs no broker: its pieces read from the remote directory alone."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     from spark_kafkalog.readers import read_range
 
     tmp = tmp_path_factory.mktemp("stitched-stopped")
     remote = tmp / "remote"
-    broker = BrokerProcess(tmp, {
-        "remote.log.storage.system.enable": "true", "rsm.config.storage.uri": str(remote),
-        "remote.log.manager.task.interval.ms": "200", "log.retention.check.interval.ms": "200",
-    }).start()
+    broker = _tiering_broker(tmp, str(remote), 1)
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1, config={
-            "remote.storage.enable": "true", "internal.segment.bytes": "1024",
-            "local.retention.bytes": "1"})])[TOPIC].result(30)
         _produce(broker.bootstrap, 0, 0, N0)
         assert wait_for(lambda: _tiered(broker, remote, 5), 120)
         options = parse_options(_options(broker, remote))
@@ -257,19 +259,12 @@ def test_stitched_from_s3_reads_cold_segments_from_the_store_not_the_broker(spar
     where a network-mode read makes the broker read them under cluster/; with the broker
     stopped, direct mode reads the tiered prefix itself."""
     import pyarrow.fs as pafs
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     fs = moto_s3.filesystem()
     fs.create_dir("stitch-bucket")
-    broker = BrokerProcess(tmp_path, {
-        "remote.log.storage.system.enable": "true", "rsm.config.storage.uri": "s3://stitch-bucket/cluster",
-        "remote.log.manager.task.interval.ms": "200", "log.retention.check.interval.ms": "200",
-        **{f"rsm.config.{k}": v for k, v in moto_s3.options.items()}}).start()
+    broker = _tiering_broker(tmp_path, "s3://stitch-bucket/cluster", 1,
+                             **{f"rsm.config.{k}": v for k, v in moto_s3.options.items()})
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1, config={
-            "remote.storage.enable": "true", "internal.segment.bytes": "1024",
-            "local.retention.bytes": "1"})])[TOPIC].result(30)
         _produce(broker.bootstrap, 0, 0, N0)
         # settled: every closed segment copied and deleted locally (only the active one left)
         assert wait_for(lambda: len(_local_logs(broker, 0)) == 1, 120), "segments never tiered"
