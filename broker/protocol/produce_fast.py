@@ -102,6 +102,15 @@ def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
     raise _Refused
 
 
+def _uvarint_at(buf: Any, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` (a compact length or count) and the position after
+    it; one byte, the common case, without the loop."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    return _uvarint(buf, pos)
+
+
 def parse_produce_request(frame: Any) -> tuple[RequestHeader, ProduceRequestData] | None:
     """The header and body of the Produce request ``frame`` (without its size prefix), or
     None when the generic decoder must decide (module docstring). Never raises."""
@@ -128,11 +137,7 @@ def _parse(buf: Any) -> tuple[RequestHeader, ProduceRequestData] | None:
         if buf[pos]:  # header tagged fields
             return None
         pos += 1
-        n = buf[pos]
-        if n >= 0x80:
-            n, pos = _uvarint(buf, pos)
-        else:
-            pos += 1
+        n, pos = _uvarint_at(buf, pos)
         if n == 0:
             transactional_id = None
         else:
@@ -143,32 +148,20 @@ def _parse(buf: Any) -> tuple[RequestHeader, ProduceRequestData] | None:
             pos += n
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
         pos += 6
-        count = buf[pos]
-        if count >= 0x80:
-            count, pos = _uvarint(buf, pos)
-        else:
-            pos += 1
+        count, pos = _uvarint_at(buf, pos)
         count -= 1  # compact array: N + 1 (0: null, refused by the generic decoder)
         if count < 0 or count * 3 > end - pos:
             return None
         elements = count
         topics = []
         for _ in range(count):
-            n = buf[pos]
-            if n >= 0x80:
-                n, pos = _uvarint(buf, pos)
-            else:
-                pos += 1
+            n, pos = _uvarint_at(buf, pos)
             n -= 1
             if n < 0 or n > MAX_STRING_BYTES or pos + n > end:
                 return None
             name = str(buf[pos:pos + n], "utf-8")
             pos += n
-            parts = buf[pos]
-            if parts >= 0x80:
-                parts, pos = _uvarint(buf, pos)
-            else:
-                pos += 1
+            parts, pos = _uvarint_at(buf, pos)
             parts -= 1
             if parts < 0 or parts * 6 > end - pos:
                 return None
@@ -179,11 +172,7 @@ def _parse(buf: Any) -> tuple[RequestHeader, ProduceRequestData] | None:
             for _ in range(parts):
                 index = _I32.unpack_from(buf, pos)[0]
                 pos += 4
-                n = buf[pos]
-                if n >= 0x80:
-                    n, pos = _uvarint(buf, pos)
-                else:
-                    pos += 1
+                n, pos = _uvarint_at(buf, pos)
                 if n == 0:
                     records = None
                 else:
