@@ -76,7 +76,8 @@ from tests.support.resources import (
     small_buffers,
 )
 from tests.support.soak import soak_row
-from tests.test_server_poison_batches import bomb_record_prefix, framed, zeros_stream
+from tests.test_server_bad_input import uvarint
+from tests.test_server_poison_batches import Lz4Stream, bomb_record_prefix, framed, zeros_stream
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -347,15 +348,6 @@ def test_pipelined_flood_is_back_pressured(broker):
 # --- huge declared sizes, many connections at once ------------------------------------------------
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _bad_size_payloads(topic: str) -> list[tuple[str, bytes, bool]]:
     """(name, bytes, answered): the connection is closed, or (answered) a Produce is refused
     with CORRUPT_MESSAGE."""
@@ -381,7 +373,7 @@ def _bad_size_payloads(topic: str) -> list[tuple[str, bytes, bool]]:
          False),
         ("Produce topics count 20M", framed_payload(produce_empty + struct.pack(">i", 20_000_000) + b"\x01" * 64),
          False),
-        ("ApiVersions 20M tagged fields", framed_payload(api_versions[:-1] + _uvarint(20_000_000) + b"\x01" * 1024),
+        ("ApiVersions 20M tagged fields", framed_payload(api_versions[:-1] + uvarint(20_000_000) + b"\x01" * 1024),
          False),
         ("string length past the frame", framed_payload(prefix + struct.pack(">i", 1) + struct.pack(">h", 30000)
                                                         + b"abc"), False),
@@ -497,20 +489,6 @@ def test_many_tiny_array_elements_do_not_amplify_memory(broker_factory):
 # --- decompression bombs (F5), several connections at once ----------------------------------------
 
 
-class _Lz4Stream:
-    def __init__(self) -> None:
-        self.c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=True)
-        self.started = False
-
-    def compress(self, data: bytes) -> bytes:
-        head = b"" if self.started else self.c.begin()
-        self.started = True
-        return head + self.c.compress(data)
-
-    def flush(self) -> bytes:
-        return self.c.flush()
-
-
 def _bomb(compressor, size: int, codec: int) -> bytes:
     """A v2 batch (right CRC) of one valid record whose value is ``size`` zeros."""
     return framed(zeros_stream(compressor, size, bomb_record_prefix(size), b"\x00"), 1, codec)
@@ -532,7 +510,7 @@ def bombs() -> dict[str, bytes]:
         "zstd 1 GiB": _bomb(zstandard.ZstdCompressor(level=3).compressobj(), GIB, 4),
         "zstd 1 GiB, 128 MiB window": _bomb(zstandard.ZstdCompressor(compression_params=zstd_wide).compressobj(),
                                             GIB, 4),
-        "lz4 256 MiB": _bomb(_Lz4Stream(), 256 * MIB, 3),
+        "lz4 256 MiB": _bomb(Lz4Stream(lz4.frame.BLOCKSIZE_MAX4MB, block_linked=True), 256 * MIB, 3),
         "snappy 40 MiB": _snappy_bomb(40 * MIB),
     }
     for name, batch in out.items():

@@ -89,9 +89,11 @@ def bomb_record_prefix(value_size: int) -> bytes:
         + encode_varint(value_size)
 
 
-class _Lz4Stream:
-    def __init__(self) -> None:
-        self.c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False)
+class Lz4Stream:
+    """An LZ4 frame compressed piece by piece (``compress`` then ``flush``)."""
+
+    def __init__(self, block_size: int = lz4.frame.BLOCKSIZE_MAX64KB, block_linked: bool = False) -> None:
+        self.c = lz4.frame.LZ4FrameCompressor(block_size=block_size, block_linked=block_linked)
         self.started = False
 
     def compress(self, data: bytes) -> bytes:
@@ -221,7 +223,7 @@ def test_f5_zstd_of_a_gib_and_64_mib_of_zeros(broker, conn):
 def test_f5_valid_records_inflating_past_the_budget(broker, conn, codec, size):
     """One well-formed record whose value is ``size`` zero bytes: walked with its value
     skipped as it streams, refused once the output passes the 128-MiB budget."""
-    make = {1: gzip_stream, 3: _Lz4Stream, 4: zstd_stream}[codec]
+    make = {1: gzip_stream, 3: Lz4Stream, 4: zstd_stream}[codec]
     payload = zeros_stream(make(), size, prefix=bomb_record_prefix(size), suffix=b"\x00")
     assert len(payload) < 2 << 20
     p = refused(broker, conn, framed(payload, 1, codec), ErrorCode.MESSAGE_TOO_LARGE, tag=f"bomb{codec}")

@@ -68,11 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output directory (local path or any Hadoop file system URI)")
     parser.add_argument("--bootstrap-servers", "--bootstrap-server", dest="bootstrap_servers",
                         metavar="HOST:PORT[,...]",
-                        help="network mode: fetch from this Kafka cluster")
+                        help="network mode: fetch from this Kafka cluster (with --path: "
+                             "stitched mode, the offsets only its remote storage holds read from --path)")
     parser.add_argument("--path", action="append", metavar="LOGDIR",
                         help="direct mode: read this Kafka log directory (a log.dirs entry, "
                              "or a copy on an object store: s3://bucket/prefix, gs://, abfs://, "
-                             "hdfs://, with --option fs.s3a.endpoint=... etc.; repeatable)")
+                             "hdfs://, with --option fs.s3a.endpoint=... etc.; repeatable); with "
+                             "--bootstrap-servers: the cluster's remote storage (rsm.config.storage.uri)")
     parser.add_argument("--starting-offsets", default="earliest", metavar="SPEC",
                         help="Spark's startingOffsets: earliest (default) or JSON "
                              "{\"topic\":{\"0\":23,\"1\":-2}}")
