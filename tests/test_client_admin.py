@@ -219,7 +219,7 @@ def test_negotiated_versions(kafka_broker, admin):
     admin.create_partitions({topic: 2}).all()
     admin.delete_topics([topic]).all()
     used = kafka_broker.api_versions_used("admin-test")
-    assert used["METADATA"] == {8, 12} and used["CREATE_TOPICS"] == {4} and used["DELETE_TOPICS"] == {3}
+    assert used["METADATA"] == {12} and used["CREATE_TOPICS"] == {4} and used["DELETE_TOPICS"] == {3}
     assert used["CREATE_PARTITIONS"] == {1} and used["DESCRIBE_CONFIGS"] == {3}
     assert used["INCREMENTAL_ALTER_CONFIGS"] == {0} and used["ALTER_CONFIGS"] == {1}
 

@@ -10,8 +10,8 @@ offset below the local log start from the remote directory and the rest from the
   also split (minPartitions) and from a timestamp (the broker's lookup in its remote
   segments' time indexes);
 - the store's pieces read with the broker stopped (the same rows: the object store alone);
-- a remote location without the partition falls back to the brokers (a warning), so no
-  offset is lost;
+- a remote location without the partition, or whose manifests name another topic id (a
+  re-created topic), falls back to the brokers (a warning), so no offset is lost or wrong;
 - streaming (Trigger.AvailableNow, several micro-batches), restarted from its checkpoint
   after more records were produced and tiered: every offset exactly once;
 - ``kafkalog export`` with both a cluster and a path;
@@ -192,6 +192,33 @@ def test_a_location_without_the_partition_falls_back_to_the_brokers(spark, clust
     assert "holds no segment of it: they are fetched from the brokers" in caplog.text
     df = spark.read.format("kafkalog").options(**_options(broker, empty)).load()
     assert [o for p, o, _, _ in _rows(df) if p == 0] == list(range(N0))
+
+
+def test_a_store_of_another_topic_incarnation_is_never_read(cluster, tmp_path, caplog):
+    """The manifests name the topic id: a copy whose manifests name another id (a topic
+    deleted and re-created under the same name, another cluster) is not read."""
+    import json
+    import shutil
+    import uuid
+
+    from broker.log.files import encode_topic_id
+
+    broker, remote = cluster
+    other = tmp_path / "other"
+    shutil.copytree(remote, other)
+    manifests = sorted((other / f"{TOPIC}-0").glob("*.remote-segment.json"))
+    first = json.loads(manifests[0].read_text())
+    assert first["topic_id"]  # the broker writes the topic id into each manifest
+    same = {p.partition: p for p in _plan(_options(broker, other))}
+    assert same[0].pieces[0][0] == STORE  # the same id: read from the copy
+    for path in manifests:
+        doc = json.loads(path.read_text())
+        doc["topic_id"] = encode_topic_id(uuid.uuid4())
+        path.write_text(json.dumps(doc))
+    with caplog.at_level(logging.WARNING, logger="spark_kafkalog"):
+        parts = {p.partition: p for p in _plan(_options(broker, other))}
+    assert parts[0].pieces == ((BROKERS, 0, N0),)
+    assert "deleted and re-created, or another cluster" in caplog.text
 
 
 def test_streaming_available_now_restarts_exactly_once(spark, cluster, tmp_path):

@@ -5,7 +5,7 @@ Owns, as Kafka's ``Metadata`` / ``Cluster`` / ``DefaultMetadataUpdater``:
 * ``Node`` (id, host, port, rack) and ``PartitionInfo`` (topic, partition, leader,
   leader_epoch, replicas, isr, error).
 * ``Cluster``: an immutable snapshot (brokers, partitions per topic, per-node partition
-  lists, topic errors, cluster and controller ids). Before the first response it holds
+  lists, topic errors, cluster and controller ids, topic ids from Metadata v10+). Before the first response it holds
   the bootstrap nodes, with ids -1, -2, ... as Kafka gives them.
 * ``Metadata``: the live view shared by user threads and the network thread. It keeps
   the set of topics the client needs (``add_topic``; topics unused for
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -85,8 +86,10 @@ class Cluster:
 
     def __init__(self, nodes: Iterable[Node], partitions: Iterable[PartitionInfo] = (),
                  topic_errors: dict[str, int] | None = None, cluster_id: str | None = None,
-                 controller_id: int = -1, bootstrap: bool = False) -> None:
+                 controller_id: int = -1, bootstrap: bool = False,
+                 topic_ids: dict[str, uuid.UUID] | None = None) -> None:
         self.nodes: dict[int, Node] = {n.id: n for n in nodes}
+        self.topic_ids: dict[str, uuid.UUID] = dict(topic_ids or {})
         self.cluster_id = cluster_id
         self.controller_id = controller_id
         self.is_bootstrap = bootstrap
@@ -108,6 +111,10 @@ class Cluster:
     @classmethod
     def bootstrap_cluster(cls, nodes: Iterable[Node]) -> Cluster:
         return cls(nodes, bootstrap=True)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The topic's id (Metadata v10+), None when unknown."""
+        return self.topic_ids.get(topic)
 
     def topics(self) -> list[str]:
         return list(self._partitions)
@@ -273,8 +280,12 @@ class Metadata:
         topic_errors: dict[str, int] = {}
         retry = False
         fatal: dict[str, KafkaError] = {}
+        topic_ids: dict[str, uuid.UUID] = {}
         for t in response.topics:
             name = t.name
+            topic_id = getattr(t, "topic_id", None)
+            if topic_id is not None and topic_id.int:
+                topic_ids[name] = topic_id
             if t.error_code:
                 topic_errors[name] = t.error_code
                 code = ErrorCode.lookup(t.error_code)
@@ -292,7 +303,7 @@ class Metadata:
                 if p.leader_id < 0:
                     retry = True
         cluster = Cluster(nodes, partitions, topic_errors, getattr(response, "cluster_id", None),
-                          getattr(response, "controller_id", -1))
+                          getattr(response, "controller_id", -1), topic_ids=topic_ids)
         with self._cond:
             # Keep partitions of topics not asked for this time (a refresh for a new topic
             # must not make the others unknown).
@@ -302,8 +313,10 @@ class Metadata:
                 keep = [p for t in old.topics() if t not in asked and t not in cluster.topics()
                         for p in old.partitions_for_topic(t)]
                 if keep:
+                    kept_ids = {t: i for t, i in old.topic_ids.items() if t not in asked}
                     cluster = Cluster(nodes, partitions + keep, topic_errors,
-                                      cluster.cluster_id, cluster.controller_id)
+                                      cluster.cluster_id, cluster.controller_id,
+                                      topic_ids={**kept_ids, **topic_ids})
             self._cluster = cluster
             self._fatal.update(fatal)
             for t in requested:
@@ -324,7 +337,7 @@ class Metadata:
 class MetadataUpdater:
     """Sends Metadata requests from the network thread (see the module docstring)."""
 
-    MAX_VERSION = 8  # what this client parses and what the broker advertises
+    MAX_VERSION = 12  # v10+: topic ids (stitched reads check the remote storage's against them)
 
     def __init__(self, metadata: Metadata) -> None:
         self.metadata = metadata

@@ -62,8 +62,10 @@ only lists directories and may be shared once built.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
@@ -446,6 +448,24 @@ class PartitionReader:
                     if record.timestamp >= timestamp and record.offset >= min_offset:
                         return record.offset
         return None
+
+    def topic_id(self) -> uuid.UUID | None:
+        """The topic id the partition's files name: a tiered prefix's first manifest's
+        ``topic_id``, else ``partition.metadata``'s; None when neither says (or cannot be
+        read): stitched reads check it against the cluster's."""
+        manifests = sorted(n for n in self._listed if n.endswith(MANIFEST_SUFFIX))
+        try:
+            if manifests:
+                text = json.loads(self.storage.read_file(self.directory / manifests[0])).get("topic_id")
+            elif files.PARTITION_METADATA_FILE in self._listed:
+                body = self.storage.read_file(self.directory / files.PARTITION_METADATA_FILE).decode("ascii")
+                fields = dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
+                text = fields.get("topic_id", "").strip()
+            else:
+                return None
+            return files.decode_topic_id(text) if text else None
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def close(self) -> None:
         """Unmap the indexes opened so far (the reader may still be used: they reopen)."""

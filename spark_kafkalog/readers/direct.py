@@ -109,6 +109,11 @@ class DirectOffsetReader:
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         return {tp: self._reader(tp).offset_for_timestamp(ts) for tp, ts in timestamps.items()}
 
+    def topic_ids(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, object]:
+        """The topic id each partition's files name (``PartitionReader.topic_id``; None
+        when they name none)."""
+        return {tp: self._reader(tp).topic_id() for tp in tps}
+
     def close(self) -> None:
         for reader in self._readers.values():
             reader.close()

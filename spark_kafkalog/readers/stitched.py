@@ -25,7 +25,10 @@ Then each planned range [start, end) of a partition is cut at:
   everything is read from the brokers;
 - the store's offsets of the partition, [``store_start``, ``store_end``) (its log start
   and end offsets, listed from the store when some range starts below ``local``; the
-  store is not touched otherwise).
+  store is not touched otherwise). A partition whose files in the store name another
+  topic id than the cluster's topic (its first manifest's ``topic_id``, or
+  ``partition.metadata``; Metadata v10+) is another incarnation of the topic, or
+  another cluster's: it counts as absent from the store.
 
 ``stitch`` gives the pieces, in offset order, contiguous, covering [start, end) exactly:
 brokers [start, a), store [a, b), brokers [b, end), empty pieces left out, where
@@ -143,7 +146,7 @@ class StitchedOffsetReader:
             reader = DirectOffsetReader(self.paths, self.storage_options)
             try:
                 held = set(reader.topic_partitions(sorted({t for t, _ in cold})))
-                found = [tp for tp in cold if tp in held]
+                found = self._same_topic([tp for tp in cold if tp in held], reader.topic_ids)
                 starts, ends = reader.earliest_offsets(found), reader.latest_offsets(found)
                 store = {tp: (starts[tp], ends[tp]) for tp in found}
             finally:
@@ -155,6 +158,22 @@ class StitchedOffsetReader:
                                 local[tp], ", ".join(self.paths))
         return [stitch(r.start, r.end, store.get(r.topic_partition), local.get(r.topic_partition, r.start))
                 for r in ranges]
+
+    def _same_topic(self, tps: list[TopicPartition], store_ids) -> list[TopicPartition]:
+        """``tps`` whose files in the store name the cluster's topic id (or name none, or
+        the cluster gives none: Metadata before v10); the others hold another incarnation
+        of the topic (deleted and re-created) or another cluster's: never read them."""
+        cluster = self._network.client.metadata.fetch()
+        same = []
+        for tp, stored in store_ids(tps).items():
+            live = cluster.topic_id(tp[0])
+            if stored is not None and live is not None and stored != live:
+                log.warning("%s holds %s-%d of topic id %s, but the cluster's topic %s has id %s "
+                            "(deleted and re-created, or another cluster): its offsets are fetched "
+                            "from the brokers", ", ".join(self.paths), tp[0], tp[1], stored, tp[0], live)
+                continue
+            same.append(tp)
+        return same
 
     def close(self) -> None:
         self._network.close()
