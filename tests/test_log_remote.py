@@ -15,7 +15,12 @@ from broker.config import ConfigError
 from broker.log.clock import MockTime
 from broker.log.config import LogConfig, validate_topic_config
 from broker.log.errors import LogOffsetOutOfRangeError
-from broker.log.list_offsets import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP
+from broker.log.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from broker.log.remote.errors import OffsetMovedToTieredStorageError
 from broker.log.remote.log_manager import RemoteLogManager
 from broker.log.remote.metadata import RemoteLogSegmentMetadata
@@ -108,6 +113,45 @@ def test_tiering_copies_deletes_locally_and_serves_every_offset(tmp_path):
     assert (found.offset, found.timestamp) == (5, BASE_TS + 5)
     found = lg.fetch_offset_by_timestamp(BASE_TS + 59)
     assert found.offset == 59
+
+
+def test_max_timestamp_is_searched_in_the_remote_segments_too(tmp_path):
+    """ListOffsets -3 (KIP-734) over a tiered log: the first record with the largest
+    timestamp, wherever it lives (its remote segment found by the manifests' max timestamp)."""
+    env = Env(tmp_path)
+    lg = env.open()
+
+    def append(ts: int) -> int:
+        offset = lg.log_end_offset
+        lg.append_as_leader(encode_batch([(None, f"v{offset}".encode(), ts)]))
+        return offset
+
+    for _ in range(7):
+        append(BASE_TS + lg.log_end_offset)
+    newest = append(BASE_TS + 10_000)  # the largest timestamp, early in the log
+    for _ in range(40):
+        append(BASE_TS + lg.log_end_offset)
+    env.rlm.run_once()
+    segments = env.rlm.remote_segments("tiered", 0)
+    assert segments[0].end_offset < lg.local_log_start_offset  # offset 7's segment is local no more
+    assert newest <= segments[-1].end_offset and newest < lg.local_log_start_offset
+    found = lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)
+    assert (found.offset, found.timestamp) == (newest, BASE_TS + 10_000)
+    assert found.leader_epoch == 0
+    # a later record with the same timestamp does not win (the first one does), also after
+    # a restart (the remote metadata rebuilt from the manifests)
+    tie = append(BASE_TS + 10_000)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP).offset == newest
+    lg.close()
+    env.rlm.close()
+    lg = env.open()
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)[:2] == (newest, BASE_TS + 10_000)
+    # DeleteRecords past the remote record: the local one with the same timestamp answers
+    lg.maybe_increment_log_start_offset(newest + 1)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)[:2] == (tie, BASE_TS + 10_000)
+    # a larger timestamp, locally, wins
+    newer = append(BASE_TS + 20_000)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)[:2] == (newer, BASE_TS + 20_000)
 
 
 def test_copy_only_below_the_high_watermark_and_never_the_active_segment(tmp_path):

@@ -28,8 +28,9 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
      not yet copied). The log start offset moves past them first, then their metadata
      leaves the cache, then their objects are deleted (manifest first);
 - serving: ``read`` (Fetch of an offset below the local log start offset, for any
-  client) and ``find_offset_by_timestamp`` (ListOffsets; attached to each log as its
-  ``remote_reader``), through ``reader.RemoteSegmentReader``;
+  client), ``find_offset_by_timestamp`` and ``find_max_timestamp`` (ListOffsets by
+  timestamp and -3; attached to each log as its ``remote_reader``), through
+  ``reader.RemoteSegmentReader``;
 - topic deletion: ``on_partition_deleted`` deletes the partition's remote segments.
 
 Crash safety: a crash during a copy leaves objects without a manifest (swept at the next
@@ -328,11 +329,32 @@ class RemoteLogManager:
         for meta in self._segments.get(lg.topic_partition, ()):
             if meta.end_offset < start or meta.max_timestamp_ms < timestamp:
                 continue
-            found = self.reader.find_offset_by_timestamp(meta, timestamp, start)
+            found = self._find_in(meta, timestamp, start)
             if found is not None:
-                epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
-                return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
+                return found
         return None
+
+    def find_max_timestamp(self, lg) -> OffsetAndTimestamp | None:
+        """ListOffsets MAX_TIMESTAMP (-3) over the remote segments: the first record with
+        the largest timestamp. The segment is the first (by offset) whose manifest's
+        max_timestamp_ms is the largest of the segments at or above the log start offset;
+        then its time index and a scan. None when there is no remote segment (or that
+        record lies below the log start offset)."""
+        start = lg.log_start_offset
+        best = None
+        for meta in self._segments.get(lg.topic_partition, ()):
+            if meta.end_offset >= start and (best is None or meta.max_timestamp_ms > best.max_timestamp_ms):
+                best = meta
+        if best is None or best.max_timestamp_ms < 0:
+            return None
+        return self._find_in(best, best.max_timestamp_ms, start)
+
+    def _find_in(self, meta: RemoteLogSegmentMetadata, timestamp: int, start: int) -> OffsetAndTimestamp | None:
+        found = self.reader.find_offset_by_timestamp(meta, timestamp, start)
+        if found is None:
+            return None
+        epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
+        return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
 
 
 def _base_offset(meta: RemoteLogSegmentMetadata) -> int:
