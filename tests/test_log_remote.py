@@ -312,6 +312,112 @@ def test_topic_config_validation():
     validate_topic_config(cfg)
 
 
+def test_kip_950_config_rules_with_kafkas_messages():
+    tiered = LogConfig.from_props({"remote.storage.enable": True, "local.retention.bytes": 100,
+                                   "retention.bytes": 1000})
+    # remote.log.copy.disable=true: local retention -2 or equal to retention
+    copy_off = {"remote.storage.enable": True, "remote.log.copy.disable": True}
+    with pytest.raises(ConfigError) as err:
+        validate_topic_config(LogConfig.from_props({**copy_off, "local.retention.bytes": 100, "retention.bytes": 1000}))
+    assert str(err.value) == (
+        "When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and `retention.bytes` must "
+        "be set to the identical value because there will be no more logs copied to the remote storage.")
+    with pytest.raises(ConfigError, match="the `local.retention.ms` and `retention.ms` must be set to the identical"):
+        validate_topic_config(LogConfig.from_props({**copy_off, "local.retention.ms": 100, "retention.ms": 1000}))
+    validate_topic_config(LogConfig.from_props({**copy_off, "local.retention.bytes": 1000, "retention.bytes": 1000}))
+    validate_topic_config(LogConfig.from_props(copy_off), current=tiered)
+    # remote.storage.enable true -> false needs remote.log.delete.on.disable=true
+    off = LogConfig.from_props({"remote.storage.enable": False})
+    with pytest.raises(ConfigError) as err:
+        validate_topic_config(off, current=tiered)
+    assert str(err.value) == (
+        "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+        "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you "
+        "want to disable remote storage and delete all remote data, please set "
+        "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+    validate_topic_config(off)  # a new topic, or one that was not tiered
+    validate_topic_config(off, current=LogConfig.from_props({}))
+    validate_topic_config(LogConfig.from_props({"remote.storage.enable": False, "remote.log.delete.on.disable": True}),
+                          current=tiered)
+
+
+def test_copy_disabled_keeps_the_remote_segments_readable_and_local_retention_leaves_no_hole(tmp_path):
+    """remote.log.copy.disable=true (KIP-950): no more copies; the remote segments stay
+    readable and under retention; local segments go by retention.bytes, the uncopied ones
+    only once no remote offset is left below them (then the log start offset moves)."""
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    env.rlm.run_once()
+    highest = lg.highest_offset_in_remote_storage
+    remote_count = len(env.rlm.remote_segments("tiered", 0))
+    assert highest > 0 and lg.local_log_start_offset == highest + 1
+
+    def reconfigure(**props) -> None:
+        values = {"segment.bytes": 600, "remote.storage.enable": True, "remote.log.copy.disable": True,
+                  "retention.ms": -1, **{k.replace("_", "."): v for k, v in props.items()}}
+        lg.update_config(LogConfig.from_props(values))
+
+    reconfigure(retention_bytes=-1)
+    env.produce(40)
+    assert env.rlm.run_once() == {"copied": 0, "deleted_local": 0, "deleted_remote": 0}
+    assert lg.highest_offset_in_remote_storage == highest
+    assert lg.fetch_offset_by_timestamp(LATEST_TIERED_TIMESTAMP).offset == highest
+    assert read_all(env) == [(o, f"v{o}".encode()) for o in range(80)]
+    # retention.bytes: the remote segments (the oldest) go first, the log start moves to the
+    # local log start; only then do uncopied local segments go, moving it further
+    reconfigure(retention_bytes=1200)
+    first = env.rlm.run_once()
+    assert first["deleted_local"] == 0 and first["deleted_remote"] == remote_count
+    assert env.rlm.remote_segments("tiered", 0) == ()
+    assert lg.log_start_offset == lg.local_log_start_offset == highest + 1
+    assert read_all(env, lg.log_start_offset)[0] == (highest + 1, f"v{highest + 1}".encode())
+    assert env.rlm.run_once()["deleted_local"] > 0
+    assert lg.log_start_offset == lg.local_log_start_offset > highest + 1
+    assert lg.size - lg.segments[0].size < 1200
+    start = lg.log_start_offset
+    assert read_all(env, start) == [(o, f"v{o}".encode()) for o in range(start, 80)]
+    # copies resume when the key is cleared: from the local log start on
+    reconfigure(remote_log_copy_disable=False, retention_bytes=-1)
+    assert env.rlm.run_once()["copied"] > 0
+    assert env.rlm.remote_segments("tiered", 0)[0].base_offset == start
+
+
+def test_turning_remote_storage_off_deletes_the_remote_segments(tmp_path):
+    """remote.storage.enable true -> false with remote.log.delete.on.disable=true: the log
+    start offset moves to the local log start, the remote segments go; a deletion cut short
+    (a crash) is completed at the next startup."""
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    env.rlm.run_once()
+    local_start = lg.local_log_start_offset
+    assert local_start > 0 and lg.log_start_offset == 0
+    off = LogConfig.from_props({"segment.bytes": 600, "remote.storage.enable": False,
+                                "remote.log.delete.on.disable": True})
+    lg.update_config(off)
+    assert not lg.remote_log_enabled
+    env.rlm.on_remote_storage_disabled(lg)
+    assert lg.log_start_offset == local_start and lg.highest_offset_in_remote_storage == -1
+    assert env.rlm.remote_segments("tiered", 0) == ()
+    assert not (env.remote / "tiered-0").exists() or not any((env.remote / "tiered-0").iterdir())
+    assert lg.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP).offset == local_start
+    assert lg.fetch_offset_by_timestamp(LATEST_TIERED_TIMESTAMP).offset == -1
+    assert read_all(env, local_start)[0][0] == local_start
+    # a crash between the config change and the deletion: the next startup deletes them
+    lg.close()
+    env2 = Env(tmp_path / "again")
+    lg2 = env2.open()
+    env2.produce(40)
+    env2.rlm.run_once()
+    assert any((env2.remote / "tiered-0").iterdir())
+    lg2.update_config(off)  # ... and the broker dies here
+    lg2.close()
+    env2.config = off
+    env2.open()
+    assert not (env2.remote / "tiered-0").exists() or not any((env2.remote / "tiered-0").iterdir())
+
+
 def test_read_committed_from_remote_gets_the_aborted_transactions(tmp_path):
     env = Env(tmp_path)
     lg = env.open()

@@ -423,3 +423,61 @@ def test_direct_mode_reads_a_tiered_prefix_and_skips_a_segment_without_its_manif
     (copy / f"{TOPIC}-0" / f"{last:020d}.remote-segment.json").unlink()  # as after a crash mid-copy
     (copy / f"{TOPIC}-0" / f"{last:020d}.log.tmp-0123").write_bytes(b"partial")
     assert [s.base_offset for s in LogDirReader(copy).partition(TOPIC, 0).segments] == bases[:-1]
+
+
+def _alter(admin: AdminClient, topic: str, **configs: str) -> None:
+    """IncrementalAlterConfigs SET of ``configs`` (dots as underscores) on ``topic``."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in configs.items()]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def _invalid_config(call) -> str:
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        call()
+    assert err.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    return err.value.args[0].str()
+
+
+def test_kip_950_copy_disable_then_turning_remote_storage_off(tmp_path) -> None:
+    """remote.log.copy.disable / remote.log.delete.on.disable through IncrementalAlterConfigs,
+    Kafka's rules and messages; turning remote storage off deletes the remote segments and
+    moves the log start offset to the local log start offset, also across a restart."""
+    broker = _broker(tmp_path).start()
+    try:
+        _create_and_produce(broker)
+        _wait_for(lambda: _all_closed_segments_tiered(broker), "every closed segment tiered")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        message = _invalid_config(lambda: _alter(admin, TOPIC, remote_storage_enable="false"))
+        assert message.startswith("It is invalid to disable remote storage without deleting remote data.")
+        message = _invalid_config(lambda: _alter(admin, TOPIC, remote_log_copy_disable="true"))
+        assert "the `local.retention.bytes` and `retention.bytes` must be set to the identical value" in message
+        # read-only tier: no more copies, every offset still served
+        _alter(admin, TOPIC, remote_log_copy_disable="true", local_retention_bytes="-2")
+        highest = _manifests(broker)[-1]["end_offset"]
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "k"})
+        try:
+            assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (0, N)
+        finally:
+            consumer.close()
+        assert _consume_confluent(broker) == _expected()
+        assert _manifests(broker)[-1]["end_offset"] == highest
+        # remote storage off, remote data deleted
+        _alter(admin, TOPIC, remote_storage_enable="false", remote_log_delete_on_disable="true")
+        assert _manifests(broker) == []
+        local_start = int(_local_logs(broker)[0].name[:20])
+        assert local_start == highest + 1
+        for restarted in (False, True):
+            if restarted:
+                broker.restart()
+            consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "k"})
+            try:
+                assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (local_start, N)
+            finally:
+                consumer.close()
+            assert _consume_confluent(broker, local_start) == _expected(local_start)
+            assert not _remote_dir(broker).exists() or not any(_remote_dir(broker).iterdir())
+    finally:
+        broker.stop()

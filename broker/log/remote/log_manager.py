@@ -18,10 +18,12 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   2. copy: every closed (non-active) local segment whose end offset is beyond the highest
      remote offset and below min(last stable offset, high watermark), oldest first, with
      its offset, time and transaction indexes, the producer snapshot at its end and its
-     leader-epoch entries (``LogSegmentData``); then the manifest;
+     leader-epoch entries (``LogSegmentData``); then the manifest. Skipped while the
+     topic has remote.log.copy.disable=true (KIP-950: the remote segments stay readable
+     and under retention);
   3. local retention: ``UnifiedLog.delete_old_segments`` (``retention.py``), which deletes
      copied local segments past local.retention.ms / local.retention.bytes without moving
-     the log start offset;
+     the log start offset (with copies disabled: retention.ms / retention.bytes);
   4. remote retention: remote segments wholly below the log start offset (DeleteRecords),
      and, for delete-policy topics, oldest first, those past retention.ms (their max
      timestamp) or retention.bytes (of the whole log: remote segments plus the local ones
@@ -31,7 +33,14 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   client), ``find_offset_by_timestamp`` and ``find_max_timestamp`` (ListOffsets by
   timestamp and -3; attached to each log as its ``remote_reader``), through
   ``reader.RemoteSegmentReader``;
-- topic deletion: ``on_partition_deleted`` deletes the partition's remote segments.
+- topic deletion: ``on_partition_deleted`` deletes the partition's remote segments;
+- remote storage turned off (remote.storage.enable true -> false with
+  remote.log.delete.on.disable=true, KIP-950): ``on_remote_storage_disabled`` moves the
+  log start offset to the local log start offset, forgets the partition's remote
+  segments and deletes them. A crash before the deletion ends leaves remote objects of a
+  log that is no longer remote: ``startup`` deletes the remote segments of every log whose
+  topic says remote.storage.enable=false and remote.log.delete.on.disable=true (on
+  a broker with the system enabled), so the deletion completes at the next start.
 
 Crash safety: a crash during a copy leaves objects without a manifest (swept at the next
 start; the segment is copied again, same names and bytes); during a deletion, a segment
@@ -117,11 +126,15 @@ class RemoteLogManager:
         thread of its own (the broker's choice: a long copy to an object store must not
         delay the flush, checkpoint and group tasks of the shared scheduler)."""
         for lg in self._logs():
-            if lg.remote_log_enabled and not lg.is_offline:
-                try:
+            if lg.is_offline:
+                continue
+            try:
+                if lg.remote_log_enabled:
                     self._ensure_initialized(lg)
-                except (RemoteStorageError, KafkaStorageError) as exc:
-                    log.error("remote storage of %s not initialised: %s", lg.name, exc)
+                elif _deleted_on_disable(lg):
+                    self._delete_remote_segments(*lg.topic_partition)  # a deletion cut short
+            except (RemoteStorageError, KafkaStorageError, OSError) as exc:
+                log.error("remote storage of %s not initialised: %s", lg.name, exc)
         if dedicated_thread:
             scheduler = self._own_scheduler = KafkaScheduler(self.time, thread_name="remote-log-manager")
             scheduler.startup()
@@ -160,7 +173,8 @@ class RemoteLogManager:
             try:
                 with self._partition_lock(lg.topic_partition):
                     self._ensure_initialized(lg)
-                    stats["copied"] += self.copy_segments(lg)
+                    if not lg.config.remote_log_copy_disable:
+                        stats["copied"] += self.copy_segments(lg)
                     stats["deleted_local"] += lg.delete_old_segments(now_ms)
                     stats["deleted_remote"] += self.apply_remote_retention(lg, now_ms)
             except (RemoteStorageError, KafkaStorageError, OSError) as exc:
@@ -284,13 +298,35 @@ class RemoteLogManager:
 
     def on_partition_deleted(self, topic: str, partition: int) -> None:
         """Topic deletion: the partition's remote segments go (manifests first)."""
+        try:
+            self._delete_remote_segments(topic, partition)
+        except (RemoteStorageError, OSError) as exc:
+            log.error("deleting the remote segments of %s-%d failed: %s", topic, partition, exc)
+
+    def on_remote_storage_disabled(self, lg) -> None:
+        """remote.storage.enable turned off (module docstring): the log start offset moves
+        to the local log start offset first, then the remote segments go. A failed
+        deletion is logged; the next startup completes it."""
+        tp = lg.topic_partition
+        with self._partition_lock(tp):
+            start = min(lg.local_log_start_offset, lg.high_watermark)
+            lg.maybe_increment_log_start_offset(start, "remote storage disabled")
+            lg.remote_reader = None
+            lg.highest_offset_in_remote_storage = -1
+            try:
+                self._delete_remote_segments(*tp)
+            except (RemoteStorageError, OSError) as exc:
+                log.error("deleting the remote segments of %s (remote storage disabled) failed: %s", lg.name, exc)
+                return
+            log.info("%s: remote storage disabled, remote segments deleted, log start offset %d",
+                     lg.name, lg.log_start_offset)
+
+    def _delete_remote_segments(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
         with self._partition_lock(tp):
             self._segments.pop(tp, None)
-            try:
-                self.rsm.delete_partition(topic, partition)
-            except (RemoteStorageError, OSError) as exc:
-                log.error("deleting the remote segments of %s-%d failed: %s", topic, partition, exc)
+            self._needs_sweep.discard(tp)
+            self.rsm.delete_partition(topic, partition)
 
     # --- serving ---
 
@@ -355,6 +391,14 @@ class RemoteLogManager:
             return None
         epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
         return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
+
+
+def _deleted_on_disable(lg) -> bool:
+    """A log whose topic turned remote storage off with remote.log.delete.on.disable=true
+    (a remote log manager exists only on a broker with tiered storage): its remote prefix
+    must be empty."""
+    config = lg.config
+    return not config.remote_storage_enable and config.remote_log_delete_on_disable
 
 
 def _base_offset(meta: RemoteLogSegmentMetadata) -> int:
