@@ -481,3 +481,30 @@ def test_kip_950_copy_disable_then_turning_remote_storage_off(tmp_path) -> None:
             assert not _remote_dir(broker).exists() or not any(_remote_dir(broker).iterdir())
     finally:
         broker.stop()
+
+
+def test_remote_storage_is_refused_when_the_broker_has_it_disabled(kafka_broker) -> None:
+    """remote.log.storage.system.enable=false (the default): remote.storage.enable=true is
+    refused at CreateTopics and at (Incremental)AlterConfigs, with Kafka's message."""
+    from confluent_kafka.admin import ConfigResource
+    disabled = ("Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.")
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    topic = "tier-off-broker"
+    assert _invalid_config(lambda: admin.create_topics([NewTopic(topic, 1, 1, config={
+        "remote.storage.enable": "true"})])[topic].result(30)) == disabled
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    try:
+        assert _invalid_config(lambda: _alter(admin, topic, remote_storage_enable="true")) == disabled
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"remote.storage.enable": "true"})
+        with pytest.deprecated_call():  # confluent-kafka deprecates AlterConfigs, the broker still serves it
+            assert _invalid_config(lambda: admin.alter_configs([resource])[resource].result(30)) == disabled
+        _alter(admin, topic, remote_storage_enable="false", retention_ms="60000")  # the rest is accepted
+        entries = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        described = next(iter(entries.values())).result(30)
+        assert described["remote.storage.enable"].value == "false"
+        assert described["retention.ms"].value == "60000"
+        assert described["remote.log.copy.disable"].value == "false"
+        assert described["remote.log.delete.on.disable"].value == "false"
+    finally:
+        admin.delete_topics([topic])[topic].result(30)

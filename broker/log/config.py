@@ -353,6 +353,8 @@ def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None, 
                           f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
                           f"max.compaction.lag.ms ({max_lag})")
     if config.remote_storage_enable:
+        if remote_storage_system_enable is False:
+            raise TopicConfigError(REMOTE_STORAGE_ENABLE, "true", REMOTE_STORAGE_DISABLED_IN_BROKER)
         _validate_remote_storage(config, given)
     elif current is not None and current.remote_storage_enable and not config.remote_log_delete_on_disable:
         raise TopicConfigError(REMOTE_STORAGE_ENABLE, "false", TURNING_OFF_WITHOUT_DELETE)

@@ -178,8 +178,20 @@ class TopicManager:
     # --- startup ---
 
     def load(self) -> None:
-        """Read the registry (before ``LogManager.startup``, which asks ``log_config``)."""
+        """Read the registry (before ``LogManager.startup``, which asks ``log_config``).
+        Topics with remote.storage.enable=true on a broker whose
+        remote.log.storage.system.enable=false are logged at WARN (Kafka refuses to start:
+        "You have to delete all topics with the property remote.storage.enable=true
+        before disabling tiered storage cluster-wide"); here they are served from their
+        local segments only, their remote segments left untouched."""
         self.registry.load()
+        if not self.log_manager.remote_storage_system_enable:
+            tiered = sorted(name for name, info in self.registry.topics.items()
+                            if str(info.configs.get("remote.storage.enable", "")).strip().lower() == "true")
+            if tiered:
+                log.warning("topics %s have remote.storage.enable=true but remote.log.storage.system.enable="
+                            "false: only their local segments are served (Kafka refuses to start: delete "
+                            "these topics, or enable tiered storage)", tiered)
 
     def startup(self) -> None:
         """Reconcile the registry with the logs the ``LogManager`` loaded (module doc)."""
