@@ -48,9 +48,10 @@ class Env:
         self.log: UnifiedLog | None = None
         self.rlm: RemoteLogManager | None = None
 
-    def open(self, log_start_offset: int = 0) -> UnifiedLog:
+    def open(self, log_start_offset: int = 0, topic_id=None) -> UnifiedLog:
         self.log = UnifiedLog.create(self.dir, self.config, time=self.time, scheduler=self.scheduler,
-                                     log_start_offset=log_start_offset, remote_storage_system_enable=True)
+                                     log_start_offset=log_start_offset, remote_storage_system_enable=True,
+                                     topic_id=topic_id)
         self.rlm = RemoteLogManager(FileSystemRemoteStorageManager(str(self.remote)), lambda: [self.log],
                                     time=self.time)
         self.rlm.startup()
@@ -511,3 +512,50 @@ def test_the_tiered_prefix_reads_like_a_log_directory(tmp_path):
         for pos, _ in iter_batch_headers(data):
             records += [(rec.offset, rec.value) for rec in decode_batch(data, pos)[1]]
     assert records == [(o, f"v{o}".encode()) for o in range(lg.local_log_start_offset)]
+
+
+def test_manifests_of_another_topic_id_are_never_served_and_are_swept(tmp_path):
+    """A topic deleted and re-created with the same name, the deletion of the old remote
+    segments cut short: the new incarnation (another topic id) never serves them, and its
+    remote log manager deletes them (manifests first), keeping its own objects."""
+    import shutil
+    import uuid
+
+    from broker.log import files
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    env = Env(tmp_path)
+    lg = env.open(topic_id=old_id)
+    env.produce(40)
+    env.rlm.run_once()
+    old_segments = env.rlm.remote_segments("tiered", 0)
+    assert len(old_segments) > 2 and {m.topic_id for m in old_segments} == {files.encode_topic_id(old_id)}
+    lg.close()
+    env.rlm.close()
+    shutil.rmtree(env.dir)  # the local log is gone, its remote segments are not
+    lg = env.open(topic_id=new_id)
+    assert env.rlm.remote_segments("tiered", 0) == ()
+    prefix = env.remote / "tiered-0"
+    assert not list(prefix.glob("*.remote-segment.json")) and not list(prefix.glob("*.log"))
+    for offset in range(12):
+        lg.append_as_leader(encode_batch([(None, f"new{offset}".encode(), BASE_TS + offset)]))
+    assert lg.fetch_offset_by_timestamp(LATEST_TIERED_TIMESTAMP).offset == -1
+    env.rlm.run_once()
+    live = env.rlm.remote_segments("tiered", 0)
+    assert live and {m.topic_id for m in live} == {files.encode_topic_id(new_id)}
+    assert read_all(env) == [(o, f"new{o}".encode()) for o in range(12)]
+    # a foreign manifest (written by hand, as a deletion cut short would leave it) that
+    # shares an object name with a live segment: swept at the next start, the shared
+    # object kept
+    foreign = RemoteLogSegmentMetadata("tiered", 0, "f00d", 1000, 1009, BASE_TS, 10, {0: 1000},
+                                       ("00000000000000001000.log", live[0].log_object),
+                                       topic_id=files.encode_topic_id(old_id))
+    (prefix / "00000000000000001000.log").write_bytes(b"old incarnation")
+    (prefix / "00000000000000001000.remote-segment.json").write_bytes(foreign.to_json())
+    lg.close()
+    env.rlm.close()
+    lg = env.open(topic_id=new_id)
+    assert env.rlm.remote_segments("tiered", 0) == live
+    assert not (prefix / "00000000000000001000.remote-segment.json").exists()
+    assert not (prefix / "00000000000000001000.log").exists()
+    assert (prefix / live[0].log_object).is_file()
+    assert read_all(env) == [(o, f"new{o}".encode()) for o in range(12)]

@@ -11,7 +11,9 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
 - one pass (``run_once``, every remote.log.manager.task.interval.ms on a scheduler thread
   of its own in the broker; tests call it directly), per log, in order:
   1. initialisation, once per log: sweep garbage (objects no manifest names: a crashed
-     copy or delete), list the manifests, set the log's ``highest_offset_in_remote_storage``
+     copy or delete; manifests of another topic id: an older incarnation of a topic
+     deleted and re-created with the same name, whose deletion was cut short, never
+     served), list the manifests of the log's topic id, set the log's ``highest_offset_in_remote_storage``
      and raise its log start offset to the first remote segment (or, with none, the first
      local segment) when the checkpoint was behind (a crash after a remote deletion); after
      a pass that failed (a remote write error), the next pass sweeps garbage again;
@@ -188,13 +190,15 @@ class RemoteLogManager:
             if lg.remote_reader is self and tp in self._segments:
                 if tp in self._needs_sweep:
                     self._needs_sweep.discard(tp)
-                    swept = self.rsm.sweep_garbage(*tp)
+                    swept = self.rsm.sweep_garbage(*tp, topic_id=_topic_id(lg))
                     log.info("%s: swept %d remote objects after a failed pass: %s", lg.name, len(swept), swept)
                 return
-            swept = self.rsm.sweep_garbage(*tp)
+            topic_id = _topic_id(lg)
+            swept = self.rsm.sweep_garbage(*tp, topic_id=topic_id)
             if swept:
-                log.info("%s: swept %d remote objects no manifest names: %s", lg.name, len(swept), swept)
-            segments = tuple(self.rsm.list_segments(*tp))
+                log.info("%s: swept %d remote objects no manifest of topic id %s names: %s", lg.name,
+                         len(swept), topic_id, swept)
+            segments = tuple(self.rsm.list_segments(*tp, topic_id=topic_id))
             self._segments[tp] = segments
             lg.highest_offset_in_remote_storage = segments[-1].end_offset if segments else -1
             earliest = segments[0].base_offset if segments else lg.local_log_start_offset
@@ -248,7 +252,7 @@ class RemoteLogManager:
         objects += [p.name for p in (txn, snapshot) if p is not None]
         objects.append(object_name(base, LEADER_EPOCH_SUFFIX))
         topic, partition = lg.topic_partition
-        topic_id = files.encode_topic_id(lg.topic_id) if lg.topic_id is not None else None
+        topic_id = _topic_id(lg)
         meta = RemoteLogSegmentMetadata(
             topic=topic, partition=partition, segment_id=uuid.uuid4().hex, base_offset=base, end_offset=end,
             max_timestamp_ms=seg.max_timestamp_so_far(), segment_size_in_bytes=seg.size,
@@ -391,6 +395,11 @@ class RemoteLogManager:
             return None
         epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
         return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
+
+
+def _topic_id(lg) -> str | None:
+    """The log's topic id as manifests carry it (Kafka's base64 text; None: unknown)."""
+    return files.encode_topic_id(lg.topic_id) if lg.topic_id is not None else None
 
 
 def _deleted_on_disable(lg) -> bool:
