@@ -19,7 +19,6 @@ An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -30,20 +29,11 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from broker.log.remote.storage_manager import CRASH_ENV  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.workload import wait_for_outcome  # noqa: E402
 
 TS0 = 1_600_000_000_000
 N = 240
 TOPIC = "tiered"
-
-
-def _wait_for(predicate, what: str, attempts: int = 1200) -> None:
-    """Wait for an outcome (bounded number of checks), never for a time."""
-    gate = threading.Event()
-    for _ in range(attempts):
-        if predicate():
-            return
-        gate.wait(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 def _broker(tmp: Path, interval_ms: int = 200) -> BrokerProcess:
@@ -134,7 +124,7 @@ def tiered_broker(tmp_path_factory):
     broker = _broker(tmp_path_factory.mktemp("tiered")).start()
     try:
         _create_and_produce(broker)
-        _wait_for(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
+        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
         yield broker
     finally:
         broker.stop()
@@ -234,7 +224,7 @@ def test_our_client_lists_earliest_local_latest_tiered_and_max_timestamp(tiered_
         ConsumerNetworkClient,
         list_offsets,
     )
-    _wait_for(lambda: _all_closed_segments_tiered(tiered_broker), "every closed segment tiered")
+    wait_for_outcome(lambda: _all_closed_segments_tiered(tiered_broker), "every closed segment tiered")
     local_start = int(_local_logs(tiered_broker)[0].name[:20])
     highest_remote = _manifests(tiered_broker)[-1]["end_offset"]
     assert 0 < local_start == highest_remote + 1 < N
@@ -313,7 +303,7 @@ def _crash_broker(tmp: Path, monkeypatch, point: str, **config: str) -> BrokerPr
         broker.start()
     except RuntimeError:
         pass  # it may die before it is ready
-    _wait_for(lambda: broker.proc.poll() is not None, f"the broker killed itself at {point}")
+    wait_for_outcome(lambda: broker.proc.poll() is not None, f"the broker killed itself at {point}")
     assert broker.proc.returncode == -9
     monkeypatch.delenv(CRASH_ENV)
     return broker
@@ -326,7 +316,7 @@ def test_a_crash_during_a_copy_loses_nothing_and_the_copy_is_redone(tmp_path, mo
     assert len(_local_logs(broker)) > 5  # nothing was deleted locally
     broker.start()
     try:
-        _wait_for(lambda: _tiered(broker), "tiering after the crash")
+        wait_for_outcome(lambda: _tiered(broker), "tiering after the crash")
         _assert_no_dangling_manifest(broker)
         assert (_remote_dir(broker) / f"{0:020d}.log").read_bytes()[:8] == bytes(8)  # base offset 0
         assert _consume_confluent(broker) == _expected()
@@ -360,7 +350,7 @@ def test_remote_retention_deletes_remote_segments_and_moves_the_log_start(tmp_pa
     broker = _broker(tmp_path).start()
     try:
         _create_and_produce(broker, **{"retention.bytes": "4000"})
-        _wait_for(lambda: _retention_done(broker, 4000), "remote retention")
+        wait_for_outcome(lambda: _retention_done(broker, 4000), "remote retention")
         consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r"})
         low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
         consumer.close()
@@ -448,7 +438,7 @@ def test_kip_950_copy_disable_then_turning_remote_storage_off(tmp_path) -> None:
     broker = _broker(tmp_path).start()
     try:
         _create_and_produce(broker)
-        _wait_for(lambda: _all_closed_segments_tiered(broker), "every closed segment tiered")
+        wait_for_outcome(lambda: _all_closed_segments_tiered(broker), "every closed segment tiered")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         message = _invalid_config(lambda: _alter(admin, TOPIC, remote_storage_enable="false"))
         assert message.startswith("It is invalid to disable remote storage without deleting remote data.")
