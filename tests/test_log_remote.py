@@ -559,3 +559,21 @@ def test_manifests_of_another_topic_id_are_never_served_and_are_swept(tmp_path):
     assert not (prefix / "00000000000000001000.log").exists()
     assert (prefix / live[0].log_object).is_file()
     assert read_all(env) == [(o, f"new{o}".encode()) for o in range(12)]
+
+
+def test_earliest_local_is_answered_when_every_offset_is_remote(tmp_path):
+    """ListOffsets -4 when every segment is tiered and the local log is one empty active
+    segment: the local log start offset equals the high watermark and is still the answer
+    (the handler treats -4 as -2, not as a timestamp hidden by the visibility check)."""
+    from broker.server.handlers.list_offsets import _lookup
+    env = Env(tmp_path, local_retention_ms=1)
+    lg = env.open()
+    env.produce(30)
+    lg.roll()
+    env.rlm.run_once(now_ms=BASE_TS + 60_000)  # every copied segment past local.retention.ms
+    assert lg.local_log_start_offset == lg.high_watermark == 30 == lg.highest_offset_in_remote_storage + 1
+    assert _lookup(lg, EARLIEST_LOCAL_TIMESTAMP, False) == (30, -1, 0)
+    assert _lookup(lg, EARLIEST_LOCAL_TIMESTAMP, True) == (30, -1, 0)
+    assert _lookup(lg, EARLIEST_TIMESTAMP, False) == (0, -1, 0)
+    assert _lookup(lg, LATEST_TIERED_TIMESTAMP, False) == (29, -1, 0)
+    assert _lookup(lg, MAX_TIMESTAMP, False) == (29, BASE_TS + 29, 0)
