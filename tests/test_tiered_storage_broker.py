@@ -11,7 +11,14 @@ remote store (``rsm.config.storage.uri`` a path; pyarrow's LocalFileSystem), rea
   data): after a restart nothing is lost, no manifest names a missing object, the garbage
   is swept and the copy redone;
 - remote retention (retention.bytes) deletes remote segments and advances the log start;
-  deleting the topic deletes its remote segments.
+  deleting the topic deletes its remote segments;
+- ListOffsets v10 from our client (-2, -4 EARLIEST_LOCAL, -5 LATEST_TIERED, -3, by time;
+  UnsupportedVersionError naming -4/-5 against a broker that stops at v7), confluent-kafka's
+  AdminClient.list_offsets (v7) and kafka-python (v10) on the tiered topic;
+- KIP-950 through IncrementalAlterConfigs: remote.log.copy.disable (a read-only tier),
+  turning remote storage off with remote.log.delete.on.disable (remote segments deleted,
+  log start offset at the local log start, across a restart), Kafka's refusals; and
+  remote.storage.enable refused on a broker with remote.log.storage.system.enable=false.
 
 An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
 """
