@@ -5,7 +5,6 @@ by confluent-kafka and kafka-python. Waits are for outcomes (bounded), never for
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from broker.record.batch import iter_batch_headers
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.support.workload import wait_for_outcome  # noqa: E402
 
 SEGMENT = 2048  # offsets.topic.segment.bytes of the commit-loop test
 
@@ -35,16 +36,6 @@ def _log_bytes(directory: Path) -> int:
     return sum(map(len, _segments(directory)))
 
 
-def _wait_for(predicate, what: str, attempts: int = 1200) -> None:
-    """Wait for an outcome (bounded number of checks), never for a time."""
-    gate = threading.Event()
-    for _ in range(attempts):
-        if predicate():
-            return
-        gate.wait(0.05)
-    raise AssertionError(f"never happened: {what}")
-
-
 def test_consumer_offsets_stay_small_under_a_commit_loop(broker_factory) -> None:
     broker = broker_factory({"log.cleaner.backoff.ms": "20", "offsets.topic.num.partitions": "1",
                              "offsets.topic.segment.bytes": str(SEGMENT)})
@@ -60,7 +51,7 @@ def test_consumer_offsets_stay_small_under_a_commit_loop(broker_factory) -> None
         for i in range(1, commits + 1):
             consumer.commit(offsets=[tp("data", p, 10 * i + p) for p in range(3)], asynchronous=False)
             if i % 250 == 0:  # the cleaner brings the log back under the bound each time
-                _wait_for(lambda: _log_bytes(offsets_dir) <= bound, f"__consumer_offsets <= {bound} B")
+                wait_for_outcome(lambda: _log_bytes(offsets_dir) <= bound, f"__consumer_offsets <= {bound} B")
                 largest = max(largest, _log_bytes(offsets_dir))
         committed = consumer.committed([tp("data", p) for p in range(3)], timeout=30)
         assert [c.offset for c in committed] == [10 * commits + p for p in range(3)]
@@ -126,7 +117,7 @@ def compacted_broker(tmp_path_factory):
             headers = [h for data in segments for _, h in iter_batch_headers(data)]
             tombstones_stamped = sum(1 for h in headers if h.has_delete_horizon)
             return len(headers) < N // 2 and tombstones_stamped >= 1
-        _wait_for(cleaned_with_horizons, "the cleaner compacted kv-0 and stamped its tombstones")
+        wait_for_outcome(cleaned_with_horizons, "the cleaner compacted kv-0 and stamped its tombstones")
         yield broker
     finally:
         broker.stop()

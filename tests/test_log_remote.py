@@ -15,7 +15,12 @@ from broker.config import ConfigError
 from broker.log.clock import MockTime
 from broker.log.config import LogConfig, validate_topic_config
 from broker.log.errors import LogOffsetOutOfRangeError
-from broker.log.list_offsets import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP
+from broker.log.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from broker.log.remote.errors import OffsetMovedToTieredStorageError
 from broker.log.remote.log_manager import RemoteLogManager
 from broker.log.remote.metadata import RemoteLogSegmentMetadata
@@ -43,9 +48,10 @@ class Env:
         self.log: UnifiedLog | None = None
         self.rlm: RemoteLogManager | None = None
 
-    def open(self, log_start_offset: int = 0) -> UnifiedLog:
+    def open(self, log_start_offset: int = 0, topic_id=None) -> UnifiedLog:
         self.log = UnifiedLog.create(self.dir, self.config, time=self.time, scheduler=self.scheduler,
-                                     log_start_offset=log_start_offset, remote_storage_system_enable=True)
+                                     log_start_offset=log_start_offset, remote_storage_system_enable=True,
+                                     topic_id=topic_id)
         self.rlm = RemoteLogManager(FileSystemRemoteStorageManager(str(self.remote)), lambda: [self.log],
                                     time=self.time)
         self.rlm.startup()
@@ -108,6 +114,45 @@ def test_tiering_copies_deletes_locally_and_serves_every_offset(tmp_path):
     assert (found.offset, found.timestamp) == (5, BASE_TS + 5)
     found = lg.fetch_offset_by_timestamp(BASE_TS + 59)
     assert found.offset == 59
+
+
+def test_max_timestamp_is_searched_in_the_remote_segments_too(tmp_path):
+    """ListOffsets -3 (KIP-734) over a tiered log: the first record with the largest
+    timestamp, wherever it lives (its remote segment found by the manifests' max timestamp)."""
+    env = Env(tmp_path)
+    lg = env.open()
+
+    def append(ts: int) -> int:
+        offset = lg.log_end_offset
+        lg.append_as_leader(encode_batch([(None, f"v{offset}".encode(), ts)]))
+        return offset
+
+    for _ in range(7):
+        append(BASE_TS + lg.log_end_offset)
+    newest = append(BASE_TS + 10_000)  # the largest timestamp, early in the log
+    for _ in range(40):
+        append(BASE_TS + lg.log_end_offset)
+    env.rlm.run_once()
+    segments = env.rlm.remote_segments("tiered", 0)
+    assert segments[0].end_offset < lg.local_log_start_offset  # offset 7's segment is local no more
+    assert newest <= segments[-1].end_offset and newest < lg.local_log_start_offset
+    found = lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)
+    assert (found.offset, found.timestamp) == (newest, BASE_TS + 10_000)
+    assert found.leader_epoch == 0
+    # a later record with the same timestamp does not win (the first one does), also after
+    # a restart (the remote metadata rebuilt from the manifests)
+    tie = append(BASE_TS + 10_000)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP).offset == newest
+    lg.close()
+    env.rlm.close()
+    lg = env.open()
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)[:2] == (newest, BASE_TS + 10_000)
+    # DeleteRecords past the remote record: the local one with the same timestamp answers
+    lg.maybe_increment_log_start_offset(newest + 1)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)[:2] == (tie, BASE_TS + 10_000)
+    # a larger timestamp, locally, wins
+    newer = append(BASE_TS + 20_000)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP)[:2] == (newer, BASE_TS + 20_000)
 
 
 def test_copy_only_below_the_high_watermark_and_never_the_active_segment(tmp_path):
@@ -268,6 +313,112 @@ def test_topic_config_validation():
     validate_topic_config(cfg)
 
 
+def test_kip_950_config_rules_with_kafkas_messages():
+    tiered = LogConfig.from_props({"remote.storage.enable": True, "local.retention.bytes": 100,
+                                   "retention.bytes": 1000})
+    # remote.log.copy.disable=true: local retention -2 or equal to retention
+    copy_off = {"remote.storage.enable": True, "remote.log.copy.disable": True}
+    with pytest.raises(ConfigError) as err:
+        validate_topic_config(LogConfig.from_props({**copy_off, "local.retention.bytes": 100, "retention.bytes": 1000}))
+    assert str(err.value) == (
+        "When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and `retention.bytes` must "
+        "be set to the identical value because there will be no more logs copied to the remote storage.")
+    with pytest.raises(ConfigError, match="the `local.retention.ms` and `retention.ms` must be set to the identical"):
+        validate_topic_config(LogConfig.from_props({**copy_off, "local.retention.ms": 100, "retention.ms": 1000}))
+    validate_topic_config(LogConfig.from_props({**copy_off, "local.retention.bytes": 1000, "retention.bytes": 1000}))
+    validate_topic_config(LogConfig.from_props(copy_off), current=tiered)
+    # remote.storage.enable true -> false needs remote.log.delete.on.disable=true
+    off = LogConfig.from_props({"remote.storage.enable": False})
+    with pytest.raises(ConfigError) as err:
+        validate_topic_config(off, current=tiered)
+    assert str(err.value) == (
+        "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+        "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you "
+        "want to disable remote storage and delete all remote data, please set "
+        "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+    validate_topic_config(off)  # a new topic, or one that was not tiered
+    validate_topic_config(off, current=LogConfig.from_props({}))
+    validate_topic_config(LogConfig.from_props({"remote.storage.enable": False, "remote.log.delete.on.disable": True}),
+                          current=tiered)
+
+
+def test_copy_disabled_keeps_the_remote_segments_readable_and_local_retention_leaves_no_hole(tmp_path):
+    """remote.log.copy.disable=true (KIP-950): no more copies; the remote segments stay
+    readable and under retention; local segments go by retention.bytes, the uncopied ones
+    only once no remote offset is left below them (then the log start offset moves)."""
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    env.rlm.run_once()
+    highest = lg.highest_offset_in_remote_storage
+    remote_count = len(env.rlm.remote_segments("tiered", 0))
+    assert highest > 0 and lg.local_log_start_offset == highest + 1
+
+    def reconfigure(**props) -> None:
+        values = {"segment.bytes": 600, "remote.storage.enable": True, "remote.log.copy.disable": True,
+                  "retention.ms": -1, **{k.replace("_", "."): v for k, v in props.items()}}
+        lg.update_config(LogConfig.from_props(values))
+
+    reconfigure(retention_bytes=-1)
+    env.produce(40)
+    assert env.rlm.run_once() == {"copied": 0, "deleted_local": 0, "deleted_remote": 0}
+    assert lg.highest_offset_in_remote_storage == highest
+    assert lg.fetch_offset_by_timestamp(LATEST_TIERED_TIMESTAMP).offset == highest
+    assert read_all(env) == [(o, f"v{o}".encode()) for o in range(80)]
+    # retention.bytes: the remote segments (the oldest) go first, the log start moves to the
+    # local log start; only then do uncopied local segments go, moving it further
+    reconfigure(retention_bytes=1200)
+    first = env.rlm.run_once()
+    assert first["deleted_local"] == 0 and first["deleted_remote"] == remote_count
+    assert env.rlm.remote_segments("tiered", 0) == ()
+    assert lg.log_start_offset == lg.local_log_start_offset == highest + 1
+    assert read_all(env, lg.log_start_offset)[0] == (highest + 1, f"v{highest + 1}".encode())
+    assert env.rlm.run_once()["deleted_local"] > 0
+    assert lg.log_start_offset == lg.local_log_start_offset > highest + 1
+    assert lg.size - lg.segments[0].size < 1200
+    start = lg.log_start_offset
+    assert read_all(env, start) == [(o, f"v{o}".encode()) for o in range(start, 80)]
+    # copies resume when the key is cleared: from the local log start on
+    reconfigure(remote_log_copy_disable=False, retention_bytes=-1)
+    assert env.rlm.run_once()["copied"] > 0
+    assert env.rlm.remote_segments("tiered", 0)[0].base_offset == start
+
+
+def test_turning_remote_storage_off_deletes_the_remote_segments(tmp_path):
+    """remote.storage.enable true -> false with remote.log.delete.on.disable=true: the log
+    start offset moves to the local log start, the remote segments go; a deletion cut short
+    (a crash) is completed at the next startup."""
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    env.rlm.run_once()
+    local_start = lg.local_log_start_offset
+    assert local_start > 0 and lg.log_start_offset == 0
+    off = LogConfig.from_props({"segment.bytes": 600, "remote.storage.enable": False,
+                                "remote.log.delete.on.disable": True})
+    lg.update_config(off)
+    assert not lg.remote_log_enabled
+    env.rlm.on_remote_storage_disabled(lg)
+    assert lg.log_start_offset == local_start and lg.highest_offset_in_remote_storage == -1
+    assert env.rlm.remote_segments("tiered", 0) == ()
+    assert not (env.remote / "tiered-0").exists() or not any((env.remote / "tiered-0").iterdir())
+    assert lg.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP).offset == local_start
+    assert lg.fetch_offset_by_timestamp(LATEST_TIERED_TIMESTAMP).offset == -1
+    assert read_all(env, local_start)[0][0] == local_start
+    # a crash between the config change and the deletion: the next startup deletes them
+    lg.close()
+    env2 = Env(tmp_path / "again")
+    lg2 = env2.open()
+    env2.produce(40)
+    env2.rlm.run_once()
+    assert any((env2.remote / "tiered-0").iterdir())
+    lg2.update_config(off)  # ... and the broker dies here
+    lg2.close()
+    env2.config = off
+    env2.open()
+    assert not (env2.remote / "tiered-0").exists() or not any((env2.remote / "tiered-0").iterdir())
+
+
 def test_read_committed_from_remote_gets_the_aborted_transactions(tmp_path):
     env = Env(tmp_path)
     lg = env.open()
@@ -361,3 +512,68 @@ def test_the_tiered_prefix_reads_like_a_log_directory(tmp_path):
         for pos, _ in iter_batch_headers(data):
             records += [(rec.offset, rec.value) for rec in decode_batch(data, pos)[1]]
     assert records == [(o, f"v{o}".encode()) for o in range(lg.local_log_start_offset)]
+
+
+def test_manifests_of_another_topic_id_are_never_served_and_are_swept(tmp_path):
+    """A topic deleted and re-created with the same name, the deletion of the old remote
+    segments cut short: the new incarnation (another topic id) never serves them, and its
+    remote log manager deletes them (manifests first), keeping its own objects."""
+    import shutil
+    import uuid
+
+    from broker.log import files
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    env = Env(tmp_path)
+    lg = env.open(topic_id=old_id)
+    env.produce(40)
+    env.rlm.run_once()
+    old_segments = env.rlm.remote_segments("tiered", 0)
+    assert len(old_segments) > 2 and {m.topic_id for m in old_segments} == {files.encode_topic_id(old_id)}
+    lg.close()
+    env.rlm.close()
+    shutil.rmtree(env.dir)  # the local log is gone, its remote segments are not
+    lg = env.open(topic_id=new_id)
+    assert env.rlm.remote_segments("tiered", 0) == ()
+    prefix = env.remote / "tiered-0"
+    assert not list(prefix.glob("*.remote-segment.json")) and not list(prefix.glob("*.log"))
+    for offset in range(12):
+        lg.append_as_leader(encode_batch([(None, f"new{offset}".encode(), BASE_TS + offset)]))
+    assert lg.fetch_offset_by_timestamp(LATEST_TIERED_TIMESTAMP).offset == -1
+    env.rlm.run_once()
+    live = env.rlm.remote_segments("tiered", 0)
+    assert live and {m.topic_id for m in live} == {files.encode_topic_id(new_id)}
+    assert read_all(env) == [(o, f"new{o}".encode()) for o in range(12)]
+    # a foreign manifest (written by hand, as a deletion cut short would leave it) that
+    # shares an object name with a live segment: swept at the next start, the shared
+    # object kept
+    foreign = RemoteLogSegmentMetadata("tiered", 0, "f00d", 1000, 1009, BASE_TS, 10, {0: 1000},
+                                       ("00000000000000001000.log", live[0].log_object),
+                                       topic_id=files.encode_topic_id(old_id))
+    (prefix / "00000000000000001000.log").write_bytes(b"old incarnation")
+    (prefix / "00000000000000001000.remote-segment.json").write_bytes(foreign.to_json())
+    lg.close()
+    env.rlm.close()
+    lg = env.open(topic_id=new_id)
+    assert env.rlm.remote_segments("tiered", 0) == live
+    assert not (prefix / "00000000000000001000.remote-segment.json").exists()
+    assert not (prefix / "00000000000000001000.log").exists()
+    assert (prefix / live[0].log_object).is_file()
+    assert read_all(env) == [(o, f"new{o}".encode()) for o in range(12)]
+
+
+def test_earliest_local_is_answered_when_every_offset_is_remote(tmp_path):
+    """ListOffsets -4 when every segment is tiered and the local log is one empty active
+    segment: the local log start offset equals the high watermark and is still the answer
+    (the handler treats -4 as -2, not as a timestamp hidden by the visibility check)."""
+    from broker.server.handlers.list_offsets import _lookup
+    env = Env(tmp_path, local_retention_ms=1)
+    lg = env.open()
+    env.produce(30)
+    lg.roll()
+    env.rlm.run_once(now_ms=BASE_TS + 60_000)  # every copied segment past local.retention.ms
+    assert lg.local_log_start_offset == lg.high_watermark == 30 == lg.highest_offset_in_remote_storage + 1
+    assert _lookup(lg, EARLIEST_LOCAL_TIMESTAMP, False) == (30, -1, 0)
+    assert _lookup(lg, EARLIEST_LOCAL_TIMESTAMP, True) == (30, -1, 0)
+    assert _lookup(lg, EARLIEST_TIMESTAMP, False) == (0, -1, 0)
+    assert _lookup(lg, LATEST_TIERED_TIMESTAMP, False) == (29, -1, 0)
+    assert _lookup(lg, MAX_TIMESTAMP, False) == (29, BASE_TS + 29, 0)

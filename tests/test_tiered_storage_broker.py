@@ -11,7 +11,14 @@ remote store (``rsm.config.storage.uri`` a path; pyarrow's LocalFileSystem), rea
   data): after a restart nothing is lost, no manifest names a missing object, the garbage
   is swept and the copy redone;
 - remote retention (retention.bytes) deletes remote segments and advances the log start;
-  deleting the topic deletes its remote segments.
+  deleting the topic deletes its remote segments;
+- ListOffsets v10 from our client (-2, -4 EARLIEST_LOCAL, -5 LATEST_TIERED, -3, by time;
+  UnsupportedVersionError naming -4/-5 against a broker that stops at v7), confluent-kafka's
+  AdminClient.list_offsets (v7) and kafka-python (v10) on the tiered topic;
+- KIP-950 through IncrementalAlterConfigs: remote.log.copy.disable (a read-only tier),
+  turning remote storage off with remote.log.delete.on.disable (remote segments deleted,
+  log start offset at the local log start, across a restart), Kafka's refusals; and
+  remote.storage.enable refused on a broker with remote.log.storage.system.enable=false.
 
 An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
 """
@@ -19,7 +26,6 @@ An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -30,20 +36,11 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from broker.log.remote.storage_manager import CRASH_ENV  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.workload import wait_for_outcome  # noqa: E402
 
 TS0 = 1_600_000_000_000
 N = 240
 TOPIC = "tiered"
-
-
-def _wait_for(predicate, what: str, attempts: int = 1200) -> None:
-    """Wait for an outcome (bounded number of checks), never for a time."""
-    gate = threading.Event()
-    for _ in range(attempts):
-        if predicate():
-            return
-        gate.wait(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 def _broker(tmp: Path, interval_ms: int = 200) -> BrokerProcess:
@@ -134,7 +131,7 @@ def tiered_broker(tmp_path_factory):
     broker = _broker(tmp_path_factory.mktemp("tiered")).start()
     try:
         _create_and_produce(broker)
-        _wait_for(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
+        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
         yield broker
     finally:
         broker.stop()
@@ -234,7 +231,7 @@ def test_our_client_lists_earliest_local_latest_tiered_and_max_timestamp(tiered_
         ConsumerNetworkClient,
         list_offsets,
     )
-    _wait_for(lambda: _all_closed_segments_tiered(tiered_broker), "every closed segment tiered")
+    wait_for_outcome(lambda: _all_closed_segments_tiered(tiered_broker), "every closed segment tiered")
     local_start = int(_local_logs(tiered_broker)[0].name[:20])
     highest_remote = _manifests(tiered_broker)[-1]["end_offset"]
     assert 0 < local_start == highest_remote + 1 < N
@@ -313,7 +310,7 @@ def _crash_broker(tmp: Path, monkeypatch, point: str, **config: str) -> BrokerPr
         broker.start()
     except RuntimeError:
         pass  # it may die before it is ready
-    _wait_for(lambda: broker.proc.poll() is not None, f"the broker killed itself at {point}")
+    wait_for_outcome(lambda: broker.proc.poll() is not None, f"the broker killed itself at {point}")
     assert broker.proc.returncode == -9
     monkeypatch.delenv(CRASH_ENV)
     return broker
@@ -326,7 +323,7 @@ def test_a_crash_during_a_copy_loses_nothing_and_the_copy_is_redone(tmp_path, mo
     assert len(_local_logs(broker)) > 5  # nothing was deleted locally
     broker.start()
     try:
-        _wait_for(lambda: _tiered(broker), "tiering after the crash")
+        wait_for_outcome(lambda: _tiered(broker), "tiering after the crash")
         _assert_no_dangling_manifest(broker)
         assert (_remote_dir(broker) / f"{0:020d}.log").read_bytes()[:8] == bytes(8)  # base offset 0
         assert _consume_confluent(broker) == _expected()
@@ -360,7 +357,7 @@ def test_remote_retention_deletes_remote_segments_and_moves_the_log_start(tmp_pa
     broker = _broker(tmp_path).start()
     try:
         _create_and_produce(broker, **{"retention.bytes": "4000"})
-        _wait_for(lambda: _retention_done(broker, 4000), "remote retention")
+        wait_for_outcome(lambda: _retention_done(broker, 4000), "remote retention")
         consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r"})
         low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
         consumer.close()
@@ -423,3 +420,88 @@ def test_direct_mode_reads_a_tiered_prefix_and_skips_a_segment_without_its_manif
     (copy / f"{TOPIC}-0" / f"{last:020d}.remote-segment.json").unlink()  # as after a crash mid-copy
     (copy / f"{TOPIC}-0" / f"{last:020d}.log.tmp-0123").write_bytes(b"partial")
     assert [s.base_offset for s in LogDirReader(copy).partition(TOPIC, 0).segments] == bases[:-1]
+
+
+def _alter(admin: AdminClient, topic: str, **configs: str) -> None:
+    """IncrementalAlterConfigs SET of ``configs`` (dots as underscores) on ``topic``."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in configs.items()]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def _invalid_config(call) -> str:
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        call()
+    assert err.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    return err.value.args[0].str()
+
+
+def test_kip_950_copy_disable_then_turning_remote_storage_off(tmp_path) -> None:
+    """remote.log.copy.disable / remote.log.delete.on.disable through IncrementalAlterConfigs,
+    Kafka's rules and messages; turning remote storage off deletes the remote segments and
+    moves the log start offset to the local log start offset, also across a restart."""
+    broker = _broker(tmp_path).start()
+    try:
+        _create_and_produce(broker)
+        wait_for_outcome(lambda: _all_closed_segments_tiered(broker), "every closed segment tiered")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        message = _invalid_config(lambda: _alter(admin, TOPIC, remote_storage_enable="false"))
+        assert message.startswith("It is invalid to disable remote storage without deleting remote data.")
+        message = _invalid_config(lambda: _alter(admin, TOPIC, remote_log_copy_disable="true"))
+        assert "the `local.retention.bytes` and `retention.bytes` must be set to the identical value" in message
+        # read-only tier: no more copies, every offset still served
+        _alter(admin, TOPIC, remote_log_copy_disable="true", local_retention_bytes="-2")
+        highest = _manifests(broker)[-1]["end_offset"]
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "k"})
+        try:
+            assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (0, N)
+        finally:
+            consumer.close()
+        assert _consume_confluent(broker) == _expected()
+        assert _manifests(broker)[-1]["end_offset"] == highest
+        # remote storage off, remote data deleted
+        _alter(admin, TOPIC, remote_storage_enable="false", remote_log_delete_on_disable="true")
+        assert _manifests(broker) == []
+        local_start = int(_local_logs(broker)[0].name[:20])
+        assert local_start == highest + 1
+        for restarted in (False, True):
+            if restarted:
+                broker.restart()
+            consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "k"})
+            try:
+                assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (local_start, N)
+            finally:
+                consumer.close()
+            assert _consume_confluent(broker, local_start) == _expected(local_start)
+            assert not _remote_dir(broker).exists() or not any(_remote_dir(broker).iterdir())
+    finally:
+        broker.stop()
+
+
+def test_remote_storage_is_refused_when_the_broker_has_it_disabled(kafka_broker) -> None:
+    """remote.log.storage.system.enable=false (the default): remote.storage.enable=true is
+    refused at CreateTopics and at (Incremental)AlterConfigs, with Kafka's message."""
+    from confluent_kafka.admin import ConfigResource
+    disabled = ("Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.")
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    topic = "tier-off-broker"
+    assert _invalid_config(lambda: admin.create_topics([NewTopic(topic, 1, 1, config={
+        "remote.storage.enable": "true"})])[topic].result(30)) == disabled
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    try:
+        assert _invalid_config(lambda: _alter(admin, topic, remote_storage_enable="true")) == disabled
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"remote.storage.enable": "true"})
+        with pytest.deprecated_call():  # confluent-kafka deprecates AlterConfigs, the broker still serves it
+            assert _invalid_config(lambda: admin.alter_configs([resource])[resource].result(30)) == disabled
+        _alter(admin, topic, remote_storage_enable="false", retention_ms="60000")  # the rest is accepted
+        entries = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        described = next(iter(entries.values())).result(30)
+        assert described["remote.storage.enable"].value == "false"
+        assert described["retention.ms"].value == "60000"
+        assert described["remote.log.copy.disable"].value == "false"
+        assert described["remote.log.delete.on.disable"].value == "false"
+    finally:
+        admin.delete_topics([topic])[topic].result(30)

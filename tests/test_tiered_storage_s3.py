@@ -12,8 +12,6 @@ The server is the session's ``moto_s3`` (``tests/support/object_store.py``).
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 pytest.importorskip("moto")
@@ -28,18 +26,10 @@ from broker.log.remote.storage_manager import (  # noqa: E402
     LogSegmentData,
 )
 from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.workload import wait_for_outcome  # noqa: E402
 
 BUCKET = "tiered-bucket"
 N = 150
-
-
-def _wait_for(predicate, what: str, attempts: int = 1200) -> None:
-    gate = threading.Event()
-    for _ in range(attempts):
-        if predicate():
-            return
-        gate.wait(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +97,7 @@ def test_a_broker_tiers_to_s3_and_serves_offset_zero(s3, tmp_path) -> None:
         def tiered() -> bool:
             manifests = [n for n in _names(fs, f"{BUCKET}/cluster1/s3t-0") if n.endswith(".remote-segment.json")]
             return len(manifests) >= 4 and len(list(local.glob("*.log"))) <= 2
-        _wait_for(tiered, "segments tiered to S3 and deleted locally")
+        wait_for_outcome(tiered, "segments tiered to S3 and deleted locally")
         assert "00000000000000000000.log" in _names(fs, f"{BUCKET}/cluster1/s3t-0")
         for attempt in range(2):
             consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "s3"})

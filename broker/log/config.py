@@ -21,11 +21,19 @@ Validation, two levels:
 * ``internal.segment.bytes`` (Kafka 4's ``LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG``, "for
   testing only"): a topic-level key without the 1 MiB minimum that, when set, replaces
   segment.bytes as the segment size. DescribeConfigs lists it only for a topic that sets it.
-* Tiered storage (KIP-405): ``remote.storage.enable`` is refused with compaction
-  (INVALID_CONFIG "Remote log storage is unsupported for the compacted topics", as Kafka);
-  ``local.retention.ms`` / ``local.retention.bytes`` (-2: retention.ms / retention.bytes)
-  may not exceed retention.ms / retention.bytes. A topic with remote.storage.enable=true on
-  a broker whose remote.log.storage.system.enable=false is accepted and simply not tiered.
+* Tiered storage (KIP-405, KIP-950), Kafka's rules and messages (``LogConfig.validate*``):
+  ``remote.storage.enable=true`` is refused with compaction ("Remote log storage is
+  unsupported for the compacted topics") and, when the caller says the broker has
+  remote.log.storage.system.enable=false, with "Tiered Storage functionality is disabled
+  in the broker. Topic cannot be configured with remote log storage."
+  (``validateRemoteStorageOnlyIfSystemEnabled``); ``local.retention.ms`` /
+  ``local.retention.bytes`` (-2: retention.ms / retention.bytes) may not exceed
+  retention.ms / retention.bytes; with ``remote.log.copy.disable=true`` they must be -2 or
+  equal to them (``validateRetentionConfigsWhenRemoteCopyDisabled``); turning
+  remote.storage.enable from true (``current``) to false needs
+  ``remote.log.delete.on.disable=true`` (``validateTurningOffRemoteStorageWithDelete``).
+  Kafka raises these as bare messages (``ConfigException(message)``): ``TopicConfigError``
+  carries them without the "Invalid value" prefix.
 
 Invariants: a ``LogConfig`` never changes; a topic's config change builds a new one.
 
@@ -62,6 +70,8 @@ MIN_SEGMENT_BYTES = 1024 * 1024
 _ENGINE_MIN_SEGMENT_BYTES = 14
 INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable"
+REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable"
 # Keys DescribeConfigs lists only when a topic sets them (Kafka's internal configs).
 INTERNAL_KEYS = frozenset({INTERNAL_SEGMENT_BYTES})
 
@@ -136,6 +146,12 @@ LOG_CONFIG_DEF = (
     .define(REMOTE_STORAGE_ENABLE, BOOLEAN, False,
             "Copy this topic's closed segments to remote storage (needs the broker's "
             "remote.log.storage.system.enable=true; refused with cleanup.policy=compact).")
+    .define(REMOTE_LOG_COPY_DISABLE, BOOLEAN, False,
+            "Remote-storage topics (KIP-950): stop copying segments; the remote ones stay "
+            "readable and under retention, local segments go by retention.ms / retention.bytes.")
+    .define(REMOTE_LOG_DELETE_ON_DISABLE, BOOLEAN, False,
+            "Remote-storage topics (KIP-950): must be true to turn remote.storage.enable "
+            "off; the topic's remote segments are then deleted.")
     .define("local.retention.ms", LONG, -2,
             "Remote-storage topics: how long a segment is kept locally once copied; -2: "
             "retention.ms, -1: no limit.", at_least(-2))
@@ -272,6 +288,14 @@ class LogConfig:
         return self.values[REMOTE_STORAGE_ENABLE]
 
     @property
+    def remote_log_copy_disable(self) -> bool:
+        return self.values[REMOTE_LOG_COPY_DISABLE]
+
+    @property
+    def remote_log_delete_on_disable(self) -> bool:
+        return self.values[REMOTE_LOG_DELETE_ON_DISABLE]
+
+    @property
     def local_retention_ms(self) -> int:
         """local.retention.ms with -2 resolved to retention.ms."""
         value = self.values["local.retention.ms"]
@@ -284,10 +308,34 @@ class LogConfig:
         return self.retention_bytes if value == -2 else value
 
 
-def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None) -> None:
+class TopicConfigError(ConfigError):
+    """A ``ConfigError`` whose message is Kafka's own, without the "Invalid value"
+    prefix (Kafka's ``ConfigException(message)`` / ``InvalidConfigurationException``)."""
+
+    def __init__(self, key: str, value: Any, message: str) -> None:
+        self.key = key
+        self.value = value
+        ValueError.__init__(self, message)
+
+
+REMOTE_STORAGE_DISABLED_IN_BROKER = ("Tiered Storage functionality is disabled in the broker. "
+                                     "Topic cannot be configured with remote log storage.")
+TURNING_OFF_WITHOUT_DELETE = (
+    "It is invalid to disable remote storage without deleting remote data. If you want to keep the "
+    "remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. "
+    "If you want to disable remote storage and delete all remote data, please set "
+    "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+
+
+def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None, *,
+                          current: LogConfig | None = None,
+                          remote_storage_system_enable: bool | None = None) -> None:
     """Kafka 4's user-facing constraints on top of ``LOG_CONFIG_DEF``'s (see the module
     docstring): ``ConfigError`` naming the key and the constraint. ``keys``: the keys the
-    caller set (a topic's overrides, or the topic keys server.properties sets); None: all."""
+    caller set (a topic's overrides, or the topic keys server.properties sets); None: all.
+    ``current``: the topic's config before an alteration (None: a new topic);
+    ``remote_storage_system_enable``: the broker's remote.log.storage.system.enable (None:
+    not checked)."""
     def given(key: str) -> bool:
         return keys is None or key in keys
 
@@ -305,12 +353,17 @@ def validate_topic_config(config: LogConfig, keys: Iterable[str] | None = None) 
                           f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
                           f"max.compaction.lag.ms ({max_lag})")
     if config.remote_storage_enable:
+        if remote_storage_system_enable is False:
+            raise TopicConfigError(REMOTE_STORAGE_ENABLE, "true", REMOTE_STORAGE_DISABLED_IN_BROKER)
         _validate_remote_storage(config, given)
+    elif current is not None and current.remote_storage_enable and not config.remote_log_delete_on_disable:
+        raise TopicConfigError(REMOTE_STORAGE_ENABLE, "false", TURNING_OFF_WITHOUT_DELETE)
 
 
 def _validate_remote_storage(config: LogConfig, given) -> None:
-    """Kafka's ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled``'s topic half and
-    ``validateRemoteStorageRetention*``: no compaction, local retention within retention."""
+    """Kafka's ``LogConfig.validateRemoteStorageRequiresDeleteCleanupPolicy``,
+    ``validateRemoteStorageRetention*`` and ``validateRetentionConfigsWhenRemoteCopyDisabled``:
+    no compaction, local retention within retention (equal to it without copies)."""
     if config.compact:
         raise ConfigError(REMOTE_STORAGE_ENABLE, "true",
                           "Remote log storage is unsupported for the compacted topics")
@@ -322,6 +375,14 @@ def _validate_remote_storage(config: LogConfig, given) -> None:
             raise ConfigError(local_key, local, f"Value must not be -1 as {key} value is set as {total}")
         if local > total:
             raise ConfigError(local_key, local, f"Value must not be more than {key} property value: {total}")
+    if config.remote_log_copy_disable:
+        for local_key, key in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+            local = config.values[local_key]
+            if local != -2 and local != config.values[key]:
+                raise TopicConfigError(
+                    local_key, local, f"When `remote.log.copy.disable` is set to true, the `{local_key}` and "
+                    f"`{key}` must be set to the identical value because there will be no more logs "
+                    "copied to the remote storage.")
 
 
 def topic_defaults_from_server(server_props: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ search for the first record at or after a timestamp (Kafka's
 Owns: the ListOffsets special timestamps (``LATEST_TIMESTAMP`` -1 ...
 ``LATEST_TIERED_TIMESTAMP`` -5), ``OffsetAndTimestamp`` (one answer) and
 ``search_by_timestamp``: for ``MAX_TIMESTAMP`` the record with the largest timestamp
-(the segment with the largest one, its offset index, then a scan), otherwise the first
+(the segment with the largest one, its offset index, then a scan; with tiered storage
+compared with the remote segments' own, ``fetch_offset_by_timestamp``), otherwise the first
 segment whose largest timestamp reaches the target, then its time index, offset index and
 a scan (``LogSegment.find_offset_by_timestamp``). ``UnifiedLog.fetch_offset_by_timestamp``
 answers the other special timestamps from its offsets and leader epochs, and runs the
@@ -69,7 +70,10 @@ def fetch_offset_by_timestamp(ulog, target_timestamp: int) -> OffsetAndTimestamp
     """The body of ``UnifiedLog.fetch_offset_by_timestamp`` (its docstring): the special
     timestamps from the log's offsets and leader epochs, else the remote segments
     (``ulog.remote_reader``, tiered storage) then ``search_by_timestamp`` on the local
-    ones, lock-free, retried once when retention deletes a segment under it."""
+    ones, lock-free, retried once when retention deletes a segment under it. For
+    ``MAX_TIMESTAMP`` both are searched (``find_max_timestamp``: the manifests' max
+    timestamps pick the remote segment) and the larger timestamp wins, the remote one on
+    a tie (lower offsets)."""
     local = ulog._local
     channel = local.failure_channel
     if channel.any_offline and channel.is_offline(local.parent_dir):
@@ -83,10 +87,14 @@ def fetch_offset_by_timestamp(ulog, target_timestamp: int) -> OffsetAndTimestamp
     if target_timestamp == LATEST_TIERED_TIMESTAMP:
         highest = ulog.highest_offset_in_remote_storage if ulog.remote_log_enabled else -1
         return OffsetAndTimestamp(highest, NO_TIMESTAMP, ulog._epoch_for_offset(highest) if highest >= 0 else -1)
-    if target_timestamp >= 0 and ulog.remote_reader is not None and ulog.remote_log_enabled:
-        found = ulog.remote_reader.find_offset_by_timestamp(ulog, target_timestamp)
-        if found is not None:
-            return found
+    remote_max = None
+    if ulog.remote_reader is not None and ulog.remote_log_enabled:
+        if target_timestamp >= 0:
+            found = ulog.remote_reader.find_offset_by_timestamp(ulog, target_timestamp)
+            if found is not None:
+                return found
+        elif target_timestamp == MAX_TIMESTAMP:
+            remote_max = ulog.remote_reader.find_max_timestamp(ulog)
     for attempt in range(2):
         segments = local.segments.values()
         try:
@@ -97,6 +105,8 @@ def fetch_offset_by_timestamp(ulog, target_timestamp: int) -> OffsetAndTimestamp
                 continue  # retention deleted a segment under this lock-free lookup: retry
             raise ulog._storage_error(f"error while fetching offset by timestamp for {ulog.name}",
                                       exc) from exc
+    if remote_max is not None and (found is None or remote_max.timestamp >= found.timestamp):
+        return remote_max  # a tie: the remote record comes first (or is the same, copied)
     if found is None:
         return None
     return OffsetAndTimestamp(found.offset, found.timestamp, found.leader_epoch)

@@ -39,7 +39,8 @@ directly has it off unless given a ``cleaner_config``), its threads started by `
 Tiered storage (``remote/``): ``remote.log.storage.system.enable`` is passed to every log
 (``UnifiedLog.remote_log_enabled``); the broker attaches its ``RemoteLogManager`` as
 ``remote_log_manager``, which ``delete_log`` tells of the deletion (the partition's
-remote segments are deleted before it returns). Local retention of remote-storage logs is
+remote segments are deleted before it returns), as ``update_topic_config`` tells it of a
+topic whose remote storage is turned off (KIP-950). Local retention of remote-storage logs is
 part of the retention task (``retention.py``).
 
 Shutdown (``shutdown``): stop the cleaner threads and the periodic tasks; for every online directory flush and
@@ -221,12 +222,17 @@ class LogManager:
         return config or self.default_config
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
-        """A topic's config changed: every partition log of the topic takes it now."""
+        """A topic's config changed: every partition log of the topic takes it now. A log
+        whose remote storage this turns off (remote.storage.enable true -> false, KIP-950)
+        has its remote segments deleted by the remote log manager before this returns."""
         with self._lock:
             self._topic_configs[topic] = config
             logs = [lg for (t, _), lg in self._logs.items() if t == topic]
         for lg in logs:
+            was_remote = lg.remote_log_enabled
             lg.update_config(config)
+            if was_remote and not lg.remote_log_enabled and self.remote_log_manager is not None:
+                self.remote_log_manager.on_remote_storage_disabled(lg)
 
     def update_default_config(self, config: LogConfig) -> None:
         """Broker defaults changed: logs without a topic-level config take them."""

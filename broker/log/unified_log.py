@@ -556,7 +556,7 @@ class UnifiedLog:
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets: -2 earliest (the log start offset), -4 earliest local (the local
         log start offset), -1 latest (the log end offset), -3 the record with the largest
-        timestamp (local segments), -5 latest tiered (the highest offset in remote storage,
+        timestamp (remote and local segments), -5 latest tiered (the highest offset in remote storage,
         -1 when none), else the first record with a timestamp >= the target (None when
         there is none): in the remote segments first (``remote_reader``), then locally."""
         return list_offsets.fetch_offset_by_timestamp(self, target_timestamp)

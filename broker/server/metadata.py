@@ -178,8 +178,20 @@ class TopicManager:
     # --- startup ---
 
     def load(self) -> None:
-        """Read the registry (before ``LogManager.startup``, which asks ``log_config``)."""
+        """Read the registry (before ``LogManager.startup``, which asks ``log_config``).
+        Topics with remote.storage.enable=true on a broker whose
+        remote.log.storage.system.enable=false are logged at WARN (Kafka refuses to start:
+        "You have to delete all topics with the property remote.storage.enable=true
+        before disabling tiered storage cluster-wide"); here they are served from their
+        local segments only, their remote segments left untouched."""
         self.registry.load()
+        if not self.log_manager.remote_storage_system_enable:
+            tiered = sorted(name for name, info in self.registry.topics.items()
+                            if str(info.configs.get("remote.storage.enable", "")).strip().lower() == "true")
+            if tiered:
+                log.warning("topics %s have remote.storage.enable=true but remote.log.storage.system.enable="
+                            "false: only their local segments are served (Kafka refuses to start: delete "
+                            "these topics, or enable tiered storage)", tiered)
 
     def startup(self) -> None:
         """Reconcile the registry with the logs the ``LogManager`` loaded (module doc)."""
@@ -250,12 +262,15 @@ class TopicManager:
         except ValueError as exc:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 
-    def validate_configs(self, configs: Mapping[str, str | None], kafka_constraints: bool = True) -> LogConfig:
+    def validate_configs(self, configs: Mapping[str, str | None], kafka_constraints: bool = True,
+                         current: Mapping[str, str] | None = None) -> LogConfig:
         """Overrides checked as Kafka 4 does (unknown key, bad value or a value outside
         Kafka's range, e.g. segment.bytes below 1 MiB: INVALID_CONFIG whose message names
-        the key and the constraint, ``validate_topic_config``; a null value:
-        INVALID_REQUEST); returns the topic's effective config. ``kafka_constraints=False``
-        checks only what the storage engine needs (``LOG_CONFIG_DEF``)."""
+        the key and the constraint, ``validate_topic_config``, with this broker's
+        remote.log.storage.system.enable and, for an alteration, the ``current`` overrides;
+        a null value: INVALID_REQUEST); returns the topic's effective config.
+        ``kafka_constraints=False`` checks only what the storage engine needs
+        (``LOG_CONFIG_DEF``)."""
         for key, value in configs.items():
             if key not in LOG_CONFIG_DEF.keys:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
@@ -264,7 +279,9 @@ class TopicManager:
         try:
             config = LogConfig.from_props(dict(configs), self.topic_defaults)
             if kafka_constraints:
-                validate_topic_config(config, configs)
+                before = None if current is None else LogConfig.from_props(dict(current), self.topic_defaults)
+                validate_topic_config(config, configs, current=before,
+                                      remote_storage_system_enable=self.log_manager.remote_storage_system_enable)
             return config
         except ConfigError as exc:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
@@ -423,7 +440,7 @@ class TopicManager:
             if info is None:
                 raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
             configs = dict(update(info.configs))
-            config = self.validate_configs(configs)
+            config = self.validate_configs(configs, current=info.configs)
             if validate_only:
                 return info
             new = dict(topics)

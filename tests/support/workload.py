@@ -21,6 +21,9 @@ clients in background threads that record everything into a ``History``
 * ``drain(history, consumers, producers_stopped)``: waits (bounded) until every
   acknowledged value (of committed transactions) was polled, then stops the consumers.
 * ``verdict(history)``: the checker's report after the drain, with the anomalies shown.
+* ``wait_for(condition, timeout)`` (polls, returns the last value) and
+  ``wait_for_outcome(predicate, what)`` (a bounded number of checks, else AssertionError
+  naming the outcome): the suite's waits.
 * ``Workload``: one scenario's four clients on two topics (idempotent ``e-<tag>``,
   transactional ``t-<tag>``), ``progress(...)`` (a bounded wait for more acks and
   commits) and ``finish()`` (stop, drain, verdicts).
@@ -55,6 +58,18 @@ def wait_for(condition, timeout: float, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return bool(condition())
+
+
+def wait_for_outcome(predicate, what: str, attempts: int = 1200, interval: float = 0.05) -> None:
+    """Wait for an outcome: check ``predicate`` up to ``attempts`` times, ``interval``
+    seconds apart (a bounded number of checks, never a timed assertion); AssertionError
+    "never happened: <what>" when it never holds."""
+    gate = threading.Event()
+    for _ in range(attempts):
+        if predicate():
+            return
+        gate.wait(interval)
+    raise AssertionError(f"never happened: {what}")
 
 
 class IdempotentProducer(threading.Thread):

@@ -10,7 +10,8 @@ Modules:
   ``<20-digit base>.remote-segment.json``, the metadata store (a segment exists remotely iff
   its manifest exists; replaces Kafka's ``__remote_log_metadata`` topic);
 - ``log_manager.py``: ``RemoteLogManager``, the periodic copy / local retention / remote
-  retention pass, and the remote reads for Fetch and ListOffsets;
+  retention pass, the remote reads for Fetch and ListOffsets, and the deletion of a
+  topic's remote segments when it is deleted or its remote storage turned off;
 - ``reader.py``: index lookups and batch reads on remote segments (ranged reads);
 - ``errors.py``: ``OffsetMovedToTieredStorageError``, ``RemoteStorageError``.
 
@@ -19,5 +20,6 @@ Layering: part of the log layer (imports ``broker.log`` and ``broker.record`` on
 ``remote.log.manager.task.interval.ms``, ``remote.log.storage.manager.class.name``,
 ``remote.log.storage.manager.impl.prefix`` (``rsm.config.``: ``rsm.config.storage.uri`` and
 ``fs.s3a.*`` keys); topic keys: ``remote.storage.enable``, ``local.retention.ms``,
-``local.retention.bytes``. README, "Tiered storage".
+``local.retention.bytes``, ``remote.log.copy.disable`` and ``remote.log.delete.on.disable``
+(KIP-950). README, "Tiered storage".
 """

@@ -11,26 +11,38 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
 - one pass (``run_once``, every remote.log.manager.task.interval.ms on a scheduler thread
   of its own in the broker; tests call it directly), per log, in order:
   1. initialisation, once per log: sweep garbage (objects no manifest names: a crashed
-     copy or delete), list the manifests, set the log's ``highest_offset_in_remote_storage``
+     copy or delete; manifests of another topic id: an older incarnation of a topic
+     deleted and re-created with the same name, whose deletion was cut short, never
+     served), list the manifests of the log's topic id, set the log's ``highest_offset_in_remote_storage``
      and raise its log start offset to the first remote segment (or, with none, the first
      local segment) when the checkpoint was behind (a crash after a remote deletion); after
      a pass that failed (a remote write error), the next pass sweeps garbage again;
   2. copy: every closed (non-active) local segment whose end offset is beyond the highest
      remote offset and below min(last stable offset, high watermark), oldest first, with
      its offset, time and transaction indexes, the producer snapshot at its end and its
-     leader-epoch entries (``LogSegmentData``); then the manifest;
+     leader-epoch entries (``LogSegmentData``); then the manifest. Skipped while the
+     topic has remote.log.copy.disable=true (KIP-950: the remote segments stay readable
+     and under retention);
   3. local retention: ``UnifiedLog.delete_old_segments`` (``retention.py``), which deletes
      copied local segments past local.retention.ms / local.retention.bytes without moving
-     the log start offset;
+     the log start offset (with copies disabled: retention.ms / retention.bytes);
   4. remote retention: remote segments wholly below the log start offset (DeleteRecords),
      and, for delete-policy topics, oldest first, those past retention.ms (their max
      timestamp) or retention.bytes (of the whole log: remote segments plus the local ones
      not yet copied). The log start offset moves past them first, then their metadata
      leaves the cache, then their objects are deleted (manifest first);
 - serving: ``read`` (Fetch of an offset below the local log start offset, for any
-  client) and ``find_offset_by_timestamp`` (ListOffsets; attached to each log as its
-  ``remote_reader``), through ``reader.RemoteSegmentReader``;
-- topic deletion: ``on_partition_deleted`` deletes the partition's remote segments.
+  client), ``find_offset_by_timestamp`` and ``find_max_timestamp`` (ListOffsets by
+  timestamp and -3; attached to each log as its ``remote_reader``), through
+  ``reader.RemoteSegmentReader``;
+- topic deletion: ``on_partition_deleted`` deletes the partition's remote segments;
+- remote storage turned off (remote.storage.enable true -> false with
+  remote.log.delete.on.disable=true, KIP-950): ``on_remote_storage_disabled`` moves the
+  log start offset to the local log start offset, forgets the partition's remote
+  segments and deletes them. A crash before the deletion ends leaves remote objects of a
+  log that is no longer remote: ``startup`` deletes the remote segments of every log whose
+  topic says remote.storage.enable=false and remote.log.delete.on.disable=true (on
+  a broker with the system enabled), so the deletion completes at the next start.
 
 Crash safety: a crash during a copy leaves objects without a manifest (swept at the next
 start; the segment is copied again, same names and bytes); during a deletion, a segment
@@ -116,11 +128,15 @@ class RemoteLogManager:
         thread of its own (the broker's choice: a long copy to an object store must not
         delay the flush, checkpoint and group tasks of the shared scheduler)."""
         for lg in self._logs():
-            if lg.remote_log_enabled and not lg.is_offline:
-                try:
+            if lg.is_offline:
+                continue
+            try:
+                if lg.remote_log_enabled:
                     self._ensure_initialized(lg)
-                except (RemoteStorageError, KafkaStorageError) as exc:
-                    log.error("remote storage of %s not initialised: %s", lg.name, exc)
+                elif _deleted_on_disable(lg):
+                    self._delete_remote_segments(*lg.topic_partition)  # a deletion cut short
+            except (RemoteStorageError, KafkaStorageError, OSError) as exc:
+                log.error("remote storage of %s not initialised: %s", lg.name, exc)
         if dedicated_thread:
             scheduler = self._own_scheduler = KafkaScheduler(self.time, thread_name="remote-log-manager")
             scheduler.startup()
@@ -159,7 +175,8 @@ class RemoteLogManager:
             try:
                 with self._partition_lock(lg.topic_partition):
                     self._ensure_initialized(lg)
-                    stats["copied"] += self.copy_segments(lg)
+                    if not lg.config.remote_log_copy_disable:
+                        stats["copied"] += self.copy_segments(lg)
                     stats["deleted_local"] += lg.delete_old_segments(now_ms)
                     stats["deleted_remote"] += self.apply_remote_retention(lg, now_ms)
             except (RemoteStorageError, KafkaStorageError, OSError) as exc:
@@ -173,13 +190,15 @@ class RemoteLogManager:
             if lg.remote_reader is self and tp in self._segments:
                 if tp in self._needs_sweep:
                     self._needs_sweep.discard(tp)
-                    swept = self.rsm.sweep_garbage(*tp)
+                    swept = self.rsm.sweep_garbage(*tp, topic_id=_topic_id(lg))
                     log.info("%s: swept %d remote objects after a failed pass: %s", lg.name, len(swept), swept)
                 return
-            swept = self.rsm.sweep_garbage(*tp)
+            topic_id = _topic_id(lg)
+            swept = self.rsm.sweep_garbage(*tp, topic_id=topic_id)
             if swept:
-                log.info("%s: swept %d remote objects no manifest names: %s", lg.name, len(swept), swept)
-            segments = tuple(self.rsm.list_segments(*tp))
+                log.info("%s: swept %d remote objects no manifest of topic id %s names: %s", lg.name,
+                         len(swept), topic_id, swept)
+            segments = tuple(self.rsm.list_segments(*tp, topic_id=topic_id))
             self._segments[tp] = segments
             lg.highest_offset_in_remote_storage = segments[-1].end_offset if segments else -1
             earliest = segments[0].base_offset if segments else lg.local_log_start_offset
@@ -233,7 +252,7 @@ class RemoteLogManager:
         objects += [p.name for p in (txn, snapshot) if p is not None]
         objects.append(object_name(base, LEADER_EPOCH_SUFFIX))
         topic, partition = lg.topic_partition
-        topic_id = files.encode_topic_id(lg.topic_id) if lg.topic_id is not None else None
+        topic_id = _topic_id(lg)
         meta = RemoteLogSegmentMetadata(
             topic=topic, partition=partition, segment_id=uuid.uuid4().hex, base_offset=base, end_offset=end,
             max_timestamp_ms=seg.max_timestamp_so_far(), segment_size_in_bytes=seg.size,
@@ -283,13 +302,35 @@ class RemoteLogManager:
 
     def on_partition_deleted(self, topic: str, partition: int) -> None:
         """Topic deletion: the partition's remote segments go (manifests first)."""
+        try:
+            self._delete_remote_segments(topic, partition)
+        except (RemoteStorageError, OSError) as exc:
+            log.error("deleting the remote segments of %s-%d failed: %s", topic, partition, exc)
+
+    def on_remote_storage_disabled(self, lg) -> None:
+        """remote.storage.enable turned off (module docstring): the log start offset moves
+        to the local log start offset first, then the remote segments go. A failed
+        deletion is logged; the next startup completes it."""
+        tp = lg.topic_partition
+        with self._partition_lock(tp):
+            start = min(lg.local_log_start_offset, lg.high_watermark)
+            lg.maybe_increment_log_start_offset(start, "remote storage disabled")
+            lg.remote_reader = None
+            lg.highest_offset_in_remote_storage = -1
+            try:
+                self._delete_remote_segments(*tp)
+            except (RemoteStorageError, OSError) as exc:
+                log.error("deleting the remote segments of %s (remote storage disabled) failed: %s", lg.name, exc)
+                return
+            log.info("%s: remote storage disabled, remote segments deleted, log start offset %d",
+                     lg.name, lg.log_start_offset)
+
+    def _delete_remote_segments(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
         with self._partition_lock(tp):
             self._segments.pop(tp, None)
-            try:
-                self.rsm.delete_partition(topic, partition)
-            except (RemoteStorageError, OSError) as exc:
-                log.error("deleting the remote segments of %s-%d failed: %s", topic, partition, exc)
+            self._needs_sweep.discard(tp)
+            self.rsm.delete_partition(topic, partition)
 
     # --- serving ---
 
@@ -328,11 +369,45 @@ class RemoteLogManager:
         for meta in self._segments.get(lg.topic_partition, ()):
             if meta.end_offset < start or meta.max_timestamp_ms < timestamp:
                 continue
-            found = self.reader.find_offset_by_timestamp(meta, timestamp, start)
+            found = self._find_in(meta, timestamp, start)
             if found is not None:
-                epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
-                return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
+                return found
         return None
+
+    def find_max_timestamp(self, lg) -> OffsetAndTimestamp | None:
+        """ListOffsets MAX_TIMESTAMP (-3) over the remote segments: the first record with
+        the largest timestamp. The segment is the first (by offset) whose manifest's
+        max_timestamp_ms is the largest of the segments at or above the log start offset;
+        then its time index and a scan. None when there is no remote segment (or that
+        record lies below the log start offset)."""
+        start = lg.log_start_offset
+        best = None
+        for meta in self._segments.get(lg.topic_partition, ()):
+            if meta.end_offset >= start and (best is None or meta.max_timestamp_ms > best.max_timestamp_ms):
+                best = meta
+        if best is None or best.max_timestamp_ms < 0:
+            return None
+        return self._find_in(best, best.max_timestamp_ms, start)
+
+    def _find_in(self, meta: RemoteLogSegmentMetadata, timestamp: int, start: int) -> OffsetAndTimestamp | None:
+        found = self.reader.find_offset_by_timestamp(meta, timestamp, start)
+        if found is None:
+            return None
+        epoch = found.leader_epoch if found.leader_epoch is not None else meta.epoch_for_offset(found.offset)
+        return OffsetAndTimestamp(found.offset, found.timestamp, epoch)
+
+
+def _topic_id(lg) -> str | None:
+    """The log's topic id as manifests carry it (Kafka's base64 text; None: unknown)."""
+    return files.encode_topic_id(lg.topic_id) if lg.topic_id is not None else None
+
+
+def _deleted_on_disable(lg) -> bool:
+    """A log whose topic turned remote storage off with remote.log.delete.on.disable=true
+    (a remote log manager exists only on a broker with tiered storage): its remote prefix
+    must be empty."""
+    config = lg.config
+    return not config.remote_storage_enable and config.remote_log_delete_on_disable
 
 
 def _base_offset(meta: RemoteLogSegmentMetadata) -> int:

@@ -35,6 +35,12 @@ Crash safety, the three rules:
   ``sweep_garbage`` removes them (the remote log manager runs it before copying). Copies
   are idempotent: a repeated copy writes the same names with the same bytes.
 
+Topic ids: given the live topic's id, ``list_segments`` leaves out, and ``sweep_garbage``
+deletes (manifest first, then the objects no live manifest names), manifests whose
+``topic_id`` is another one: those of an older incarnation of a topic deleted and
+re-created with the same name whose deletion was cut short. A manifest without a topic id
+(none was known at the copy) is kept.
+
 Test hook: the environment variable ``KAFKALOG_TEST_RSM_CRASH`` set to ``copy`` makes the
 process SIGKILL itself after a copy's data objects are written and before its manifest; set
 to ``delete``, after a deletion removed a manifest and before the data objects. Used by the
@@ -112,10 +118,11 @@ class RemoteStorageManager:
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
         raise NotImplementedError
 
-    def list_segments(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
+    def list_segments(self, topic: str, partition: int, topic_id: str | None = None
+                      ) -> list[RemoteLogSegmentMetadata]:
         raise NotImplementedError
 
-    def sweep_garbage(self, topic: str, partition: int) -> list[str]:
+    def sweep_garbage(self, topic: str, partition: int, topic_id: str | None = None) -> list[str]:
         raise NotImplementedError
 
     def delete_partition(self, topic: str, partition: int) -> None:
@@ -123,6 +130,11 @@ class RemoteStorageManager:
 
     def close(self) -> None:
         pass
+
+
+def _same_topic(meta: RemoteLogSegmentMetadata, topic_id: str | None) -> bool:
+    """False for a manifest of another incarnation of the topic (both ids known, different)."""
+    return topic_id is None or meta.topic_id is None or meta.topic_id == topic_id
 
 
 def _crash_point(name: str) -> None:
@@ -292,29 +304,41 @@ class FileSystemRemoteStorageManager(RemoteStorageManager):
             raise RemoteStorageError(f"listing of {self.uri(self.partition_path(topic, partition))} "
                                      f"failed: {exc}") from exc
 
-    def list_segments(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
-        """The partition's remote segments (its manifests), by base offset."""
+    def _manifests(self, infos: list) -> list[tuple[object, RemoteLogSegmentMetadata]]:
         out = []
-        for info in self._list(topic, partition):
+        for info in infos:
             if info.base_name.endswith(MANIFEST_SUFFIX):
                 try:
                     with self.fs.open_input_file(info.path) as f:
-                        out.append(RemoteLogSegmentMetadata.from_json(f.read()))
+                        out.append((info, RemoteLogSegmentMetadata.from_json(f.read())))
                 except (OSError, ValueError) as exc:
                     raise RemoteStorageError(f"unreadable manifest {self.uri(info.path)}: {exc}") from exc
+        return out
+
+    def list_segments(self, topic: str, partition: int, topic_id: str | None = None
+                      ) -> list[RemoteLogSegmentMetadata]:
+        """The partition's remote segments (its manifests), by base offset; with
+        ``topic_id`` only those of that topic id (module docstring)."""
+        out = [meta for _, meta in self._manifests(self._list(topic, partition)) if _same_topic(meta, topic_id)]
         return sorted(out, key=lambda m: m.base_offset)
 
-    def sweep_garbage(self, topic: str, partition: int) -> list[str]:
-        """Delete the objects no manifest names (module docstring); returns their names.
-        Must not run concurrently with a copy into the same partition."""
+    def sweep_garbage(self, topic: str, partition: int, topic_id: str | None = None) -> list[str]:
+        """Delete the objects no manifest names and, with ``topic_id``, the manifests of
+        another topic id, first (module docstring); returns their names. Must not run
+        concurrently with a copy into the same partition."""
         infos = self._list(topic, partition)
         referenced = set()
-        for meta in self.list_segments(topic, partition):
-            referenced.update(meta.objects)
         swept = []
+        for info, meta in self._manifests(infos):
+            if _same_topic(meta, topic_id):
+                referenced.update(meta.objects)
+                referenced.add(info.base_name)
+            else:
+                self._delete(info.path)
+                swept.append(info.base_name)
         for info in infos:
             name = info.base_name
-            if name.endswith(MANIFEST_SUFFIX) or name in referenced:
+            if name in referenced or name in swept:
                 continue
             self._delete(info.path)
             swept.append(name)
