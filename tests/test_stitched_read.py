@@ -221,6 +221,26 @@ def test_a_store_of_another_topic_incarnation_is_never_read(cluster, tmp_path, c
     assert "deleted and re-created, or another cluster" in caplog.text
 
 
+def test_a_cluster_without_listoffsets_v8_is_read_over_the_wire(cluster):
+    """Kafka before 3.5 has no ListOffsets v8 (and no tiered storage): the local log
+    start is then the log start, so every offset is fetched."""
+    from spark_kafkalog.planning import plan_ranges
+    from spark_kafkalog.readers.stitched import StitchedOffsetReader
+
+    broker, remote = cluster
+    options = parse_options(_options(broker, remote))
+    reader = StitchedOffsetReader(options)
+    try:
+        ranges = plan_ranges(options, reader)  # connects: the versions are negotiated
+        assert reader.pieces(ranges)[0][0][0] == STORE  # v8+: the cold offsets from the store
+        for conn in reader._network.client.client._conns.values():  # as a Kafka 3.0-3.4 broker
+            if conn.api_versions:
+                conn.api_versions[2] = (1, 7)
+        assert reader.pieces(ranges) == [((BROKERS, r.start, r.end),) for r in ranges]
+    finally:
+        reader.close()
+
+
 def test_streaming_available_now_restarts_exactly_once(spark, cluster, tmp_path):
     broker, remote = cluster
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
