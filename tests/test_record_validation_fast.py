@@ -37,8 +37,8 @@ delta = st.one_of(st.integers(0, 63), st.integers(-100, 10_000))
 headers = st.lists(st.tuples(st.text(max_size=4), st.one_of(st.none(), st.binary(max_size=8))), max_size=2)
 common_record = st.tuples(common_key, common_value, st.integers(0, 63), st.just([]))
 any_record = st.tuples(odd_key, odd_value, delta, st.one_of(st.just([]), headers))
-records_st = st.one_of(st.lists(common_record, min_size=1, max_size=80),
-                       st.lists(st.one_of(common_record, any_record), min_size=1, max_size=80))
+records_st = st.one_of(st.lists(common_record, min_size=1, max_size=100),
+                       st.lists(st.one_of(common_record, any_record), min_size=1, max_size=100))
 
 
 def section(records) -> tuple[bytes, int]:
@@ -103,9 +103,12 @@ def test_the_lean_loop_agrees_with_the_walk_on_cut_and_grown_sections(records, d
     agree(raw, len(raw), data.draw(st.integers(0, count + 2)))  # a wrong records count
 
 
-def test_the_lean_loop_walks_the_common_shape_alone(monkeypatch):
-    """16 records of 1 KiB values, keys and null keys, deltas 0..63: no record for _walk."""
-    records = [(b"key-%d" % i if i % 3 else None, bytes([i]) * (984 + i), (i * 5) % 64, []) for i in range(16)]
+@pytest.mark.parametrize("count, size", [(16, 984), (120, 100)])
+def test_the_lean_loop_walks_the_common_shape_alone(monkeypatch, count, size):
+    """Records of 1 KiB values (and 100 B ones past the one-byte offset deltas), keys and
+    null keys, deltas 0..63: no record for _walk."""
+    records = [(b"key-%d" % i if i % 3 else None, bytes([i]) * (size + i % 7), (i * 5) % 64, [])
+               for i in range(count)]
     raw, count = section(records)
     expected = general(raw, len(raw), count)
 
@@ -115,16 +118,18 @@ def test_the_lean_loop_walks_the_common_shape_alone(monkeypatch):
     monkeypatch.setattr(rv, "_walk", fail)
     assert lean(raw, len(raw), count) == expected
     deltas = [d for _, _, d, _ in records]
-    assert expected == (len(raw), 16, min(deltas), max(deltas), deltas.index(max(deltas)), 6)
+    nulls = sum(k is None for k, _, _, _ in records)
+    assert expected == (len(raw), count, min(deltas), max(deltas), deltas.index(max(deltas)), nulls)
 
 
-@pytest.mark.parametrize("shape", ["tiny", "negative delta", "header", "long value", "64 records"])
+@pytest.mark.parametrize("shape", ["tiny", "negative delta", "header", "long value", "2-byte offset delta"])
 def test_the_walk_takes_over_from_the_first_record_of_another_shape(shape):
-    base = [(b"k", b"v" * 100, i % 64, []) for i in range(70 if shape == "64 records" else 10)]
+    base = [(b"k", b"v" * 100, i % 64, []) for i in range(80)]
     other = {"tiny": (b"k", b"v", 3, []), "negative delta": (b"k", b"v" * 100, -5, []),
              "header": (b"k", b"v" * 100, 3, [("h", b"x")]), "long value": (None, b"w" * 9000, 3, []),
-             "64 records": base[5]}[shape]
-    base[5] = other
+             "2-byte offset delta": (b"k" * 70, b"v" * 100, 3, [])}[shape]
+    base[5] = other  # and again after the one-byte offset deltas
+    base[70] = other
     raw, count = section(base)
     result = lean(raw, len(raw), count)
     assert result == general(raw, len(raw), count)

@@ -267,24 +267,30 @@ def _walk(buf, pos: int, end: int, index: int, count: int, lo: int, hi: int, hi_
 # (tests/test_record_validation_fast.py checks it on valid, mutated and truncated batches).
 
 _HEAD = struct.Struct(">HI").unpack_from  # length varint (2 bytes), then 4 bytes of fields
+_HEAD_LONG = struct.Struct(">HIB").unpack_from  # the same and the key length, for a 2-byte offset delta
 _U16 = struct.Struct(">H").unpack_from
-# attributes; the timestamp delta's continuation and sign bits; offset delta; key length's continuation bit
+# attributes; the timestamp delta's continuation and sign bits; the offset delta (one byte,
+# or the two of a two-byte one); the key length's continuation bit (one-byte offset delta)
 _COMMON_MASK = 0xFF81FF80
-_COMMON_MAX = 64  # offset deltas from 64 on take two bytes
-_FAR = 1 << 40  # a key length byte that is invalid: past any buffer (the unpack then fails)
-_BAD = -(1 << 40)  # a value length that is invalid: the record then fails the final check
-_COMMON_TABLES: tuple[list[int], list[int], list[int]] | None = None
+_COMMON_MASK_LONG = 0xFF81FFFF
+_ONE_BYTE_OFFSETS = 64  # offset deltas from 64 on take two bytes
+_COMMON_MAX = 8192  # and from 8192 on three: the plain walk's
+_EXPECTED = [i << 9 for i in range(_ONE_BYTE_OFFSETS)]  # the masked word of record i
+_FAR = 1 << 40  # an invalid entry of the record or key tables: past any buffer or section
+_BAD = -(1 << 40)  # an invalid value length: the record then fails the final check
+_COMMON_TABLES: tuple[list[int], list[int], list[int], list[int], list[int]] | None = None
 
 
-def _common_tables() -> tuple[list[int], list[int], list[int]]:
-    """(record, key, value) tables of the lean loop, built on first use (~1.5 MB):
-    record[w]: 2 + the record length for a big-endian 16-bit word w that is a valid
-    two-byte length varint (even, >= 12), else 0; key[z]: 6 + the key's bytes for a
-    one-byte key length z (-1 or >= 0), else _FAR; value[w]: the bytes of the value length
-    varint starting w (one or two bytes, -1 or >= 0) plus the value's, else _BAD."""
+def _common_tables() -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    """The lean loop's tables, built on first use (~1.5 MB): record[w]: 2 + the record
+    length for a big-endian 16-bit word w that is a valid two-byte length varint (even,
+    >= 12), else _FAR; key[z]: 6 + the key's bytes for a one-byte key length z (-1 or
+    >= 0), else _FAR (key_long: 7 + the same, after a two-byte offset delta); value[w]:
+    the bytes of the value length varint starting w (one or two bytes, -1 or >= 0) plus the
+    value's, else _BAD; expected_long[i]: the masked word of record i >= 64."""
     global _COMMON_TABLES
     if _COMMON_TABLES is None:
-        record = [0] * 65536
+        record = [_FAR] * 65536
         value = [_BAD] * 65536
         for b0 in range(0x80):
             if not b0 & 1 or b0 == 1:
@@ -297,42 +303,63 @@ def _common_tables() -> tuple[list[int], list[int], list[int]]:
                     if z >= 12:
                         record[b0 << 8 | b1] = 2 + (z >> 1)
         key = [6 + (z >> 1) if not z & 1 or z == 1 else _FAR for z in range(0x80)]
-        _COMMON_TABLES = record, key, value
+        key_long = [k + 1 for k in key]
+        expected_long = [0] * _ONE_BYTE_OFFSETS + [
+            ((2 * i) & 0x7F | 0x80) << 8 | (2 * i) >> 7 for i in range(_ONE_BYTE_OFFSETS, _COMMON_MAX)]
+        _COMMON_TABLES = record, key, key_long, value, expected_long
     return _COMMON_TABLES
 
 
 def _walk_plain(buf, pos: int, end: int, count: int) -> tuple[int, int, int, int, int, int]:
     """What ``_walk(buf, pos, end, 0, count, _BIG, -_BIG, -1, 0, None)`` returns (or
     raises), the records of the common shape walked by the lean loop."""
-    record, key, value = _COMMON_TABLES or _common_tables()
-    deltas = [0] * (count if count < _COMMON_MAX else _COMMON_MAX)
-    stop = len(deltas)
-    index = nulls = 0
-    head, u16, mask = _HEAD, _U16, _COMMON_MASK
+    if count <= 0 or count > _COMMON_MAX:
+        return _walk(buf, pos, end, 0, count, _BIG, -_BIG, -1, 0, None)
+    record, key, key_long, value, expected_long = _COMMON_TABLES or _common_tables()
+    deltas = [0] * count
+    nulls = 0
+    u16 = _U16
+    index = count  # the first record declined, if any
+    i = 0
     try:
-        while index < stop:
+        head, mask, expected = _HEAD, _COMMON_MASK, _EXPECTED
+        for i in range(count if count < _ONE_BYTE_OFFSETS else _ONE_BYTE_OFFSETS):
             z, w = head(buf, pos)
             rec_end = pos + record[z]
-            if rec_end == pos or rec_end > end or w & mask != index << 9:
+            if rec_end > end or w & mask != expected[i]:
+                index = i
                 break
-            p = pos + key[w & 0x7F]
+            p = pos + key[w & 0x7F]  # a null key (-1) adds nothing
             p += value[u16(buf, p)[0]]
             if p + 1 != rec_end or buf[p]:  # the header count, 0, ends the record
+                index = i
                 break
-            deltas[index] = w >> 17
+            deltas[i] = w >> 17
             nulls += w & 1  # the key length's zigzag bit: odd only for -1 (null) here
-            index += 1
             pos = rec_end
+        else:
+            head, mask = _HEAD_LONG, _COMMON_MASK_LONG
+            for i in range(_ONE_BYTE_OFFSETS, count):
+                z, w, k = head(buf, pos)
+                rec_end = pos + record[z]
+                if rec_end > end or w & mask != expected_long[i]:
+                    index = i
+                    break
+                p = pos + key_long[k]  # k >= 0x80: IndexError, declined
+                p += value[u16(buf, p)[0]]
+                if p + 1 != rec_end or buf[p]:
+                    index = i
+                    break
+                deltas[i] = w >> 17
+                nulls += k & 1
+                pos = rec_end
     except (IndexError, struct.error):
-        pass  # a record running past the buffer: declined (``_walk`` reports it)
+        index = i  # a record running past the buffer: declined (``_walk`` reports it)
     if index == count:
-        if not count:
-            return pos, 0, _BIG, -_BIG, -1, 0
         hi = max(deltas)
         return pos, count, min(deltas), hi, deltas.index(hi), nulls
     if index:
-        if index < stop:
-            del deltas[index:]
+        del deltas[index:]
         hi = max(deltas)
         return _walk(buf, pos, end, index, count, min(deltas), hi, deltas.index(hi), nulls, None)
     return _walk(buf, pos, end, 0, count, _BIG, -_BIG, -1, 0, None)
