@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.record import batch as rb
+from broker.record import codecs
 from broker.record import validation as rv
 from broker.record.errors import DecodeError
 
@@ -59,7 +60,7 @@ def general(buf, end: int, count: int):
 
 
 def lean(buf, end: int, count: int):
-    return outcome(rv._walk_plain, buf, rb.RECORDS_OFFSET, end, count)
+    return outcome(rv._walk_plain, buf, rb.RECORDS_OFFSET, end, 0, count, BIG, -BIG, -1, 0)
 
 
 def agree(buf, end: int, count: int) -> None:
@@ -134,3 +135,37 @@ def test_the_walk_takes_over_from_the_first_record_of_another_shape(shape):
     result = lean(raw, len(raw), count)
     assert result == general(raw, len(raw), count)
     assert result[:2] == (len(raw), count)
+
+
+@SETTINGS
+@given(records_st, st.data())
+def test_the_lean_loop_agrees_with_the_walk_from_any_record(records, data):
+    """Started at record k with the summary of the first k (as the compressed-stream walk
+    calls it, chunk after chunk), on valid and changed batches."""
+    raw, count = section(records)
+    buf = bytearray(raw)
+    if data.draw(st.booleans()):
+        buf[data.draw(st.integers(rb.RECORDS_OFFSET, len(buf) - 1))] = data.draw(st.integers(0, 255))
+    k = data.draw(st.integers(0, count))
+    state = outcome(rv._walk, buf, rb.RECORDS_OFFSET, len(buf), 0, k, BIG, -BIG, -1, 0, None)
+    if len(state) != 6 or state[1] != k:
+        return  # the first k records do not parse
+    pos, index, lo, hi, hi_index, nulls = state
+    assert outcome(rv._walk_plain, buf, pos, len(buf), k, count, lo, hi, hi_index, nulls) == \
+        outcome(rv._walk, buf, pos, len(buf), k, count, lo, hi, hi_index, nulls, None)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(records_st, st.sampled_from([1, 3, 4]), st.sampled_from([7, 300, 4096, 256 * 1024]), st.data())
+def test_compressed_walks_agree_with_the_walk(records, codec, chunk, data):
+    """A compressed batch's records (changed or not), decompressed in chunks of any size:
+    ``check_records`` (the lean loop on each chunk) agrees with the walk (a sink)."""
+    raw, count = section(records)
+    plain = bytearray(raw[rb.RECORDS_OFFSET:])
+    if data.draw(st.booleans()):
+        plain[data.draw(st.integers(0, len(plain) - 1))] = data.draw(st.integers(0, 255))
+    payload = codecs.compress(codec, bytes(plain))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rv, "_CHUNK", chunk)
+        assert outcome(rv.check_records, payload, 0, len(payload), codec, count, 1 << 30) == \
+            outcome(rv.check_records, payload, 0, len(payload), codec, count, 1 << 30, [])

@@ -310,20 +310,24 @@ def _common_tables() -> tuple[list[int], list[int], list[int], list[int], list[i
     return _COMMON_TABLES
 
 
-def _walk_plain(buf, pos: int, end: int, count: int) -> tuple[int, int, int, int, int, int]:
-    """What ``_walk(buf, pos, end, 0, count, _BIG, -_BIG, -1, 0, None)`` returns (or
-    raises), the records of the common shape walked by the lean loop."""
-    if count <= 0 or count > _COMMON_MAX:
-        return _walk(buf, pos, end, 0, count, _BIG, -_BIG, -1, 0, None)
+def _walk_plain(buf, pos: int, end: int, index: int, count: int, lo: int, hi: int, hi_index: int,
+                nulls: int) -> tuple[int, int, int, int, int, int]:
+    """``_walk`` with no sink, the same arguments and results (and errors), the records of
+    the common shape walked by the lean loop; from the first record of another shape (or
+    at fault, or cut by ``end``) on, ``_walk`` walks the rest."""
+    stop = count if count < _COMMON_MAX else _COMMON_MAX
+    if index >= stop:
+        return _walk(buf, pos, end, index, count, lo, hi, hi_index, nulls, None)
     record, key, key_long, value, expected_long = _COMMON_TABLES or _common_tables()
-    deltas = [0] * count
-    nulls = 0
+    first = index
+    deltas = [0] * stop
+    n_nulls = 0
     u16 = _U16
-    index = count  # the first record declined, if any
-    i = 0
+    i = index
+    index = stop  # the first record declined, if any
     try:
         head, mask, expected = _HEAD, _COMMON_MASK, _EXPECTED
-        for i in range(count if count < _ONE_BYTE_OFFSETS else _ONE_BYTE_OFFSETS):
+        for i in range(first, stop if stop < _ONE_BYTE_OFFSETS else _ONE_BYTE_OFFSETS):
             z, w = head(buf, pos)
             rec_end = pos + record[z]
             if rec_end > end or w & mask != expected[i]:
@@ -335,11 +339,11 @@ def _walk_plain(buf, pos: int, end: int, count: int) -> tuple[int, int, int, int
                 index = i
                 break
             deltas[i] = w >> 17
-            nulls += w & 1  # the key length's zigzag bit: odd only for -1 (null) here
+            n_nulls += w & 1  # the key length's zigzag bit: odd only for -1 (null) here
             pos = rec_end
         else:
             head, mask = _HEAD_LONG, _COMMON_MASK_LONG
-            for i in range(_ONE_BYTE_OFFSETS, count):
+            for i in range(first if first > _ONE_BYTE_OFFSETS else _ONE_BYTE_OFFSETS, stop):
                 z, w, k = head(buf, pos)
                 rec_end = pos + record[z]
                 if rec_end > end or w & mask != expected_long[i]:
@@ -351,18 +355,22 @@ def _walk_plain(buf, pos: int, end: int, count: int) -> tuple[int, int, int, int
                     index = i
                     break
                 deltas[i] = w >> 17
-                nulls += k & 1
+                n_nulls += k & 1
                 pos = rec_end
     except (IndexError, struct.error):
         index = i  # a record running past the buffer: declined (``_walk`` reports it)
-    if index == count:
-        hi = max(deltas)
-        return pos, count, min(deltas), hi, deltas.index(hi), nulls
-    if index:
-        del deltas[index:]
-        hi = max(deltas)
-        return _walk(buf, pos, end, index, count, min(deltas), hi, deltas.index(hi), nulls, None)
-    return _walk(buf, pos, end, 0, count, _BIG, -_BIG, -1, 0, None)
+    if index > first:
+        run = deltas[first:index] if first or index < stop else deltas
+        top = max(run)
+        if top > hi:
+            hi, hi_index = top, first + run.index(top)
+        least = min(run)
+        if least < lo:
+            lo = least
+        nulls += n_nulls
+        if index == count:
+            return pos, index, lo, hi, hi_index, nulls
+    return _walk(buf, pos, end, index, count, lo, hi, hi_index, nulls, None)
 
 
 def _finish(index: int, count: int, lo: int, hi: int, hi_index: int, nulls: int) -> tuple[int, int, int, int]:
@@ -391,7 +399,7 @@ def check_records(buf, start: int, end: int, codec: int, count: int, max_decompr
             # a failure: the plain walk below finds the first record at fault and its error
         try:
             if sink is None:
-                pos, index, lo, hi, hi_index, nulls = _walk_plain(buf, start, end, count)
+                pos, index, lo, hi, hi_index, nulls = _walk_plain(buf, start, end, 0, count, _BIG, -_BIG, -1, 0)
             else:
                 pos, index, lo, hi, hi_index, nulls = _walk(buf, start, end, 0, count, _BIG, -_BIG, -1, 0, sink)
         except IndexError:
@@ -706,8 +714,12 @@ def _walk_stream(chunks: Iterator[bytes], count: int, sink: list | None) -> tupl
                     buf, pos = chunk, need
                 else:  # a cut length varint, or a record longer than the chunk
                     buf, pos = buf[pos:] + chunk, 0
-            pos, index, lo, hi, hi_index, nulls = _walk(buf, pos, len(buf), index, count, lo, hi,
-                                                        hi_index, nulls, sink)
+            if sink is None:
+                pos, index, lo, hi, hi_index, nulls = _walk_plain(buf, pos, len(buf), index, count, lo, hi,
+                                                                  hi_index, nulls)
+            else:
+                pos, index, lo, hi, hi_index, nulls = _walk(buf, pos, len(buf), index, count, lo, hi,
+                                                            hi_index, nulls, sink)
         except IndexError:
             raise CorruptRecordError(f"record {index} runs past its declared length") from None
     if index == count and (pos < len(buf) or any(chunks)):
