@@ -513,6 +513,8 @@ def analyze_single_batch(buf, config: ValidatorConfig, now_ms: int, origin: Appe
         return None  # (the general path checks record by record, skipping NO_TIMESTAMP)
     if count == 0 or record_hi <= _NO_TIMESTAMP:
         record_hi, hi_index = _NO_TIMESTAMP, -1
+    if record_hi == header_max:  # the producer's maxTimestamp is the records' (the common case)
+        return h + (header_max, hi_index)
     return h[:_MAX_TIMESTAMP_FIELD] + (record_hi,) + h[_MAX_TIMESTAMP_FIELD + 1:] + (header_max, hi_index)
 
 
