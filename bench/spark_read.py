@@ -370,13 +370,17 @@ def object_store_rows(spark, logs: Path, work: Path, datasets: dict, servers: st
     S3-protocol server (moto in server mode on 127.0.0.1, over HTTP: ranged GETs, as
     against a cloud bucket, without the network's latency) against direct mode from local
     disk and network mode from the broker (``servers``, serving a copy of the same
-    directory), in the same run, the three interleaved, best of REPEAT. Prints the rows;
-    returns the headline keys ``<topic>_<query>_direct_s3``, ``..._ratio_s3_vs_local`` and
-    ``..._ratio_s3_vs_network``."""
+    directory), in the same run, the three interleaved, best of REPEAT, and how many of the
+    cores the S3 server itself kept busy during the s3 runs (it shares them with Spark).
+    Prints the rows; returns the headline keys ``<topic>_<query>_direct_s3``,
+    ``..._ratio_s3_vs_local``, ``..._ratio_s3_vs_network`` and ``s3_server_cores_busy``."""
+    from broker_ingest import cpu_seconds
+
     from tests.support.object_store import MotoServer
 
     server = MotoServer(work / "moto").start()
     headline: dict = {}
+    s3_server = [0.0, 0.0]  # the S3 server's CPU seconds and the wall seconds of the s3 runs
     try:
         t = time.perf_counter()
         uri = server.upload(logs, "bench/kafka-logs")
@@ -398,8 +402,12 @@ def object_store_rows(spark, logs: Path, work: Path, datasets: dict, servers: st
             for _ in range(REPEAT):
                 for query in QUERIES:
                     for mode, df in frames.items():
+                        cpu = cpu_seconds(server.proc.pid)
                         seconds = timed(lambda: run_query(df, query))
                         best[(mode, query)] = min(best.get((mode, query), float("inf")), seconds)
+                        if mode == "s3":
+                            s3_server[0] += cpu_seconds(server.proc.pid) - cpu
+                            s3_server[1] += seconds
             for query in QUERIES:
                 local, s3 = (rows / best[(m, query)] / CORES for m in ("local", "s3"))
                 net = rows / best[("network", query)] / CORES if ("network", query) in best else None
@@ -409,6 +417,10 @@ def object_store_rows(spark, logs: Path, work: Path, datasets: dict, servers: st
                 headline[f"{topic}_{query}_direct_s3"] = round(s3)
                 headline[f"{topic}_{query}_ratio_s3_vs_local"] = round(s3 / local, 3)
                 headline[f"{topic}_{query}_ratio_s3_vs_network"] = round(s3 / net, 3) if net else None
+        if s3_server[1]:
+            cores = s3_server[0] / s3_server[1]
+            print(f"the S3 server (moto, Python) used {cores:.2f} of the {CORES} cores during the s3 runs")
+            headline["s3_server_cores_busy"] = round(cores, 2)
     finally:
         server.stop()
     return headline
