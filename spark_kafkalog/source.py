@@ -78,7 +78,7 @@ class KafkaLogDataSource(DataSource):
     without headers; key and value are null when the producer sent null. Control records
     (transaction markers) and records of aborted transactions never appear.
 
-    Where to read (exactly one):
+    Where to read (one, or both for stitched reads):
 
     ``path`` (or ``.load(path)``; ``.load([dir1, dir2])`` for a broker with several
     ``log.dirs``)
@@ -111,6 +111,13 @@ class KafkaLogDataSource(DataSource):
         Kafka consumer settings (``kafka.max.partition.fetch.bytes`` defaults to 8 MiB
         here: bigger responses decode faster; ``kafka.default.api.timeout.ms`` bounds
         how long an unreachable cluster is retried).
+    ``path`` and ``kafka.bootstrap.servers`` together
+        Stitched reads (``readers/stitched.py``): ``path`` is the cluster's remote storage
+        (tiered storage, KIP-405: this broker's ``rsm.config.storage.uri``, or a copy of a
+        log directory); the offsets below each partition's local log start that the store
+        holds are read from it on the executors, every other offset is fetched from the
+        brokers; planning, options and offsets are network mode's. The brokers' part
+        reads ``read_committed`` unless ``kafka.isolation.level`` is set.
 
     Which partitions (exactly one, as in Spark):
 
