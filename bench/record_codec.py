@@ -31,8 +31,9 @@ kafka-python's interpreter loop suffers more from the load than our memory-bound
 
 Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``.venv/bin/python bench/record_codec.py`` (about a minute and a half);
-``--breakdown``: where the CPU time of one 1-KiB record goes in our decoder (record walk,
-key/value columns, the rest) beside the floors (CRC, one copy of the values), in-process.
+``--breakdown [1k|100b]``: where the CPU time of one record (1-KiB values by default)
+goes in our decoder (record walk, key/value columns, the rest) beside the floors (CRC, one
+copy of the values), in-process.
 """
 
 from __future__ import annotations
@@ -120,15 +121,16 @@ def decode_ours(buf, crc=True):
     return sum(rb.num_rows for rb in columnar.iter_arrow(buf, verify_crc=crc))
 
 
-def breakdown() -> None:
-    """``--breakdown``: where the microseconds of one 1-KiB record go in our decode (CPU
-    time, best of REPEAT x 4; in-process, so a shared machine disturbs it less than the
-    side-by-side rates), next to the floors no decoder of these bytes avoids: the CRC of
-    every batch, and one copy of the values into the Arrow value buffer."""
+def breakdown(size_name: str = "1k") -> None:
+    """``--breakdown [1k|100b]``: where the microseconds of one record (1-KiB values by
+    default, or 100-byte ones) go in our decode (CPU time, best of REPEAT x 4; in-process,
+    so a shared machine disturbs it less than the side-by-side rates), next to the floors
+    no decoder of these bytes avoids: the CRC of every batch, and one copy of the values
+    into the Arrow value buffer."""
     from broker.record.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD, crc32c
     from broker.record.columnar import decode as dec
 
-    value_size, n = SIZES["1k"]
+    value_size, n = SIZES[size_name]
     keys, values, timestamps = make_rows(value_size, n)
     buf = b"".join(build_with(AioBuilder, keys, values, timestamps, 0))
     view = memoryview(buf)
@@ -188,7 +190,8 @@ def breakdown() -> None:
     figures["record_walk"] = walk
     figures["key_value_columns"] = columns
     figures["rest_nocrc"] = total - walk - columns
-    print(f"1-KiB records, {len(spans)} batches: CPU microseconds per record (best of {REPEAT * 4})")
+    print(f"{size_name} records, {len(spans)} batches: CPU microseconds per record "
+          f"(best of {REPEAT * 4})")
     for name, us in figures.items():
         print(f"  {name:<18} {us:6.3f}")
     print(f"  ratio vs kafka-python {figures['kafka_python'] / figures['decode']:.1f}x")
@@ -197,7 +200,8 @@ def breakdown() -> None:
 
 def main() -> None:
     if "--breakdown" in sys.argv:
-        breakdown()
+        args = sys.argv[sys.argv.index("--breakdown") + 1:]
+        breakdown(args[0] if args and args[0] in SIZES else "1k")
         return
     impl = aio_default.DefaultRecordBatch.__module__
     print(f"python {platform.python_version()}, pyarrow {pa.__version__}, numpy {np.__version__}")

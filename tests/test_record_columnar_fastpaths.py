@@ -182,3 +182,28 @@ def test_the_plain_batch_run_at_every_start_and_end_offset():
             for max_rows in (2, 100):
                 kw = dict(start_offset=start, end_offset=end, max_rows_per_batch=max_rows)
                 assert _run_decode(buf, **kw) == _general_decode(buf, **kw), (start, end)
+
+
+# --- the gather of a unit's batch headers (decode._gather_headers) ---
+
+@settings(max_examples=100, deadline=None)
+@given(size=st.integers(61, 5000), picks=st.lists(st.integers(0, 1 << 30), min_size=1,
+                                                   max_size=40), seed=st.integers(0, 1 << 16))
+def test_the_strided_header_gather_reads_what_take_reads(size, picks, seed):
+    """Any positions of the input (the last possible one included), as few or as many
+    batches as the strided view's threshold: the same HEADER_DTYPE records, byte for byte,
+    as the plain ``take`` of 61 bytes a position; a position past the last one is refused
+    (IndexError), never read outside the input."""
+    import numpy as np
+
+    data = np.frombuffer(random.Random(seed).randbytes(size), np.uint8)
+    last = size - B.RECORD_BATCH_OVERHEAD
+    positions = np.array(sorted({p % (last + 1) for p in picks} | {last}), np.int64)
+    for pos_arr in (positions, positions[:1], np.repeat(positions, 9)):
+        got = decode_module._gather_headers(data, pos_arr)
+        want = data.take(pos_arr[:, None] + np.arange(B.RECORD_BATCH_OVERHEAD)) \
+            .view(decode_module.HEADER_DTYPE)[:, 0]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        assert got.tolist() == [B.HEADER.unpack_from(data, p) for p in pos_arr.tolist()]
+    with pytest.raises(IndexError):
+        decode_module._gather_headers(data, np.repeat(np.array([last + 1], np.int64), 9))
