@@ -14,7 +14,8 @@ described in ``index.py``, ``<base>.txnindex`` in ``txn_index.py``. File names c
 
 ``append_batch`` and ``should_roll_for`` are the leader's per-produce forms of ``append``
 and ``should_roll`` for one batch whose header values the caller already holds: the same
-checks, bytes, entries and decisions, without walking the batch or building tuples.
+checks, bytes, entries and decisions, without walking the batch or building tuples;
+``append_batch_unless_roll`` is the two in one call (None when the segment must roll).
 
 Sparse indexing (Kafka 4.x, per batch): while appending, a batch whose start is more than
 ``index_interval_bytes`` after the last indexed batch gets an offset-index entry
@@ -479,6 +480,31 @@ class LogSegment:
             since_last_entry = 0
         self._bytes_since_last_index_entry = since_last_entry + size
         return _new_tuple(LogOffsetMetadata, (last_offset + 1, base, position + size))
+
+    def append_batch_unless_roll(self, buf, first_offset: int, last_offset: int, batch_max_timestamp: int,
+                                 largest_timestamp: int, max_segment_ms: int, max_segment_bytes: int,
+                                 now: int) -> LogOffsetMetadata | None:
+        """``should_roll_for`` then ``append_batch`` in one call, for an append with nothing
+        to decide between the two (a batch without a producer id): None, with nothing
+        written, when ``should_roll_for(max_segment_ms, max_segment_bytes,
+        largest_timestamp, last_offset, len(buf), now)`` is true; else ``append_batch``'s
+        result: the same decision and the same bytes."""
+        size = self._log.size_in_bytes
+        if size > max_segment_bytes - len(buf):
+            return None
+        if size > 0:  # (should_roll_for's waited time only counts for a non-empty segment)
+            ts = self._rolling_based_timestamp
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self._rolling_based_timestamp
+            waited = largest_timestamp - ts if ts is not None and ts >= 0 else now - self.created
+            if waited > max_segment_ms - self._roll_jitter_ms:
+                return None
+        indexes = self._loaded_indexes or self._load_indexes()
+        if (indexes[0].is_full() or indexes[1].is_full()
+                or not 0 <= last_offset - self._base_offset <= INT32_MAX):
+            return None
+        return self.append_batch(buf, first_offset, last_offset, batch_max_timestamp, largest_timestamp)
 
     def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
         """Record a completed transaction if it aborted (duck-typed: ``is_aborted``,
