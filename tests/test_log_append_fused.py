@@ -50,6 +50,7 @@ class Pair:
         self.logs = [UnifiedLog.create(root / "topic-0", _config(props), time=t, scheduler=s)
                      for root, t, s in zip(self.roots, self.times, self.schedulers)]
         self.logs[0]._fused_single_batch = False  # the reference: the general path
+        self.next_seq: dict[tuple[int, int], int] = {}  # (producer id, epoch) -> next sequence
         assert self.logs[1]._fused_single_batch
 
     def now(self) -> int:
@@ -126,7 +127,7 @@ _append = st.fixed_dictionaries({
     "records": st.lists(_record, min_size=1, max_size=5),
     "pid": st.sampled_from(PIDS),
     "epoch": st.integers(0, 2),
-    "seq": st.integers(0, 12),
+    "seq": st.one_of(st.just("next"), st.just("next"), st.integers(0, 12)),  # next: continue the sequence
     "txn": st.booleans(),
     "compression": st.sampled_from([0, 0, 0, 1]),
     "leader_epoch": st.integers(0, 4),
@@ -157,23 +158,33 @@ _props = st.fixed_dictionaries({
 })
 
 
-def _batch_bytes(op: dict, now: int, seq_shift: int = 0) -> bytes:
+def _batch_bytes(op: dict, now: int, seq_shift: int = 0, next_seq: dict | None = None) -> bytes:
     records = [(b"k%d" % i, bytes([i]) * size, NO_TIMESTAMP if delta is None else now + delta)
                for i, (size, delta) in enumerate(op["records"])]
     if op["pid"] < 0:
         return encode_batch(records, compression=op["compression"])
     return encode_batch(records, compression=op["compression"], producer_id=op["pid"],
-                        producer_epoch=op["epoch"], base_sequence=op["seq"] + seq_shift,
+                        producer_epoch=op["epoch"], base_sequence=_seq(op, next_seq) + seq_shift,
                         is_transactional=op["txn"])
+
+
+def _seq(op: dict, next_seq: dict | None) -> int:
+    if op["seq"] == "next":
+        return (next_seq or {}).get((op["pid"], op["epoch"]), 0)
+    return op["seq"]
 
 
 def _run(pair: Pair, op: dict) -> None:
     kind = op["op"]
     if kind == "append":
-        data = _batch_bytes(op, pair.now())
+        data = _batch_bytes(op, pair.now(), next_seq=pair.next_seq)
+        count = len(op["records"])
         if op["two"]:
-            data += _batch_bytes(op, pair.now(), seq_shift=len(op["records"]))
+            data += _batch_bytes(op, pair.now(), seq_shift=count, next_seq=pair.next_seq)
+            count *= 2
         outcomes = pair.both(lambda ulog: ulog.append_as_leader(bytearray(data), op["leader_epoch"]))
+        if op["pid"] >= 0 and outcomes[0][0] == "ok":
+            pair.next_seq[op["pid"], op["epoch"]] = _seq(op, pair.next_seq) + count
     elif kind == "marker":
         data = encode_end_txn_marker_batch(
             ControlRecordType.COMMIT if op["commit"] else ControlRecordType.ABORT, producer_id=op["pid"],
@@ -259,6 +270,23 @@ def test_full_index_boundary(pid, index_bytes):
     for i in range(12):
         ops += [{"op": "sleep", "ms": 1}, _plain(pid=pid, seq=i)]
     _check({"segment.index.bytes": index_bytes, "index.interval.bytes": 0}, ops)
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_idempotent_runs_in_sequence_with_retries(timestamp_type):
+    """The in-sequence producer-state path: long runs (more than the 5 retained batches),
+    retries of retained and forgotten batches, gaps, a new epoch, another producer."""
+    ops = [_plain(pid=3, seq=i) for i in range(8)]
+    ops += [_plain(pid=3, seq=i) for i in (7, 3, 2, 9, 8)]
+    ops += [_plain(pid=4, seq=0), _plain(pid=3, seq=9), dict(_plain(pid=3, seq=0), epoch=1),
+            dict(_plain(pid=3, seq=1), epoch=1), dict(_plain(pid=3, seq=1), epoch=0)]
+    # inside a transaction: a non-transactional batch in sequence is InvalidTxnStateError
+    ops += [dict(_plain(pid=4, seq=1), txn=True), _plain(pid=4, seq=2), dict(_plain(pid=4, seq=2), txn=True),
+            {"op": "marker", "commit": True, "pid": 4, "epoch": 0, "leader_epoch": 0},
+            _plain(pid=4, seq=3), _plain(pid=4, seq=4),
+            dict(_plain(pid=4, seq=5), txn=True),
+            {"op": "marker", "commit": False, "pid": 4, "epoch": 0, "leader_epoch": 0}, _plain(pid=4, seq=6)]
+    _check({"message.timestamp.type": timestamp_type, "segment.bytes": 5 * _batch_size()}, ops)
 
 
 def test_the_fused_path_is_taken_for_one_batch(tmp_path, monkeypatch):

@@ -114,6 +114,8 @@ __all__ = ["UnifiedLog", "OffsetAndTimestamp", "LOG_END", "HIGH_WATERMARK", "TXN
 
 log = logging.getLogger(__name__)
 
+_CLIENT = AppendOrigin.CLIENT  # (a module constant: an enum member lookup costs more)
+
 # Fetch isolation levels (Kafka's FetchIsolation).
 LOG_END = "log_end"
 HIGH_WATERMARK = "high_watermark"
@@ -385,17 +387,24 @@ class UnifiedLog:
                     if segment.should_roll_for(self._segment_ms, segment_bytes, max_timestamp, last_offset, size,
                                                now):
                         segment = self.roll(first_offset)
-                    analysis = psm.analyze_append(buf, info.batches, origin)
-                    duplicate = analysis.duplicate
-                    if duplicate is not None:
-                        return info._replace(
-                            first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
-                            log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
-                    metadata = local.append_batch(segment, buf, first_offset, last_offset, batch_max_timestamp,
-                                                  max_timestamp)
-                    for completed, lso in psm.apply_append(analysis, next_offset):
-                        segment.update_txn_index(completed, lso)
-                    first_unstable = psm.on_high_watermark_updated(next_offset)
+                    batches = info.batches
+                    entry = psm.analyze_in_sequence(batches[0][1]) if origin is _CLIENT else None
+                    if entry is not None:  # the common idempotent batch: next in sequence
+                        metadata = local.append_batch(segment, buf, first_offset, last_offset,
+                                                      batch_max_timestamp, max_timestamp)
+                        first_unstable = psm.apply_in_sequence(entry, batches[0][1], next_offset)
+                    else:
+                        analysis = psm.analyze_append(buf, batches, origin)
+                        duplicate = analysis.duplicate
+                        if duplicate is not None:
+                            return info._replace(
+                                first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                                log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
+                        metadata = local.append_batch(segment, buf, first_offset, last_offset,
+                                                      batch_max_timestamp, max_timestamp)
+                        for completed, lso in psm.apply_append(analysis, next_offset):
+                            segment.update_txn_index(completed, lso)
+                        first_unstable = psm.on_high_watermark_updated(next_offset)
                 # single node: the leader is the whole ISR, the high watermark follows the LEO
                 self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
                 if first_unstable is None:
