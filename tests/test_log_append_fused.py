@@ -50,7 +50,7 @@ class Pair:
         self.logs = [UnifiedLog.create(root / "topic-0", _config(props), time=t, scheduler=s)
                      for root, t, s in zip(self.roots, self.times, self.schedulers)]
         self.logs[0]._fused_single_batch = False  # the reference: the general path
-        self.next_seq: dict[tuple[int, int], int] = {}  # (producer id, epoch) -> next sequence
+        self.next_seq: dict[int, int] = {}  # producer id -> the sequence after its last append (any epoch)
         assert self.logs[1]._fused_single_batch
 
     def now(self) -> int:
@@ -170,7 +170,7 @@ def _batch_bytes(op: dict, now: int, seq_shift: int = 0, next_seq: dict | None =
 
 def _seq(op: dict, next_seq: dict | None) -> int:
     if op["seq"] == "next":
-        return (next_seq or {}).get((op["pid"], op["epoch"]), 0)
+        return (next_seq or {}).get(op["pid"], 0)
     return op["seq"]
 
 
@@ -184,7 +184,7 @@ def _run(pair: Pair, op: dict) -> None:
             count *= 2
         outcomes = pair.both(lambda ulog: ulog.append_as_leader(bytearray(data), op["leader_epoch"]))
         if op["pid"] >= 0 and outcomes[0][0] == "ok":
-            pair.next_seq[op["pid"], op["epoch"]] = _seq(op, pair.next_seq) + count
+            pair.next_seq[op["pid"]] = _seq(op, pair.next_seq) + count
     elif kind == "marker":
         data = encode_end_txn_marker_batch(
             ControlRecordType.COMMIT if op["commit"] else ControlRecordType.ABORT, producer_id=op["pid"],
@@ -279,7 +279,10 @@ def test_idempotent_runs_in_sequence_with_retries(timestamp_type):
     ops = [_plain(pid=3, seq=i) for i in range(8)]
     ops += [_plain(pid=3, seq=i) for i in (7, 3, 2, 9, 8)]
     ops += [_plain(pid=4, seq=0), _plain(pid=3, seq=9), dict(_plain(pid=3, seq=0), epoch=1),
-            dict(_plain(pid=3, seq=1), epoch=1), dict(_plain(pid=3, seq=1), epoch=0)]
+            dict(_plain(pid=3, seq=1), epoch=1), dict(_plain(pid=3, seq=1), epoch=0),
+            # the next sequence, but in an older epoch (fenced) or a newer one (must start at 0)
+            dict(_plain(pid=3, seq=2), epoch=0), dict(_plain(pid=3, seq=2), epoch=2),
+            dict(_plain(pid=3, seq=2), epoch=1)]
     # inside a transaction: a non-transactional batch in sequence is InvalidTxnStateError
     ops += [dict(_plain(pid=4, seq=1), txn=True), _plain(pid=4, seq=2), dict(_plain(pid=4, seq=2), txn=True),
             {"op": "marker", "commit": True, "pid": 4, "epoch": 0, "leader_epoch": 0},
@@ -291,9 +294,9 @@ def test_idempotent_runs_in_sequence_with_retries(timestamp_type):
 
 def test_the_fused_path_is_taken_for_one_batch(tmp_path, monkeypatch):
     """The property test compares two different paths: a one-batch append on a default log
-    goes through ``LocalLog.append_batch_unless_roll`` (no producer id) or
-    ``LocalLog.append_batch`` (a producer id), never ``LocalLog.append``; with the flag off,
-    through ``LocalLog.append`` only."""
+    goes through ``LocalLog.append_batch_unless_roll`` (no producer id, or the next batch
+    of a known producer's sequence) or ``LocalLog.append_batch`` (a new producer), never
+    ``LocalLog.append``; with the flag off, through ``LocalLog.append`` only."""
     from broker.log.local_log import LocalLog
 
     calls = []
@@ -311,7 +314,9 @@ def test_the_fused_path_is_taken_for_one_batch(tmp_path, monkeypatch):
     ulog.append_as_leader(bytearray(encode_batch([(b"k", b"v", now)])))
     ulog.append_as_leader(bytearray(encode_batch([(b"k", b"v", now)], producer_id=1, producer_epoch=0,
                                                  base_sequence=0)))
-    assert calls == ["append_batch_unless_roll", "append_batch"]
+    ulog.append_as_leader(bytearray(encode_batch([(b"k", b"v", now)], producer_id=1, producer_epoch=0,
+                                                 base_sequence=1)))  # next in sequence
+    assert calls == ["append_batch_unless_roll", "append_batch", "append_batch_unless_roll"]
     calls.clear()
     ulog._fused_single_batch = False
     ulog.append_as_leader(bytearray(encode_batch([(b"k", b"v", now)])))

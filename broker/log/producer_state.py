@@ -139,6 +139,7 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
 
 
 _CONTROL_OR_TRANSACTIONAL = rb.CONTROL_FLAG_MASK | rb.TRANSACTIONAL_FLAG_MASK
+_new_tuple = tuple.__new__  # builds a NamedTuple from its values without the generated __new__
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -719,8 +720,8 @@ class ProducerStateManager:
         offset; returns ``first_unstable_offset()`` as ``on_high_watermark_updated`` does."""
         last_offset = header.base_offset + header.last_offset_delta
         timestamp = header.max_timestamp
-        entry._batches.append(BatchMetadata(header.last_sequence, last_offset, last_offset - header.base_offset,
-                                            timestamp))
+        entry._batches.append(_new_tuple(BatchMetadata, (header.last_sequence, last_offset,
+                                                         last_offset - header.base_offset, timestamp)))
         entry.last_timestamp = timestamp
         self._last_map_offset = end_offset
         if self._unreplicated_txns:

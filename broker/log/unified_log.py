@@ -39,10 +39,13 @@ All-or-nothing: any rejection happens before a byte is written. A request of exa
 batch (every produce since v3) takes a fused path with the same checks and results:
 ``validator.analyze_single_batch`` (one header unpack, one CRC, one walk of the records)
 and ``assign_offsets_single``, then, inline in ``append_as_leader``, the roll decision and
-the write: for a batch without a producer id one call, ``LocalLog.append_batch_unless_roll``
-(roll check, one ``pwrite``, index entries when due; None when the segment must roll
-first), and one call to the producer state (``on_append_without_producer``); with a
-producer id ``should_roll_for``, the producer-state checks, then ``LocalLog.append_batch``.
+the write: for a batch without a producer id, or the next batch of a known producer's
+sequence (``ProducerStateManager.analyze_in_sequence``, read-only, so it may precede the
+roll decision), one call, ``LocalLog.append_batch_unless_roll`` (roll check, one
+``pwrite``, index entries when due; None when the segment must roll first), and one call
+to the producer state (``on_append_without_producer`` / ``apply_in_sequence``); any other
+batch with a producer id (a new producer or epoch, a retry, a gap, transactions, markers)
+takes ``should_roll_for``, ``analyze_append``, ``LocalLog.append_batch``, ``apply_append``.
 Config values and the last leader epoch checked are cached between appends. Setting
 ``_fused_single_batch`` to False on a log sends every append through the general path, the
 reference ``tests/test_log_append_fused.py`` checks the fused one against, byte for byte.
@@ -374,37 +377,39 @@ class UnifiedLog:
                 next_offset = last_offset + 1
                 batch_max_timestamp = now if log_append_time else header[H_MAX_TIMESTAMP]
                 psm = self.producer_state_manager
-                if header[H_PRODUCER_ID] < 0:
-                    # no producer id: nothing to check between the roll decision and the write
+                no_producer = header[H_PRODUCER_ID] < 0
+                # A batch with a producer id is mostly the next of its producer's sequence:
+                # ``analyze_in_sequence`` decides that without raising or mutating anything
+                # (nor reading what a roll changes), so it may run before the roll decision.
+                entry = None if no_producer or origin is not _CLIENT else psm.analyze_in_sequence(info.batches[0][1])
+                if no_producer or entry is not None:
+                    # nothing left to check between the roll decision and the write
                     metadata = local.append_batch_unless_roll(buf, first_offset, last_offset, batch_max_timestamp,
                                                               max_timestamp, self._segment_ms, segment_bytes, now)
                     if metadata is None:
                         metadata = local.append_batch(self.roll(first_offset), buf, first_offset, last_offset,
                                                       batch_max_timestamp, max_timestamp)
-                    first_unstable = psm.on_append_without_producer(next_offset)
+                    if no_producer:
+                        first_unstable = psm.on_append_without_producer(next_offset)
+                    else:
+                        first_unstable = psm.apply_in_sequence(entry, info.batches[0][1], next_offset)
                 else:  # dedup, sequence and transaction checks, after the roll decision
                     segment = local.segments.last_segment()  # the active segment
                     if segment.should_roll_for(self._segment_ms, segment_bytes, max_timestamp, last_offset, size,
                                                now):
                         segment = self.roll(first_offset)
                     batches = info.batches
-                    entry = psm.analyze_in_sequence(batches[0][1]) if origin is _CLIENT else None
-                    if entry is not None:  # the common idempotent batch: next in sequence
-                        metadata = local.append_batch(segment, buf, first_offset, last_offset,
-                                                      batch_max_timestamp, max_timestamp)
-                        first_unstable = psm.apply_in_sequence(entry, batches[0][1], next_offset)
-                    else:
-                        analysis = psm.analyze_append(buf, batches, origin)
-                        duplicate = analysis.duplicate
-                        if duplicate is not None:
-                            return info._replace(
-                                first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
-                                log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
-                        metadata = local.append_batch(segment, buf, first_offset, last_offset,
-                                                      batch_max_timestamp, max_timestamp)
-                        for completed, lso in psm.apply_append(analysis, next_offset):
-                            segment.update_txn_index(completed, lso)
-                        first_unstable = psm.on_high_watermark_updated(next_offset)
+                    analysis = psm.analyze_append(buf, batches, origin)
+                    duplicate = analysis.duplicate
+                    if duplicate is not None:
+                        return info._replace(
+                            first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                            log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
+                    metadata = local.append_batch(segment, buf, first_offset, last_offset,
+                                                  batch_max_timestamp, max_timestamp)
+                    for completed, lso in psm.apply_append(analysis, next_offset):
+                        segment.update_txn_index(completed, lso)
+                    first_unstable = psm.on_high_watermark_updated(next_offset)
                 # single node: the leader is the whole ISR, the high watermark follows the LEO
                 self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
                 if first_unstable is None:
