@@ -47,8 +47,12 @@ class Pair:
         self.roots = [Path(tempfile.mkdtemp(prefix="append-fused-")) for _ in range(2)]
         self.times = [MockTime() for _ in range(2)]
         self.schedulers = [Scheduler(t) for t in self.times]
-        self.logs = [UnifiedLog.create(root / "topic-0", _config(props), time=t, scheduler=s)
-                     for root, t, s in zip(self.roots, self.times, self.schedulers)]
+        try:
+            self.logs = [UnifiedLog.create(root / "topic-0", _config(props), time=t, scheduler=s)
+                         for root, t, s in zip(self.roots, self.times, self.schedulers)]
+        except BaseException:
+            self.close()
+            raise
         self.logs[0]._fused_single_batch = False  # the reference: the general path
         self.next_seq: dict[int, int] = {}  # producer id -> the sequence after its last append (any epoch)
         assert self.logs[1]._fused_single_batch
@@ -223,9 +227,11 @@ def _check(props: dict, operations: list[dict]) -> None:
         ref_files, fused_files = _files(pair.logs[0]), _files(pair.logs[1])
         assert fused_files == ref_files
     finally:
-        for ulog in pair.logs:
-            ulog.close_handlers()
-        pair.close()
+        try:
+            for ulog in pair.logs:
+                ulog.close_handlers()
+        finally:
+            pair.close()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
