@@ -101,6 +101,7 @@ OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+_new_tuple = tuple.__new__  # builds a NamedTuple from its values without the generated __new__
 
 
 class OffsetPosition(NamedTuple):
@@ -623,9 +624,9 @@ class TimeIndex(AbstractIndex):
         """Append (timestamp, offset) if ``timestamp`` exceeds the last entry's. Equal
         entries are ignored (a segment closed or rolled twice); a smaller offset or
         timestamp is an error. ``skip_full_check`` may use the reserved last slot."""
-        with self._lock:
+        with self._lock:  # checks inlined: this runs for most appended batches
             n = self._entries
-            if not skip_full_check and self.is_full():
+            if not skip_full_check and n >= self._max_entries - 1:  # is_full()
                 raise IndexFullError(
                     f"attempt to append to a full time index {self._file} (entries = {n})")
             last_ts, last_offset = self._last
@@ -641,9 +642,12 @@ class TimeIndex(AbstractIndex):
                 if n >= self._max_entries:  # even the reserved slot is used
                     raise IndexFullError(
                         f"attempt to append to a full time index {self._file} (entries = {n})")
-                rel = self.relative_offset(offset)
-                TIME_ENTRY.pack_into(self._require_open(), n * 12, timestamp, rel)
-                self._last = TimestampOffset(timestamp, offset)
+                rel = offset - self._base_offset
+                if rel < 0 or rel > INT32_MAX:
+                    self.relative_offset(offset)  # raises OffsetOverflowError
+                mm = self._mmap
+                TIME_ENTRY.pack_into(mm if mm is not None else self._require_open(), n * 12, timestamp, rel)
+                self._last = _new_tuple(TimestampOffset, (timestamp, offset))
                 self._entries = n + 1  # publish after the bytes
 
     def truncate_to(self, offset: int) -> None:

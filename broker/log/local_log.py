@@ -5,7 +5,8 @@ Owns:
 - ``LocalLog``: the ``LogSegments`` of a partition directory, the log end offset (LEO, as
   ``next_offset_metadata``: offset, active segment base, byte position), the recovery point
   (first offset not known to be fsynced), append to the active segment (``append_batch``
-  for the one validated batch of a produce request), multi-segment reads
+  for the one validated batch of a produce request, ``append_batch_unless_roll`` when
+  nothing lies between the roll check and the write), multi-segment reads
   bounded by an offset's position, roll, truncation, segment deletion (rename to
   ``.deleted``, delete after file.delete.delay.ms on the scheduler, so that a fetch slice
   already handed out stays readable), the log cleaner's segment swap (``replace_segments``:
@@ -254,6 +255,19 @@ class LocalLog:
         publishes it."""
         metadata = self._next_offset_metadata = segment.append_batch(
             buf, first_offset, last_offset, batch_max_timestamp, largest_timestamp)
+        return metadata
+
+    def append_batch_unless_roll(self, buf, first_offset: int, last_offset: int, batch_max_timestamp: int,
+                                 largest_timestamp: int, max_segment_ms: int, max_segment_bytes: int,
+                                 now: int) -> LogOffsetMetadata | None:
+        """``LogSegment.append_batch_unless_roll`` on the active segment: None (nothing
+        written) when it should roll first, else the new LEO metadata, published as
+        ``append_batch`` publishes it."""
+        metadata = self.segments.last_segment().append_batch_unless_roll(
+            buf, first_offset, last_offset, batch_max_timestamp, largest_timestamp, max_segment_ms,
+            max_segment_bytes, now)
+        if metadata is not None:
+            self._next_offset_metadata = metadata
         return metadata
 
     def flush(self, offset: int) -> bool:

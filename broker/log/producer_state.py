@@ -138,6 +138,10 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return (sequence - decrement) % (MAX_SEQUENCE + 1)
 
 
+_CONTROL_OR_TRANSACTIONAL = rb.CONTROL_FLAG_MASK | rb.TRANSACTIONAL_FLAG_MASK
+_new_tuple = tuple.__new__  # builds a NamedTuple from its values without the generated __new__
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
 
@@ -685,6 +689,54 @@ class ProducerStateManager:
         """Forget transactions whose marker is below it; returns ``first_unstable_offset()``."""
         if self._unreplicated_txns:
             self._remove_unreplicated_txns(high_watermark)
+        elif not self._ongoing_txns:
+            return None
+        return self.first_unstable_offset()
+
+    def analyze_in_sequence(self, header: BatchHeader) -> ProducerStateEntry | None:
+        """``analyze_append`` of one batch from a client, decided without building a
+        ``ProducerAppendInfo`` in the common case: a data batch, not transactional, from a
+        known producer outside a transaction, in its current epoch, continuing its sequence,
+        and not a duplicate of a retained batch. Returns that producer's entry, for
+        ``apply_in_sequence`` once the bytes are written; None in every other case (the
+        caller then runs ``analyze_append``, which decides, raises or finds the duplicate).
+        Mutates nothing."""
+        entry = self._producers.get(header.producer_id)
+        if (entry is None or not entry._batches or entry.producer_epoch != header.producer_epoch
+                or entry.current_txn_first_offset is not None
+                or header.attributes & _CONTROL_OR_TRANSACTIONAL):
+            return None
+        first_seq = header.base_sequence
+        if not _in_sequence(entry._batches[-1].last_seq, first_seq):
+            return None
+        if entry.find_duplicate_batch(header.producer_epoch, first_seq, header.last_sequence) is not None:
+            return None
+        return entry
+
+    def apply_in_sequence(self, entry: ProducerStateEntry, header: BatchHeader, end_offset: int) -> int | None:
+        """What ``apply_append`` of ``analyze_append``'s result, then
+        ``on_high_watermark_updated(end_offset)``, do for a batch ``analyze_in_sequence``
+        accepted (``entry``): the batch retained, the producer's last timestamp, the map end
+        offset; returns ``first_unstable_offset()`` as ``on_high_watermark_updated`` does."""
+        last_offset = header.base_offset + header.last_offset_delta
+        timestamp = header.max_timestamp
+        entry._batches.append(_new_tuple(BatchMetadata, (header.last_sequence, last_offset,
+                                                         last_offset - header.base_offset, timestamp)))
+        entry.last_timestamp = timestamp
+        self._last_map_offset = end_offset
+        if self._unreplicated_txns:
+            self._remove_unreplicated_txns(end_offset)
+        elif not self._ongoing_txns:
+            return None
+        return self.first_unstable_offset()
+
+    def on_append_without_producer(self, end_offset: int) -> int | None:
+        """``update_map_end_offset(end_offset)`` then ``on_high_watermark_updated(end_offset)``
+        in one call: what a leader's append of a batch without a producer id does to the
+        producer state, the high watermark following the log end offset (a single node)."""
+        self._last_map_offset = end_offset
+        if self._unreplicated_txns:
+            self._remove_unreplicated_txns(end_offset)
         elif not self._ongoing_txns:
             return None
         return self.first_unstable_offset()

@@ -14,7 +14,8 @@ described in ``index.py``, ``<base>.txnindex`` in ``txn_index.py``. File names c
 
 ``append_batch`` and ``should_roll_for`` are the leader's per-produce forms of ``append``
 and ``should_roll`` for one batch whose header values the caller already holds: the same
-checks, bytes, entries and decisions, without walking the batch or building tuples.
+checks, bytes, entries and decisions, without walking the batch or building tuples;
+``append_batch_unless_roll`` is the two in one call (None when the segment must roll).
 
 Sparse indexing (Kafka 4.x, per batch): while appending, a batch whose start is more than
 ``index_interval_bytes`` after the last indexed batch gets an offset-index entry
@@ -463,6 +464,55 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         size = records.append(buf)
         offset_index, time_index = self._loaded_indexes or self._load_indexes()
+        max_ts_and_offset = self._max_timestamp_and_offset
+        if max_ts_and_offset is None:
+            max_ts_and_offset = self.read_max_timestamp_and_offset_so_far()
+        max_ts, max_ts_offset = max_ts_and_offset
+        if batch_max_timestamp > max_ts:
+            max_ts, max_ts_offset = batch_max_timestamp, last_offset
+            self._max_timestamp_and_offset = _new_tuple(TimestampOffset, (max_ts, max_ts_offset))
+        since_last_entry = self._bytes_since_last_index_entry
+        if since_last_entry > self._index_interval_bytes:
+            offset_index.append(last_offset, position)
+            last_indexed_ts, _ = time_index.last_entry
+            if max_ts > last_indexed_ts:  # else maybe_append would not append
+                time_index.maybe_append(max_ts, max_ts_offset)
+            since_last_entry = 0
+        self._bytes_since_last_index_entry = since_last_entry + size
+        return _new_tuple(LogOffsetMetadata, (last_offset + 1, base, position + size))
+
+    def append_batch_unless_roll(self, buf, first_offset: int, last_offset: int, batch_max_timestamp: int,
+                                 largest_timestamp: int, max_segment_ms: int, max_segment_bytes: int,
+                                 now: int) -> LogOffsetMetadata | None:
+        """``should_roll_for`` then ``append_batch`` in one call, for an append with nothing
+        to decide between the two (a batch without a producer id): None, with nothing
+        written, when ``should_roll_for(max_segment_ms, max_segment_bytes,
+        largest_timestamp, last_offset, len(buf), now)`` is true; else ``append_batch``'s
+        result: the same decision and the same bytes (``append_batch``'s body is inlined
+        below, sharing the reads of the roll check; ``tests/test_log_append_fused.py``
+        checks the two against the general path)."""
+        records = self._log
+        position = records.size_in_bytes
+        if position > max_segment_bytes - len(buf):
+            return None
+        if position > 0:  # (should_roll_for's waited time only counts for a non-empty segment)
+            ts = self._rolling_based_timestamp
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self._rolling_based_timestamp
+            waited = largest_timestamp - ts if ts is not None and ts >= 0 else now - self.created
+            if waited > max_segment_ms - self._roll_jitter_ms:
+                return None
+        offset_index, time_index = self._loaded_indexes or self._load_indexes()
+        base = self._base_offset
+        if offset_index.is_full() or time_index.is_full() or not 0 <= last_offset - base <= INT32_MAX:
+            return None
+        # append_batch, inlined: last_offset fits (checked above)
+        if first_offset < base:
+            self._ensure_offset_in_range(first_offset)
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        size = records.append(buf)
         max_ts_and_offset = self._max_timestamp_and_offset
         if max_ts_and_offset is None:
             max_ts_and_offset = self.read_max_timestamp_and_offset_so_far()

@@ -38,8 +38,17 @@ producer state and the transaction index, advance the high watermark, flush if d
 All-or-nothing: any rejection happens before a byte is written. A request of exactly one
 batch (every produce since v3) takes a fused path with the same checks and results:
 ``validator.analyze_single_batch`` (one header unpack, one CRC, one walk of the records)
-and ``assign_offsets_single``, then ``LocalLog.append_batch`` (one ``pwrite``, index entries when due); config values
-and the last leader epoch checked are cached between appends.
+and ``assign_offsets_single``, then, inline in ``append_as_leader``, the roll decision and
+the write: for a batch without a producer id, or the next batch of a known producer's
+sequence (``ProducerStateManager.analyze_in_sequence``, read-only, so it may precede the
+roll decision), one call, ``LocalLog.append_batch_unless_roll`` (roll check, one
+``pwrite``, index entries when due; None when the segment must roll first), and one call
+to the producer state (``on_append_without_producer`` / ``apply_in_sequence``); any other
+batch with a producer id (a new producer or epoch, a retry, a gap, transactions, markers)
+takes ``should_roll_for``, ``analyze_append``, ``LocalLog.append_batch``, ``apply_append``.
+Config values and the last leader epoch checked are cached between appends. Setting
+``_fused_single_batch`` to False on a log sends every append through the general path, the
+reference ``tests/test_log_append_fused.py`` checks the fused one against, byte for byte.
 
 Reads (``read``) are lock-free: they load the published segment set and offsets once and
 return a ``FileSlice`` of a segment file (the whole batch containing the start offset, at
@@ -107,6 +116,8 @@ __all__ = ["UnifiedLog", "OffsetAndTimestamp", "LOG_END", "HIGH_WATERMARK", "TXN
            "LATEST_TIERED_TIMESTAMP"]
 
 log = logging.getLogger(__name__)
+
+_CLIENT = AppendOrigin.CLIENT  # (a module constant: an enum member lookup costs more)
 
 # Fetch isolation levels (Kafka's FetchIsolation).
 LOG_END = "log_end"
@@ -292,6 +303,11 @@ class UnifiedLog:
             raise KafkaStorageError(f"log {self.name} has been deleted")
         self._local.check_if_memory_mapped_buffer_closed()
 
+    # False (tests, on one instance) sends every append through the general path
+    # (``analyze_and_validate_records``, ``assign_offsets``, ``LocalLog.append``): the
+    # reference the fused single-batch path is checked against, byte for byte.
+    _fused_single_batch = True
+
     def update_config(self, config) -> None:
         """A topic config change (segment.bytes, retention, flush policy, timestamp type...)."""
         with self._lock:
@@ -332,7 +348,7 @@ class UnifiedLog:
         vconfig = self._validator_config
         # One batch (every produce request since v3) takes the fused path; anything else,
         # and any batch failing a check, the general one (which raises the precise error).
-        header = analyze_single_batch(buf, vconfig, now, origin)
+        header = analyze_single_batch(buf, vconfig, now, origin) if self._fused_single_batch else None
         analyzed = None if header is not None else analyze_and_validate_records(
             buf, vconfig, now_ms=now, origin=origin)
         with self._lock:
@@ -342,38 +358,102 @@ class UnifiedLog:
             if self._deleted or local.is_closed:
                 self._check_open()  # raises
             try:
-                return self._append_locked(buf, header, analyzed, leader_epoch, origin, now, vconfig)
+                if header is None:
+                    return self._append_locked(buf, analyzed, leader_epoch, origin, now, vconfig)
+                # The fused path, inline (every produce runs it): the general path's steps in
+                # the same order, with the header values ``analyze_single_batch`` unpacked.
+                if local.config is not self._append_config:
+                    self._refresh_append_config(local.config)
+                first_offset = local.log_end_offset
+                log_append_time = vconfig.log_append_time
+                info = assign_offsets_single(buf, header, first_offset, leader_epoch, now, log_append_time)
+                size = info.valid_bytes
+                segment_bytes = self._segment_bytes
+                if size > segment_bytes:
+                    self._record_list_too_large(size)  # raises
+                if leader_epoch != self._checked_epoch or self.leader_epoch_cache is not self._checked_epoch_cache:
+                    self._check_leader_epoch(leader_epoch, first_offset)
+                last_offset, max_timestamp = info.last_offset, info.max_timestamp
+                next_offset = last_offset + 1
+                batch_max_timestamp = now if log_append_time else header[H_MAX_TIMESTAMP]
+                psm = self.producer_state_manager
+                no_producer = header[H_PRODUCER_ID] < 0
+                # A batch with a producer id is mostly the next of its producer's sequence:
+                # ``analyze_in_sequence`` decides that without raising or mutating anything
+                # (nor reading what a roll changes), so it may run before the roll decision.
+                entry = None if no_producer or origin is not _CLIENT else psm.analyze_in_sequence(info.batches[0][1])
+                if no_producer or entry is not None:
+                    # nothing left to check between the roll decision and the write
+                    metadata = local.append_batch_unless_roll(buf, first_offset, last_offset, batch_max_timestamp,
+                                                              max_timestamp, self._segment_ms, segment_bytes, now)
+                    if metadata is None:
+                        metadata = local.append_batch(self.roll(first_offset), buf, first_offset, last_offset,
+                                                      batch_max_timestamp, max_timestamp)
+                    if no_producer:
+                        first_unstable = psm.on_append_without_producer(next_offset)
+                    else:
+                        first_unstable = psm.apply_in_sequence(entry, info.batches[0][1], next_offset)
+                else:  # dedup, sequence and transaction checks, after the roll decision
+                    segment = local.segments.last_segment()  # the active segment
+                    if segment.should_roll_for(self._segment_ms, segment_bytes, max_timestamp, last_offset, size,
+                                               now):
+                        segment = self.roll(first_offset)
+                    batches = info.batches
+                    analysis = psm.analyze_append(buf, batches, origin)
+                    duplicate = analysis.duplicate
+                    if duplicate is not None:
+                        return info._replace(
+                            first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                            log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
+                    metadata = local.append_batch(segment, buf, first_offset, last_offset,
+                                                  batch_max_timestamp, max_timestamp)
+                    for completed, lso in psm.apply_append(analysis, next_offset):
+                        segment.update_txn_index(completed, lso)
+                    first_unstable = psm.on_high_watermark_updated(next_offset)
+                # single node: the leader is the whole ISR, the high watermark follows the LEO
+                self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
+                if first_unstable is None:
+                    self._first_unstable_offset_metadata = None
+                else:
+                    self._set_first_unstable_offset(first_unstable)
+                if next_offset - local.recovery_point >= self._flush_interval_messages:
+                    self._flush(next_offset, False)
+                return info
             except OSError as exc:
                 raise self._storage_error(f"error while appending records to {self.name}", exc) from exc
 
-    def _append_locked(self, buf, header: tuple | None, analyzed: LogAppendInfo | None, leader_epoch: int,
-                       origin: AppendOrigin, now: int, vconfig: ValidatorConfig) -> LogAppendInfo:
-        """The append after validation, under the lock. ``header``: the fields of the one
-        batch ``analyze_single_batch`` accepted (the fused path: nothing re-read, one write
-        through ``LocalLog.append_batch``), else None and ``analyzed`` describes the batches."""
+    def _record_list_too_large(self, size: int) -> None:
+        raise RecordListTooLargeError(
+            f"message batch size is {size} bytes in append to partition {self.name}, "
+            f"which exceeds the maximum configured segment size of {self._segment_bytes}")
+
+    def _check_leader_epoch(self, leader_epoch: int, first_offset: int) -> None:
+        """Record ``leader_epoch`` from ``first_offset`` when newer than the cache's latest;
+        appends skip this while the epoch and the cache are those last checked."""
+        cache = self.leader_epoch_cache
+        if cache is not None and leader_epoch >= 0:
+            latest = cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                cache.assign(leader_epoch, first_offset)
+        # the cache's latest epoch is now >= leader_epoch until a truncation
+        self._checked_epoch, self._checked_epoch_cache = leader_epoch, cache
+
+    def _append_locked(self, buf, analyzed: LogAppendInfo, leader_epoch: int, origin: AppendOrigin, now: int,
+                       vconfig: ValidatorConfig) -> LogAppendInfo:
+        """The general append after validation (``analyzed`` describes the batches), under
+        the lock; the reference the fused single-batch path is tested against."""
         local = self._local
         if local.config is not self._append_config:
             self._refresh_append_config(local.config)
         first_offset = local.log_end_offset
         log_append_time = vconfig.log_append_time
-        if header is not None:
-            info = assign_offsets_single(buf, header, first_offset, leader_epoch, now, log_append_time)
-        else:
-            info = assign_offsets(buf, analyzed, first_offset=first_offset, partition_leader_epoch=leader_epoch,
-                                  now_ms=now, log_append_time=log_append_time)
+        info = assign_offsets(buf, analyzed, first_offset=first_offset, partition_leader_epoch=leader_epoch,
+                              now_ms=now, log_append_time=log_append_time)
         size = info.valid_bytes
         if size > self._segment_bytes:
-            raise RecordListTooLargeError(
-                f"message batch size is {size} bytes in append to partition {self.name}, "
-                f"which exceeds the maximum configured segment size of {self._segment_bytes}")
-        cache = self.leader_epoch_cache
-        if leader_epoch != self._checked_epoch or cache is not self._checked_epoch_cache:
-            if cache is not None and leader_epoch >= 0:
-                latest = cache.latest_epoch
-                if latest is None or leader_epoch > latest:
-                    cache.assign(leader_epoch, first_offset)
-            # the cache's latest epoch is now >= leader_epoch until a truncation
-            self._checked_epoch, self._checked_epoch_cache = leader_epoch, cache
+            self._record_list_too_large(size)  # raises
+        if leader_epoch != self._checked_epoch or self.leader_epoch_cache is not self._checked_epoch_cache:
+            self._check_leader_epoch(leader_epoch, first_offset)
         last_offset, max_timestamp = info.last_offset, info.max_timestamp
         segment = local.segments.last_segment()  # the active segment
         if segment.should_roll_for(self._segment_ms, self._segment_bytes, max_timestamp, last_offset, size, now):
@@ -382,8 +462,7 @@ class UnifiedLog:
         next_offset = last_offset + 1
         psm = self.producer_state_manager
         analysis = None
-        if (header[H_PRODUCER_ID] >= 0 if header is not None
-                else any(h.producer_id >= 0 for _, h in batches)):
+        if any(h.producer_id >= 0 for _, h in batches):
             # a producer id: dedup, sequence and transaction checks
             analysis = psm.analyze_append(buf, batches, origin)
             duplicate = analysis.duplicate
@@ -391,13 +470,8 @@ class UnifiedLog:
                 return info._replace(
                     first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
                     log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
-        if header is not None:
-            batch_max_timestamp = now if log_append_time else header[H_MAX_TIMESTAMP]
-            metadata = local.append_batch(segment, buf, first_offset, last_offset, batch_max_timestamp,
-                                          max_timestamp)
-        else:
-            local.append(last_offset, max_timestamp, info.offset_of_max_timestamp, buf, batches)
-            metadata = local.log_end_offset_metadata
+        local.append(last_offset, max_timestamp, info.offset_of_max_timestamp, buf, batches)
+        metadata = local.log_end_offset_metadata
         if analysis is not None:
             for completed, lso in psm.apply_append(analysis, next_offset):
                 segment.update_txn_index(completed, lso)
