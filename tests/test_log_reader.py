@@ -327,3 +327,34 @@ def test_a_read_only_directory_is_readable(log_dir):
     finally:
         for p in [root, *root.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def test_a_segment_renamed_while_the_directory_is_listed_is_never_missed(tmp_path):
+    """The cleaner's last step renames ``X.log.swap`` to ``X.log``; readdir may miss an
+    entry renamed during the listing, so a reader of a live directory lists it until two
+    listings agree. A directory of many files (the listing takes a while) and a rename
+    during most listings: the first segment is always found."""
+    import threading
+
+    def rename_after(delay: float) -> None:
+        threading.Event().wait(delay)
+        os.rename(swap, live)
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    for i in range(2000):
+        (d / f"junk{i:05d}.txt").write_bytes(b"")
+    (d / "00000000000000000100.log").write_bytes(b"")
+    live, swap = d / "00000000000000000000.log", d / "00000000000000000000.log.swap"
+    live.write_bytes(b"")
+    rnd = random.Random(7)
+    missed = 0
+    for _ in range(60):
+        os.rename(live, swap)
+        renamer = threading.Thread(target=rename_after, args=(rnd.random() * 0.002,))
+        renamer.start()
+        reader = PartitionReader(d)
+        renamer.join()
+        if not reader.segments or reader.segments[0].base_offset != 0:
+            missed += 1
+    assert missed == 0

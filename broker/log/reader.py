@@ -564,13 +564,32 @@ def list_log_dir(storage: Storage, root: PurePosixPath, location: str | None = N
 
 # --- helpers ---
 
+# A live broker renames files while a directory is listed (the cleaner's
+# ``.swap`` -> ``.log``, a deletion's ``.log`` -> ``.deleted``), and readdir may miss an
+# entry renamed during the listing: a local directory is listed until two listings name
+# the same files (sizes change with every append and are not compared).
+_MAX_LISTINGS = 8
+
+
+def _stable_listing(storage: Storage, directory: PurePosixPath) -> list:
+    entries = storage.list_dir(directory)
+    if not storage.is_local:
+        return entries  # an object store lists a consistent snapshot; nothing renames there
+    for _ in range(_MAX_LISTINGS):
+        again = storage.list_dir(directory)
+        if sorted(e.name for e in again) == sorted(e.name for e in entries):
+            return again
+        entries = again
+    return entries
+
+
 def _list_segments(storage: Storage, directory: PurePosixPath,
                    listed: dict[str, int] | None = None) -> list[SegmentInfo]:
     """The live segments of ``directory``; ``listed`` gets every file's name and size."""
     live: list[SegmentInfo] = []
     swaps: list[SegmentInfo] = []
     manifests: set[int] = set()
-    for entry in storage.list_dir(directory):
+    for entry in _stable_listing(storage, directory):
         if listed is not None and not entry.is_dir:
             listed[entry.name] = entry.size
         if entry.name.endswith(MANIFEST_SUFFIX) and entry.name[:20].isdigit():
