@@ -55,9 +55,11 @@ segment only at the positions a lookup or a header walk needs (one ranged reques
 an object store), never whole. ``LogDirReader`` takes paths or URIs and the store's
 configuration (``storage.open_location``).
 
-Thread-safety: a ``PartitionReader`` lists its segments once, at construction, and caches
-the tail scan and opened indexes; use one per thread (they are cheap). ``LogDirReader``
-only lists directories and may be shared once built.
+Thread-safety: a ``PartitionReader`` lists its segments once, at construction (a local
+directory until two listings name the same files: a live broker renames files while it is
+listed, and readdir may miss an entry renamed meanwhile), and caches the tail scan and
+opened indexes; use one per thread (they are cheap). ``LogDirReader`` only lists
+directories and may be shared once built.
 """
 
 from __future__ import annotations
