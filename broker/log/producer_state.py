@@ -724,22 +724,14 @@ class ProducerStateManager:
                                                          last_offset - header.base_offset, timestamp)))
         entry.last_timestamp = timestamp
         self._last_map_offset = end_offset
-        if self._unreplicated_txns:
-            self._remove_unreplicated_txns(end_offset)
-        elif not self._ongoing_txns:
-            return None
-        return self.first_unstable_offset()
+        return self.on_high_watermark_updated(end_offset)
 
     def on_append_without_producer(self, end_offset: int) -> int | None:
         """``update_map_end_offset(end_offset)`` then ``on_high_watermark_updated(end_offset)``
         in one call: what a leader's append of a batch without a producer id does to the
         producer state, the high watermark following the log end offset (a single node)."""
         self._last_map_offset = end_offset
-        if self._unreplicated_txns:
-            self._remove_unreplicated_txns(end_offset)
-        elif not self._ongoing_txns:
-            return None
-        return self.first_unstable_offset()
+        return self.on_high_watermark_updated(end_offset)
 
     def _remove_unreplicated_txns(self, offset: int) -> None:
         for key in [k for k, t in self._unreplicated_txns.items()

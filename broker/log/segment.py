@@ -488,8 +488,7 @@ class LogSegment:
         to decide between the two (a batch without a producer id): None, with nothing
         written, when ``should_roll_for(max_segment_ms, max_segment_bytes,
         largest_timestamp, last_offset, len(buf), now)`` is true; else ``append_batch``'s
-        result: the same decision and the same bytes (``append_batch``'s body is inlined
-        below, sharing the reads of the roll check; ``tests/test_log_append_fused.py``
+        result: the same decision and the same bytes (``tests/test_log_append_fused.py``
         checks the two against the general path)."""
         records = self._log
         position = records.size_in_bytes
@@ -507,28 +506,7 @@ class LogSegment:
         base = self._base_offset
         if offset_index.is_full() or time_index.is_full() or not 0 <= last_offset - base <= INT32_MAX:
             return None
-        # append_batch, inlined: last_offset fits (checked above)
-        if first_offset < base:
-            self._ensure_offset_in_range(first_offset)
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
-        size = records.append(buf)
-        max_ts_and_offset = self._max_timestamp_and_offset
-        if max_ts_and_offset is None:
-            max_ts_and_offset = self.read_max_timestamp_and_offset_so_far()
-        max_ts, max_ts_offset = max_ts_and_offset
-        if batch_max_timestamp > max_ts:
-            max_ts, max_ts_offset = batch_max_timestamp, last_offset
-            self._max_timestamp_and_offset = _new_tuple(TimestampOffset, (max_ts, max_ts_offset))
-        since_last_entry = self._bytes_since_last_index_entry
-        if since_last_entry > self._index_interval_bytes:
-            offset_index.append(last_offset, position)
-            last_indexed_ts, _ = time_index.last_entry
-            if max_ts > last_indexed_ts:  # else maybe_append would not append
-                time_index.maybe_append(max_ts, max_ts_offset)
-            since_last_entry = 0
-        self._bytes_since_last_index_entry = since_last_entry + size
-        return _new_tuple(LogOffsetMetadata, (last_offset + 1, base, position + size))
+        return self.append_batch(buf, first_offset, last_offset, batch_max_timestamp, largest_timestamp)
 
     def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
         """Record a completed transaction if it aborted (duck-typed: ``is_aborted``,

@@ -410,14 +410,7 @@ class UnifiedLog:
                     for completed, lso in psm.apply_append(analysis, next_offset):
                         segment.update_txn_index(completed, lso)
                     first_unstable = psm.on_high_watermark_updated(next_offset)
-                # single node: the leader is the whole ISR, the high watermark follows the LEO
-                self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
-                if first_unstable is None:
-                    self._first_unstable_offset_metadata = None
-                else:
-                    self._set_first_unstable_offset(first_unstable)
-                if next_offset - local.recovery_point >= self._flush_interval_messages:
-                    self._flush(next_offset, False)
+                self._appended(metadata, next_offset, first_unstable)
                 return info
             except OSError as exc:
                 raise self._storage_error(f"error while appending records to {self.name}", exc) from exc
@@ -477,16 +470,21 @@ class UnifiedLog:
                 segment.update_txn_index(completed, lso)
         else:  # no producer id: nothing for the producer state but its end offset
             psm.update_map_end_offset(next_offset)
-        # single node: the leader is the whole ISR, the high watermark follows the LEO
+        self._high_watermark_metadata = metadata  # (before the producer state reads it)
+        self._appended(metadata, next_offset, psm.on_high_watermark_updated(next_offset))
+        return info
+
+    def _appended(self, metadata: LogOffsetMetadata, next_offset: int, first_unstable: int | None) -> None:
+        """After an append (under the lock): single node, the leader is the whole ISR, so
+        the high watermark follows the log end offset; the first unstable offset as the
+        producer state says; an fsync every ``flush.messages``."""
         self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
-        first_unstable = psm.on_high_watermark_updated(next_offset)
         if first_unstable is None:
             self._first_unstable_offset_metadata = None
         else:
             self._set_first_unstable_offset(first_unstable)
-        if next_offset - local.recovery_point >= self._flush_interval_messages:
+        if next_offset - self._local.recovery_point >= self._flush_interval_messages:
             self._flush(next_offset, False)
-        return info
 
     # --- roll and flush ---
 
