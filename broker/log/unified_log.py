@@ -400,11 +400,8 @@ class UnifiedLog:
                         segment = self.roll(first_offset)
                     batches = info.batches
                     analysis = psm.analyze_append(buf, batches, origin)
-                    duplicate = analysis.duplicate
-                    if duplicate is not None:
-                        return info._replace(
-                            first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
-                            log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
+                    if analysis.duplicate is not None:
+                        return _as_duplicate(info, analysis.duplicate, log_append_time)
                     metadata = local.append_batch(segment, buf, first_offset, last_offset,
                                                   batch_max_timestamp, max_timestamp)
                     for completed, lso in psm.apply_append(analysis, next_offset):
@@ -458,11 +455,8 @@ class UnifiedLog:
         if any(h.producer_id >= 0 for _, h in batches):
             # a producer id: dedup, sequence and transaction checks
             analysis = psm.analyze_append(buf, batches, origin)
-            duplicate = analysis.duplicate
-            if duplicate is not None:
-                return info._replace(
-                    first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
-                    log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
+            if analysis.duplicate is not None:
+                return _as_duplicate(info, analysis.duplicate, log_append_time)
         local.append(last_offset, max_timestamp, info.offset_of_max_timestamp, buf, batches)
         metadata = local.log_end_offset_metadata
         if analysis is not None:
@@ -861,3 +855,10 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _as_duplicate(info: LogAppendInfo, duplicate, log_append_time: bool) -> LogAppendInfo:
+    """The answer to a retried batch already in the log: the offsets (and LogAppendTime)
+    it was first written with, nothing appended."""
+    return info._replace(first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                         log_append_time=duplicate.timestamp if log_append_time else NO_TIMESTAMP)
