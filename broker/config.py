@@ -295,8 +295,15 @@ def define_ssl_keys(config_def: ConfigDef, *, client: bool) -> ConfigDef:
 
 
 
-# The built-in remote storage manager (broker/log/remote/storage_manager.py).
+# The built-in remote storage manager (broker/log/remote/storage_manager.py), and Kafka's
+# own local-directory one (its tiered-storage quick start: rsm.config.dir), taken as the
+# same manager so that configuration works unchanged (the layout written is ours).
 REMOTE_STORAGE_MANAGER_CLASS = "kafkalog.remote.FileSystemRemoteStorageManager"
+LOCAL_TIERED_STORAGE_CLASS = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+# Kafka's default metadata manager: its role is played by the manifests (a segment exists
+# remotely iff its manifest does), so it is the only value accepted.
+REMOTE_LOG_METADATA_MANAGER_CLASS = ("org.apache.kafka.server.log.remote.metadata.storage."
+                                     "TopicBasedRemoteLogMetadataManager")
 
 # The broker's own keys (server.properties). The topic-level defaults (log.segment.bytes,
 # log.retention.hours, message.max.bytes ...) are defined in broker/log/config.py and
@@ -383,12 +390,25 @@ SERVER_CONFIG_DEF = (
     .define("remote.log.storage.manager.class.name", STRING, REMOTE_STORAGE_MANAGER_CLASS,
             "The remote storage manager; the built-in one is "
             f"{REMOTE_STORAGE_MANAGER_CLASS} (pyarrow file systems: local paths, file:, s3://, gs://, "
-            "abfs://, hdfs://).", one_of(REMOTE_STORAGE_MANAGER_CLASS))
+            f"abfs://, hdfs://); {LOCAL_TIERED_STORAGE_CLASS} (Kafka's, with rsm.config.dir) is taken as it.",
+            one_of(REMOTE_STORAGE_MANAGER_CLASS, LOCAL_TIERED_STORAGE_CLASS))
     .define("remote.log.storage.manager.impl.prefix", STRING, "rsm.config.",
             "The prefix of the keys passed to the remote storage manager (without it).")
     .define("rsm.config.storage.uri", STRING, None,
             "Where the remote storage manager writes (with the default prefix): a local path, "
-            "file:, s3://bucket/prefix, gs://bucket/prefix...")
+            "file:, s3://bucket/prefix, gs://bucket/prefix... (rsm.config.dir, Kafka's "
+            "LocalTieredStorage key, is read when this is not set).")
+    .define("remote.log.storage.manager.class.path", STRING, None,
+            "Kafka's class path of the storage manager's jars: accepted and unused (no JVM).")
+    .define("remote.log.metadata.manager.class.name", STRING, REMOTE_LOG_METADATA_MANAGER_CLASS,
+            "The remote log metadata manager: Kafka's default is the only value; the manifests "
+            "next to the remote segments are the metadata store.", one_of(REMOTE_LOG_METADATA_MANAGER_CLASS))
+    .define("remote.log.metadata.manager.class.path", STRING, None,
+            "Kafka's class path of the metadata manager's jars: accepted and unused (no JVM).")
+    .define("remote.log.metadata.manager.impl.prefix", STRING, "rlmm.config.",
+            "The prefix of the metadata manager's keys: accepted; their keys are unused.")
+    .define("remote.log.metadata.manager.listener.name", STRING, None,
+            "The listener the metadata manager's clients use: accepted and unused (no metadata topic).")
     .define("log.retention.check.interval.ms", LONG, 300000,
             "How often retention is enforced.", at_least(1))
     .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,

@@ -401,6 +401,69 @@ def test_the_broker_refuses_tiered_storage_without_a_location(tmp_path) -> None:
     config = validate_config({**props, "remote.log.storage.manager.impl.prefix": "tier.",
                               "tier.storage.uri": str(tmp_path / "remote")})
     assert config["remote.log.storage.system.enable"] is True
+    with pytest.raises(ConfigError, match="remote.log.metadata.manager.class.name"):  # the manifests are the store
+        validate_config({**props, "rsm.config.storage.uri": str(tmp_path),
+                         "remote.log.metadata.manager.class.name": "org.example.OtherRlmm"})
+    with pytest.raises(ConfigError, match="rsm.config.dir"):  # the message names both location keys
+        validate_config({**props, "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE})
+
+
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+
+
+def test_kafkas_tiered_storage_quick_start_configuration_works_unchanged(tmp_path) -> None:
+    """The server.properties of Kafka's tiered-storage quick start (its LocalTieredStorage
+    with rsm.config.dir, the metadata manager's keys, a class path) and its topic
+    (segment.bytes=1048576, local.retention.ms=1000): segments are tiered into the
+    directory and deleted locally, and a consumer still reads everything from offset 0."""
+    remote = tmp_path / "kafka-remote-storage"
+    broker = BrokerProcess(tmp_path, {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.path": "/opt/kafka/libs/kafka-storage-test.jar",
+        "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE,
+        "remote.log.storage.manager.impl.prefix": "rsm.config.",
+        "remote.log.metadata.manager.impl.prefix": "rlmm.config.",
+        "rsm.config.dir": str(remote),
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "log.retention.check.interval.ms": "1000",
+        "remote.log.manager.task.interval.ms": "500",  # Kafka's 30 s default, shortened for the test
+    }).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = "tieredTopic"
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "remote.storage.enable": "true", "local.retention.ms": "1000",
+            "segment.bytes": "1048576"})])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        values = [f"{i:06d}".encode() * 171 for i in range(3500)]  # 1026 bytes each: 3 closed segments
+        for v in values:
+            producer.produce(topic, v)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        partition_dir = remote / f"{topic}-0"
+
+        def tiered() -> bool:
+            manifests = sorted(partition_dir.glob("*.remote-segment.json")) if partition_dir.is_dir() else []
+            local = sorted((broker.log_dir / f"{topic}-0").glob("*.log"))
+            return len(manifests) >= 3 and len(local) == 1 and int(local[0].name[:20]) > 0
+        wait_for_outcome(tiered, "segments tiered into rsm.config.dir and deleted locally", attempts=600, interval=0.1)
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "quick-start",
+                                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe([topic])
+            got: list[bytes] = []
+            for _ in range(120):
+                if len(got) >= len(values):
+                    break
+                for msg in consumer.consume(1000, timeout=0.5):
+                    assert msg.error() is None, msg.error()
+                    got.append(msg.value())
+        finally:
+            consumer.close()
+        assert got == values
+        assert "Traceback" not in broker.stderr_text()
+    finally:
+        broker.stop()
 
 
 def test_direct_mode_reads_a_tiered_prefix_and_skips_a_segment_without_its_manifest(tiered_broker, tmp_path) -> None:

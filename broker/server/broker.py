@@ -124,9 +124,10 @@ def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
         raise
     if config.get("remote.log.storage.system.enable"):
         prefix = config.get("remote.log.storage.manager.impl.prefix") or "rsm.config."
-        if not config.get(prefix + "storage.uri"):
+        if not config.get(prefix + "storage.uri") and not config.get(prefix + "dir"):
             raise ConfigError(prefix + "storage.uri", None,
-                              "remote.log.storage.system.enable=true needs the remote storage location")
+                              "remote.log.storage.system.enable=true needs the remote storage location "
+                              f"({prefix}storage.uri, or {prefix}dir as for Kafka's LocalTieredStorage)")
     for key in props:
         if key in LOG_CONFIG_DEF.keys and key not in SERVER_DEFAULT_KEYS and key not in config:
             log.warning("%s is a topic-level key; in server.properties use its log.* form", key)

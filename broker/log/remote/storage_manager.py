@@ -5,7 +5,10 @@ implementation ``FileSystemRemoteStorageManager`` over pyarrow's file systems (a
 directory, ``file:``, ``s3://`` and S3-compatible stores, ``gs://``, ``abfs://``,
 ``hdfs://``), ``LogSegmentData`` (the local files of one closed segment to copy) and
 ``IndexType``. Built from the broker's ``rsm.config.*`` keys by ``from_config``; the name
-in ``remote.log.storage.manager.class.name`` is ``kafkalog.remote.FileSystemRemoteStorageManager``.
+in ``remote.log.storage.manager.class.name`` is ``kafkalog.remote.FileSystemRemoteStorageManager``;
+Kafka's ``org.apache.kafka.server.log.remote.storage.LocalTieredStorage`` with its
+``rsm.config.dir`` (Kafka's tiered-storage quick start) is taken as the same manager, the
+directory as the root: the configuration works unchanged, the layout written is this one.
 
 Remote layout (other tools, e.g. our Spark reader, read it; the format of a manifest is in
 ``metadata.py``)::
@@ -180,8 +183,9 @@ class FileSystemRemoteStorageManager(RemoteStorageManager):
 
     @classmethod
     def from_config(cls, options: Mapping[str, str]) -> FileSystemRemoteStorageManager:
-        """From the broker's keys under the prefix, the prefix removed (``storage.uri``, ``fs.s3a.*``)."""
-        return cls(options.get("storage.uri") or "", options)
+        """From the broker's keys under the prefix, the prefix removed (``storage.uri``, or
+        ``dir`` as Kafka's LocalTieredStorage names its directory; ``fs.s3a.*``)."""
+        return cls(options.get("storage.uri") or options.get("dir") or "", options)
 
     # --- names ---
 
