@@ -18,7 +18,10 @@ remote store (``rsm.config.storage.uri`` a path; pyarrow's LocalFileSystem), rea
 - KIP-950 through IncrementalAlterConfigs: remote.log.copy.disable (a read-only tier),
   turning remote storage off with remote.log.delete.on.disable (remote segments deleted,
   log start offset at the local log start, across a restart), Kafka's refusals; and
-  remote.storage.enable refused on a broker with remote.log.storage.system.enable=false.
+  remote.storage.enable refused on a broker with remote.log.storage.system.enable=false, and
+  such a broker refusing to start over a tiered topic's log directory (Kafka's check);
+- Kafka's tiered-storage quick start configuration (LocalTieredStorage, rsm.config.dir,
+  the metadata manager's keys) working unchanged.
 
 An S3 round trip (moto's server) is in tests/test_tiered_storage_s3.py.
 """
@@ -409,6 +412,27 @@ def test_the_broker_refuses_tiered_storage_without_a_location(tmp_path) -> None:
 
 
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+
+
+def test_a_broker_with_tiered_storage_disabled_refuses_to_start_over_tiered_topics(tiered_broker) -> None:
+    """Kafka's startup check: the tiered topic's log directory under a broker with
+    remote.log.storage.system.enable=false stops the start with Kafka's message naming the
+    topic (exit 1, one error line); the same directory with it enabled starts and still
+    serves every offset."""
+    import subprocess
+    import sys
+    tiered_broker.stop()
+    try:
+        disabled = {**tiered_broker.overrides, "remote.log.storage.system.enable": "false"}
+        cmd = [sys.executable, "-m", "broker"] + [a for k, v in disabled.items() for a in ("--override", f"{k}={v}")]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tiered_broker.workdir)
+        assert r.returncode == 1, r.stderr[-2000:]
+        assert ("You have to delete all topics with the property remote.storage.enable=true before disabling "
+                f"tiered storage cluster-wide (topics: {TOPIC})") in r.stderr
+        assert "Traceback" not in r.stderr and "started (kafkalog)" not in r.stdout
+    finally:
+        tiered_broker.start()
+    assert _consume_confluent(tiered_broker) == _expected()
 
 
 def test_kafkas_tiered_storage_quick_start_configuration_works_unchanged(tmp_path) -> None:

@@ -180,18 +180,18 @@ class TopicManager:
     def load(self) -> None:
         """Read the registry (before ``LogManager.startup``, which asks ``log_config``).
         Topics with remote.storage.enable=true on a broker whose
-        remote.log.storage.system.enable=false are logged at WARN (Kafka refuses to start:
-        "You have to delete all topics with the property remote.storage.enable=true
-        before disabling tiered storage cluster-wide"); here they are served from their
-        local segments only, their remote segments left untouched."""
+        remote.log.storage.system.enable=false stop the startup, as in Kafka (its
+        LogConfig check for configs read from the store): served from their local segments
+        only, their remote offsets would vanish and consumers positioned there would be
+        reset past them; ConfigError naming the topics."""
         self.registry.load()
         if not self.log_manager.remote_storage_system_enable:
             tiered = sorted(name for name, info in self.registry.topics.items()
                             if str(info.configs.get("remote.storage.enable", "")).strip().lower() == "true")
             if tiered:
-                log.warning("topics %s have remote.storage.enable=true but remote.log.storage.system.enable="
-                            "false: only their local segments are served (Kafka refuses to start: delete "
-                            "these topics, or enable tiered storage)", tiered)
+                raise ConfigError("remote.log.storage.system.enable", False,
+                                  "You have to delete all topics with the property remote.storage.enable=true "
+                                  f"before disabling tiered storage cluster-wide (topics: {', '.join(tiered)})")
 
     def startup(self) -> None:
         """Reconcile the registry with the logs the ``LogManager`` loaded (module doc)."""
