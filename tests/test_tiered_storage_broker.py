@@ -55,6 +55,65 @@ def _broker(tmp: Path, interval_ms: int = 200) -> BrokerProcess:
     })
 
 
+def test_remote_storage_metrics_on_the_metrics_endpoint(tmp_path) -> None:
+    """Kafka's remote storage metrics (KIP-405, KIP-963) on /metrics: the copies counted
+    (requests and bytes equal the manifests and their sizes), the remote size and segment
+    count per partition, no copy lag once tiering caught up, and a consumer's remote reads
+    counted as remote fetches."""
+    import re
+    import urllib.request
+
+    broker = BrokerProcess(tmp_path, {**_broker(tmp_path).overrides, "kafkalog.metrics.port": "0"}).start()
+    try:
+        _create_and_produce(broker)
+        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
+        url = re.search(r"metrics served at (http://\S+/metrics)", broker.stderr_text()).group(1)
+
+        def scrape() -> dict[str, float]:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                text = r.read().decode()
+            return {m.group(1): float(m.group(2)) for m in re.finditer(
+                rf'^(kafka_\w+)\{{(?:partition="0",)?topic="{TOPIC}"\}} (\S+)$', text, re.M)}
+
+        def caught_up() -> bool:
+            figures = scrape()
+            return figures.get("kafka_log_remote_copy_lag_segments") == 0 and \
+                figures.get("kafka_log_remote_log_metadata_count") == len(_manifests(broker))
+        wait_for_outcome(caught_up, "every closed segment copied, as the metrics say")
+        manifests = _manifests(broker)
+        size = sum(m["segment_size_in_bytes"] for m in manifests)
+        figures = scrape()
+        assert figures["kafka_server_remote_copy_requests_total"] == len(manifests)
+        assert figures["kafka_server_remote_copy_bytes_total"] == size
+        assert figures["kafka_server_remote_copy_errors_total"] == 0
+        assert figures["kafka_log_remote_log_size_bytes"] == size
+        assert figures["kafka_log_remote_copy_lag_bytes"] == 0
+        assert figures.get("kafka_server_remote_fetch_requests_total", 0) == 0
+        assert _consume_confluent(broker) == _expected()
+        figures = scrape()
+        assert figures["kafka_server_remote_fetch_requests_total"] >= 1
+        remote_values = sum(1 for i in range(N) if i <= manifests[-1]["end_offset"])
+        assert figures["kafka_server_remote_fetch_bytes_total"] >= remote_values * len(b"value-0")
+        assert figures["kafka_server_remote_fetch_errors_total"] == 0
+        # an object gone from under the broker (someone cleaned the bucket): reads of it fail, counted
+        (_remote_dir(broker) / f"{0:020d}.log").unlink()
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gone",
+                                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(TOPIC, 0, 0)])
+
+            def failed_read_counted() -> bool:
+                consumer.poll(0.05)
+                return scrape()["kafka_server_remote_fetch_errors_total"] >= 1
+            wait_for_outcome(failed_read_counted, "a failed remote read counted", attempts=300)
+        finally:
+            consumer.close()
+        assert broker.alive() and "Traceback" not in broker.stderr_text()
+        assert f"ERROR fetch of {TOPIC}-0 at 0 failed: read of " in broker.stderr_text()  # one line, the store's words
+    finally:
+        broker.stop()
+
+
 def _create_and_produce(broker: BrokerProcess, **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1, config={

@@ -268,7 +268,7 @@ class KafkaBroker:
             if config.get("kafkalog.metrics.port") is not None:
                 collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,
                                             logs=self.log_manager.all_logs, quotas=self.quotas,
-                                            telemetry=self.telemetry)
+                                            telemetry=self.telemetry, remote=lambda: self.remote_log_manager)
                 self.metrics_endpoint = MetricsEndpoint(collector, config["kafkalog.metrics.host"],
                                                         int(config["kafkalog.metrics.port"]))
         except BaseException:

@@ -7,6 +7,7 @@ Owns two things:
   ``broker.record.errors``, this package's ``ApiError``) becomes a numeric Kafka error
   code, as Kafka's ``Errors.forException``. Anything unknown becomes
   UNKNOWN_SERVER_ERROR (-1), and the caller logs it: a bug, never bad input.
+* ``log_failure``: how a handler logs a partition's failure (traceback only for bugs).
 * ``ApiError``: raised by the topic manager and handlers with an explicit code and
   message (INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_CONFIG, ...).
 
@@ -15,7 +16,10 @@ Thread-safety: pure functions and immutable tables.
 
 from __future__ import annotations
 
+import logging
+
 from broker.log import errors as log_errors
+from broker.log.remote.errors import RemoteStorageError
 from broker.protocol import ErrorCode
 from broker.record import errors as record_errors
 
@@ -65,3 +69,14 @@ def error_code_for(exc: BaseException) -> ErrorCode:
 def is_expected(exc: BaseException) -> bool:
     """True for errors that bad input or a failed disk explain (no traceback in the log)."""
     return error_code_for(exc) is not ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def log_failure(logger: logging.Logger, exc: BaseException, what: str, *args: object) -> None:
+    """Log a partition's failure in a request (``what % args``): a remote storage failure
+    (tiered storage's object store, answered UNKNOWN_SERVER_ERROR as in Kafka) as one
+    ERROR line with the store's message; any other unexplained error with its traceback
+    (a bug); errors that bad input or a failed disk explain not at all."""
+    if isinstance(exc, RemoteStorageError):
+        logger.error(what + ": %s", *args, exc)
+    elif not is_expected(exc):
+        logger.exception(what, *args)

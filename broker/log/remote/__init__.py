@@ -13,7 +13,8 @@ Modules:
   retention pass, the remote reads for Fetch and ListOffsets, and the deletion of a
   topic's remote segments when it is deleted or its remote storage turned off;
 - ``reader.py``: index lookups and batch reads on remote segments (ranged reads);
-- ``errors.py``: ``OffsetMovedToTieredStorageError``, ``RemoteStorageError``.
+- ``errors.py``: ``OffsetMovedToTieredStorageError``, ``RemoteStorageError``;
+- ``stats.py``: ``RemoteStorageStats``, the counters of Kafka's remote storage metrics.
 
 Layering: part of the log layer (imports ``broker.log`` and ``broker.record`` only, never
 ``broker.protocol`` or ``broker.server``). Broker keys: ``remote.log.storage.system.enable``,

@@ -36,6 +36,9 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   timestamp and -3; attached to each log as its ``remote_reader``), through
   ``reader.RemoteSegmentReader``;
 - topic deletion: ``on_partition_deleted`` deletes the partition's remote segments;
+- metrics: ``stats`` (``stats.RemoteStorageStats``: copy, fetch and delete counters per
+  topic, bumped here) and ``partition_gauges`` (remote size, segment count and copy lag
+  per partition, computed when the broker's /metrics is scraped);
 - remote storage turned off (remote.storage.enable true -> false with
   remote.log.delete.on.disable=true, KIP-950): ``on_remote_storage_disabled`` moves the
   log start offset to the local log start offset, forgets the partition's remote
@@ -75,6 +78,7 @@ from ..scheduler import KafkaScheduler
 from .errors import RemoteStorageError
 from .metadata import LEADER_EPOCH_SUFFIX, RemoteLogSegmentMetadata, object_name
 from .reader import RemoteSegmentReader
+from .stats import RemoteStorageStats
 from .storage_manager import FileSystemRemoteStorageManager, LogSegmentData, RemoteStorageManager
 
 __all__ = ["RemoteLogManager", "RemoteFetchResult"]
@@ -108,6 +112,7 @@ class RemoteLogManager:
         self._task = None
         self._own_scheduler: KafkaScheduler | None = None
         self._needs_sweep: set[tuple[str, int]] = set()  # partitions whose last pass failed
+        self.stats = RemoteStorageStats()  # Kafka's remote storage metrics (stats.py)
 
     @classmethod
     def from_server_config(cls, config: Mapping, logs: Callable[[], list], time: Time = SYSTEM_TIME
@@ -222,7 +227,12 @@ class RemoteLogManager:
                 if end >= bound:
                     break
                 meta, data = self._segment_data(lg, seg, nxt.base_offset)
-                self.rsm.copy_log_segment_data(meta, data)
+                try:
+                    self.rsm.copy_log_segment_data(meta, data)
+                except BaseException:
+                    self.stats.record(tp[0], copy_errors=1)
+                    raise
+                self.stats.record(tp[0], copy_requests=1, copy_bytes=meta.segment_size_in_bytes)
                 self._segments[tp] = self._segments.get(tp, ()) + (meta,)
                 lg.highest_offset_in_remote_storage = meta.end_offset
                 copied += 1
@@ -296,7 +306,12 @@ class RemoteLogManager:
                 lg.maybe_increment_log_start_offset(min(new_start, lg.high_watermark), "remote retention")
             self._segments[tp] = segments[len(doomed):]
             for meta in doomed:
-                self.rsm.delete_log_segment_data(meta)
+                try:
+                    self.rsm.delete_log_segment_data(meta)
+                except BaseException:
+                    self.stats.record(tp[0], delete_errors=1)
+                    raise
+                self.stats.record(tp[0], delete_requests=1)
                 log.info("%s: deleted remote segment %d-%d", lg.name, meta.base_offset, meta.end_offset)
             return len(doomed)
 
@@ -350,18 +365,53 @@ class RemoteLogManager:
         aborted transactions overlapping them (remote txn indexes from that segment on,
         then the local ones)."""
         meta = self._segment_for(lg, offset)
-        records = self.reader.read(meta, offset, max_bytes, min_one_message)
-        aborted = None
-        if read_committed:
-            aborted = []
-            upper = _next_offset_of(records, offset)
-            for m in self._segments.get(lg.topic_partition, ()):
-                if m.base_offset >= meta.base_offset:
-                    aborted += self.reader.aborted_transactions(m, offset, upper)
-            aborted += [t for t in lg.collect_aborted_transactions(lg.local_log_start_offset, upper)
-                        if t.first_offset < upper and t.last_offset >= offset]
-            aborted = sorted({(t.producer_id, t.first_offset) for t in aborted}, key=lambda t: t[1])
+        topic = lg.topic_partition[0]
+        try:
+            records = self.reader.read(meta, offset, max_bytes, min_one_message)
+            aborted = None
+            if read_committed:
+                aborted = []
+                upper = _next_offset_of(records, offset)
+                for m in self._segments.get(lg.topic_partition, ()):
+                    if m.base_offset >= meta.base_offset:
+                        aborted += self.reader.aborted_transactions(m, offset, upper)
+                aborted += [t for t in lg.collect_aborted_transactions(lg.local_log_start_offset, upper)
+                            if t.first_offset < upper and t.last_offset >= offset]
+                aborted = sorted({(t.producer_id, t.first_offset) for t in aborted}, key=lambda t: t[1])
+        except BaseException:
+            self.stats.record(topic, fetch_errors=1)
+            raise
+        self.stats.record(topic, fetch_requests=1, fetch_bytes=len(records))
         return RemoteFetchResult(records, aborted)
+
+    def partition_gauges(self) -> list[tuple[str, int, int, int, int, int]]:
+        """KIP-963's per-partition gauges, computed now, for every remote-storage log:
+        (topic, partition, remote log size in bytes, remote segment count, copy lag in
+        bytes, copy lag in segments). The copy lag is the closed local segments below the
+        last stable offset not yet in remote storage (what the next pass would copy)."""
+        out = []
+        for lg in self._logs():
+            try:
+                if not lg.remote_log_enabled or lg.is_offline:
+                    continue
+                topic, partition = lg.topic_partition
+                remote = self._segments.get((topic, partition), ())
+                highest, bound = lg.highest_offset_in_remote_storage, min(lg.last_stable_offset, lg.high_watermark)
+                lag_bytes = lag_segments = 0
+                if not lg.config.remote_log_copy_disable:
+                    segments = lg.segments
+                    for seg, nxt in zip(segments, segments[1:]):
+                        end = nxt.base_offset - 1
+                        if end >= bound:
+                            break
+                        if end > highest:
+                            lag_bytes += seg.size
+                            lag_segments += 1
+                out.append((topic, partition, sum(m.segment_size_in_bytes for m in remote), len(remote),
+                            lag_bytes, lag_segments))
+            except Exception:  # noqa: BLE001 - a log deleted or gone offline meanwhile
+                continue
+        return out
 
     def find_offset_by_timestamp(self, lg, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets by timestamp over the remote segments (None: not in them)."""

@@ -64,7 +64,7 @@ from broker.protocol.messages.fetch import FETCH_RESPONSE
 from broker.protocol.primitives import ZERO_COPY_MIN_BYTES
 from broker.record.batch import LOG_OVERHEAD
 from broker.record.limits import INT32_MAX
-from broker.server.errors import error_code_for, is_expected
+from broker.server.errors import error_code_for, log_failure
 from broker.server.handlers import RequestContext, ServerState, throttling
 from broker.server.handlers.authz import AclOperation, ResourceType, allowed_names
 
@@ -189,8 +189,7 @@ def _read_all(state: ServerState, body, version: int, max_bytes: int,
                 start = lg.log_start_offset
             except Exception as exc:  # noqa: BLE001 - every error becomes a code
                 code = error_code_for(exc)
-                if not is_expected(exc):
-                    log.exception("fetch of %s-%d at %d failed", name, index, p.fetch_offset)
+                log_failure(log, exc, "fetch of %s-%d at %d failed", name, index, p.fetch_offset)
                 part = _error_partition(index, code)
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     part.high_watermark = lg.high_watermark

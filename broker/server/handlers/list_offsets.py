@@ -43,7 +43,7 @@ from broker.log.unified_log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
 from broker.protocol import ErrorCode
 from broker.protocol.messages.delete_records import DELETE_RECORDS_RESPONSE
 from broker.protocol.messages.list_offsets import LIST_OFFSETS_RESPONSE
-from broker.server.errors import error_code_for, is_expected
+from broker.server.errors import error_code_for, log_failure
 from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import RequestContext, ServerState
 from broker.server.handlers.authz import AclOperation, ResourceType, allowed_names
@@ -98,8 +98,7 @@ def handle(state: ServerState, ctx: RequestContext, body) -> object:
             try:
                 offset, ts, epoch = _lookup(lg, p.timestamp, read_committed)
             except Exception as exc:  # noqa: BLE001 - every error becomes a code
-                if not is_expected(exc):
-                    log.exception("ListOffsets of %s-%d failed", t.name, index)
+                log_failure(log, exc, "ListOffsets of %s-%d failed", t.name, index)
                 partitions.append(_error(index, error_code_for(exc)))
                 continue
             partitions.append(PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
@@ -145,8 +144,7 @@ def handle_delete_records(state: ServerState, ctx: RequestContext, body) -> obje
             except ValueError:
                 code, low = ErrorCode.OFFSET_OUT_OF_RANGE, -1
             except Exception as exc:  # noqa: BLE001 - every error becomes a code
-                if not is_expected(exc):
-                    log.exception("DeleteRecords of %s-%d failed", t.name, index)
+                log_failure(log, exc, "DeleteRecords of %s-%d failed", t.name, index)
                 code, low = error_code_for(exc), -1
             partitions.append(DeletePartitionResult(partition_index=index, low_watermark=low, error_code=code))
         topics.append(DeleteTopicResult(name=t.name, partitions=partitions))

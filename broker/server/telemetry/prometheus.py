@@ -13,6 +13,13 @@ figure when scraped (nothing is computed between scrapes):
   record bytes produced and fetched;
 * ``kafka_server_connections``: open client connections;
 * ``kafka_log_size_bytes{topic, partition}``: each partition's log size;
+* tiered storage (Kafka's remote storage metrics, KIP-405 and KIP-963), when the broker
+  has it: ``kafka_server_remote_<copy|fetch>_<bytes|requests|errors>_total{topic}`` and
+  ``kafka_server_remote_delete_<requests|errors>_total{topic}`` (Kafka's
+  ``RemoteCopyBytesPerSec`` ... as totals), and per partition
+  ``kafka_log_remote_log_size_bytes``, ``kafka_log_remote_log_metadata_count`` (remote
+  segments), ``kafka_log_remote_copy_lag_bytes`` / ``kafka_log_remote_copy_lag_segments``
+  (closed segments waiting for their copy);
 * ``kafka_server_quota_<metric>{quota_type, user, client_id}``: the quota sensors'
   figures (byte-rate, request-time, throttle-time, throttle-time-max, tokens,
   mutation-rate) of every live entity;
@@ -77,8 +84,9 @@ class BrokerCollector:
 
     def __init__(self, stats: BrokerStats, *, connections: Callable[[], int] = lambda: 0,
                  logs: Callable[[], Iterable[Any]] = lambda: (), quotas: Any = None,
-                 telemetry: Any = None) -> None:
+                 telemetry: Any = None, remote: Callable[[], Any] = lambda: None) -> None:
         self.stats = stats
+        self.remote = remote  # the RemoteLogManager, or None (tiered storage off)
         self.connections = connections
         self.logs = logs
         self.quotas = quotas
@@ -112,8 +120,34 @@ class BrokerCollector:
             except Exception:  # noqa: BLE001 - a log deleted or offline meanwhile
                 continue
         yield sizes
+        yield from self._remote_metrics(CounterMetricFamily, GaugeMetricFamily)
         yield from self._quota_metrics(GaugeMetricFamily)
         yield from self._client_metrics(GaugeMetricFamily)
+
+    def _remote_metrics(self, counter: Any, gauge: Any) -> Iterable[Any]:
+        rlm = self.remote()
+        if rlm is None:
+            return
+        partitions = rlm.partition_gauges()
+        counts = rlm.stats.snapshot()
+        # every topic with remote storage has every counter, at 0 until something happens
+        topics = sorted({p[0] for p in partitions}.union(*counts.values()))
+        for name, by_topic in counts.items():
+            what, unit = name.split("_")
+            fam = counter(f"kafka_server_remote_{name}", f"Tiered storage: remote {what} {unit}, per topic.",
+                          labels=["topic"])
+            for topic in topics:
+                fam.add_metric([topic], by_topic.get(topic, 0))
+            yield fam
+        gauges = [gauge(f"kafka_log_{name}", doc, labels=["topic", "partition"]) for name, doc in (
+            ("remote_log_size_bytes", "Tiered storage: bytes of each partition's remote segments."),
+            ("remote_log_metadata_count", "Tiered storage: each partition's remote segments."),
+            ("remote_copy_lag_bytes", "Tiered storage: bytes of closed segments waiting for their copy."),
+            ("remote_copy_lag_segments", "Tiered storage: closed segments waiting for their copy."))]
+        for topic, partition, *values in partitions:
+            for fam, value in zip(gauges, values):
+                fam.add_metric([topic, str(partition)], value)
+        yield from gauges
 
     def _quota_metrics(self, gauge: Any) -> Iterable[Any]:
         if self.quotas is None:
