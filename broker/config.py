@@ -409,6 +409,23 @@ SERVER_CONFIG_DEF = (
             "The prefix of the metadata manager's keys: accepted; their keys are unused.")
     .define("remote.log.metadata.manager.listener.name", STRING, None,
             "The listener the metadata manager's clients use: accepted and unused (no metadata topic).")
+    # KIP-956's quotas on the bytes copied to and fetched from remote storage (broker-wide;
+    # the max.bytes.per.second keys are also dynamic: broker/server/quota/remote_log_quota.py)
+    .define("remote.log.manager.copy.max.bytes.per.second", LONG, LONG_MAX,
+            "The most bytes per second the remote log manager copies to remote storage; a copy "
+            "waits while the rate is above it.", at_least(1))
+    .define("remote.log.manager.copy.quota.window.num", INT, 11,
+            "Samples kept for the copy quota's rate.", at_least(1))
+    .define("remote.log.manager.copy.quota.window.size.seconds", INT, 1,
+            "The time span of each sample of the copy quota's rate.", at_least(1))
+    .define("remote.log.manager.fetch.max.bytes.per.second", LONG, LONG_MAX,
+            "The most bytes per second Fetch reads from remote storage; past it, a fetch of "
+            "remote offsets returns no records for the partition (no error) until the rate drops.",
+            at_least(1))
+    .define("remote.log.manager.fetch.quota.window.num", INT, 11,
+            "Samples kept for the fetch quota's rate.", at_least(1))
+    .define("remote.log.manager.fetch.quota.window.size.seconds", INT, 1,
+            "The time span of each sample of the fetch quota's rate.", at_least(1))
     .define("log.retention.check.interval.ms", LONG, 300000,
             "How often retention is enforced.", at_least(1))
     .define("log.flush.scheduler.interval.ms", LONG, LONG_MAX,

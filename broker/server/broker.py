@@ -68,6 +68,7 @@ from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.quota.connection_quotas import ConnectionQuotas
+from broker.server.quota.remote_log_quota import RLMQuotaManager
 from broker.server.security.authorizer import StandardAuthorizer
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
@@ -206,7 +207,9 @@ class KafkaBroker:
             self._logs_started = True
             if config.get("remote.log.storage.system.enable"):
                 # tiered storage: manifests listed and garbage swept before any request
-                self.remote_log_manager = RemoteLogManager.from_server_config(config, self.log_manager.all_logs)
+                self.remote_log_manager = RemoteLogManager.from_server_config(
+                    config, self.log_manager.all_logs, copy_quota=RLMQuotaManager.from_config(config, "copy"),
+                    fetch_quota=RLMQuotaManager.from_config(config, "fetch"))
                 self.log_manager.remote_log_manager = self.remote_log_manager
                 self.remote_log_manager.startup(dedicated_thread=True)
             self.topics.startup()
@@ -222,6 +225,9 @@ class KafkaBroker:
             self.cluster_metadata.load()
             self.dynamic_config = DynamicBrokerConfig(self.cluster_metadata, config, self.node_id)
             self.dynamic_config.load()
+            if self.remote_log_manager is not None:  # KIP-956's byte rates are dynamic
+                self.dynamic_config.remote_quotas = {"copy": self.remote_log_manager.copy_quota,
+                                                     "fetch": self.remote_log_manager.fetch_quota}
             self.quotas = QuotaManagers(config)
             self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
             self.client_quotas.load()

@@ -4,9 +4,11 @@ cluster-wide default, kept in the cluster metadata and applied without a restart
 
 Owns ``DynamicBrokerConfig``:
 
-* ``DYNAMIC_KEYS``: the keys that can change live and what applies them (today the
+* ``DYNAMIC_KEYS``: the keys that can change live and what applies them (the
   connection limits of ``broker.server.quota.connection_quotas``: ``max.connections``,
-  ``max.connections.per.ip``, ``max.connections.per.ip.overrides``), plus the Kerberos
+  ``max.connections.per.ip``, ``max.connections.per.ip.overrides``; tiered storage's
+  ``remote.log.manager.copy.max.bytes.per.second`` and
+  ``remote.log.manager.fetch.max.bytes.per.second``, KIP-956), plus the Kerberos
   keys Kafka reconfigures per listener (``COMPATIBILITY_KEYS``: stored and shown, no
   effect: GSSAPI is not implemented); any other key is
   refused with Kafka's INVALID_REQUEST "Cannot update these configs dynamically: ...";
@@ -57,7 +59,10 @@ COMPATIBILITY_KEYS = frozenset((
     "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
     "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
     "sasl.kerberos.principal.to.local.rules"))
-DYNAMIC_KEYS = frozenset(_CONNECTION_KEYS) | COMPATIBILITY_KEYS
+# tiered storage's quotas (KIP-956): kind -> its key, applied to the RLMQuotaManager
+_REMOTE_QUOTA_KEYS = {"copy": "remote.log.manager.copy.max.bytes.per.second",
+                      "fetch": "remote.log.manager.fetch.max.bytes.per.second"}
+DYNAMIC_KEYS = frozenset(_CONNECTION_KEYS) | frozenset(_REMOTE_QUOTA_KEYS.values()) | COMPATIBILITY_KEYS
 
 
 class DynamicBrokerConfig:
@@ -69,6 +74,7 @@ class DynamicBrokerConfig:
         self.static = static
         self.node_id = node_id
         self.connection_quotas: Any = None
+        self.remote_quotas: dict[str, Any] = {}  # "copy"/"fetch" -> RLMQuotaManager (tiered storage on)
         self._lock = threading.Lock()
         self._overrides: dict[str, dict[str, str]] = {}
 
@@ -137,6 +143,8 @@ class DynamicBrokerConfig:
         cq = self.connection_quotas
         if cq is not None:
             cq.update_limits(**{attr: convert(self.value(k)) for k, (attr, convert) in _CONNECTION_KEYS.items()})
+        for kind, quota in self.remote_quotas.items():
+            quota.update_quota(self.value(_REMOTE_QUOTA_KEYS[kind]))
 
 
 __all__ = ["DYNAMIC_KEYS", "DynamicBrokerConfig"]

@@ -36,6 +36,12 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   timestamp and -3; attached to each log as its ``remote_reader``), through
   ``reader.RemoteSegmentReader``;
 - topic deletion: ``on_partition_deleted`` deletes the partition's remote segments;
+- quotas (KIP-956, ``copy_quota`` / ``fetch_quota``, built by the broker:
+  ``broker.server.quota.remote_log_quota``): before each segment's copy, a copy quota
+  exceeded stops the partition's copying and the pass waits for the quota (outside the
+  partition locks) before copying on, else the segment's size is recorded; a remote read
+  while the fetch quota is exceeded returns no records (no error), else its bytes are
+  recorded;
 - metrics: ``stats`` (``stats.RemoteStorageStats``: copy, fetch and delete counters per
   topic, bumped here) and ``partition_gauges`` (remote size, segment count and copy lag
   per partition, computed when the broker's /metrics is scraped);
@@ -100,8 +106,13 @@ class RemoteLogManager:
     """Copies, retention and reads of remote segments (module docstring)."""
 
     def __init__(self, rsm: RemoteStorageManager, logs: Callable[[], list], *,
-                 task_interval_ms: int = 30000, time: Time = SYSTEM_TIME) -> None:
+                 task_interval_ms: int = 30000, time: Time = SYSTEM_TIME,
+                 copy_quota=None, fetch_quota=None) -> None:
         self.rsm = rsm
+        # KIP-956 (module docstring): objects with throttle_time_ms() and record(bytes)
+        self.copy_quota, self.fetch_quota = copy_quota, fetch_quota
+        self._copy_throttled = False  # a pass stopped copying for the copy quota
+        self._closing = False
         self.reader = RemoteSegmentReader(rsm)
         self._logs = logs
         self.task_interval_ms = task_interval_ms
@@ -115,15 +126,15 @@ class RemoteLogManager:
         self.stats = RemoteStorageStats()  # Kafka's remote storage metrics (stats.py)
 
     @classmethod
-    def from_server_config(cls, config: Mapping, logs: Callable[[], list], time: Time = SYSTEM_TIME
-                           ) -> RemoteLogManager:
+    def from_server_config(cls, config: Mapping, logs: Callable[[], list], time: Time = SYSTEM_TIME,
+                           copy_quota=None, fetch_quota=None) -> RemoteLogManager:
         """From the broker's config: the keys under remote.log.storage.manager.impl.prefix
-        go to the storage manager, without the prefix."""
+        go to the storage manager, without the prefix; the quotas are built by the caller."""
         prefix = config.get("remote.log.storage.manager.impl.prefix") or "rsm.config."
         options = {k[len(prefix):]: str(v) for k, v in config.items() if k.startswith(prefix) and v is not None}
         rsm = FileSystemRemoteStorageManager.from_config(options)
         return cls(rsm, logs, task_interval_ms=int(config.get("remote.log.manager.task.interval.ms", 30000)),
-                   time=time)
+                   time=time, copy_quota=copy_quota, fetch_quota=fetch_quota)
 
     # --- lifecycle ---
 
@@ -150,6 +161,7 @@ class RemoteLogManager:
                                             self.task_interval_ms)
 
     def close(self) -> None:
+        self._closing = True  # a pass waiting for the copy quota gives up
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -172,8 +184,11 @@ class RemoteLogManager:
     # --- the periodic pass ---
 
     def run_once(self, now_ms: int | None = None) -> dict[str, int]:
-        """One pass over every remote-storage log (module docstring); returns counts."""
+        """One pass over every remote-storage log (module docstring); returns counts.
+        When the copy quota stopped a copy, the pass waits for it (outside every
+        partition lock, giving up on ``close``) and copies on, as Kafka's copy task does."""
         stats = {"copied": 0, "deleted_local": 0, "deleted_remote": 0}
+        self._copy_throttled = False
         for lg in self._logs():
             if not lg.remote_log_enabled or lg.is_offline:
                 continue
@@ -187,6 +202,20 @@ class RemoteLogManager:
             except (RemoteStorageError, KafkaStorageError, OSError) as exc:
                 log.error("remote log manager pass over %s failed: %s", lg.name, exc)
                 self._needs_sweep.add(lg.topic_partition)  # a copy cut short may have left objects
+        while self._copy_throttled and not self._closing:
+            while (wait := self.copy_quota.throttle_time_ms()) > 0 and not self._closing:
+                self.time.sleep(min(wait, 1000))
+            self._copy_throttled = False
+            for lg in self._logs():
+                if not lg.remote_log_enabled or lg.is_offline or lg.config.remote_log_copy_disable:
+                    continue
+                try:
+                    with self._partition_lock(lg.topic_partition):
+                        self._ensure_initialized(lg)
+                        stats["copied"] += self.copy_segments(lg)
+                except (RemoteStorageError, KafkaStorageError, OSError) as exc:
+                    log.error("remote log manager copy of %s failed: %s", lg.name, exc)
+                    self._needs_sweep.add(lg.topic_partition)
         return stats
 
     def _ensure_initialized(self, lg) -> None:
@@ -226,6 +255,12 @@ class RemoteLogManager:
                     continue
                 if end >= bound:
                     break
+                quota = self.copy_quota
+                if quota is not None:
+                    if quota.throttle_time_ms() > 0:  # KIP-956: run_once waits, then copies on
+                        self._copy_throttled = True
+                        break
+                    quota.record(seg.size)
                 meta, data = self._segment_data(lg, seg, nxt.base_offset)
                 try:
                     self.rsm.copy_log_segment_data(meta, data)
@@ -366,6 +401,10 @@ class RemoteLogManager:
         then the local ones)."""
         meta = self._segment_for(lg, offset)
         topic = lg.topic_partition[0]
+        quota = self.fetch_quota
+        if quota is not None and quota.throttle_time_ms() > 0:
+            # KIP-956: no records for this partition, no error (the consumer fetches again)
+            return RemoteFetchResult(b"", [] if read_committed else None)
         try:
             records = self.reader.read(meta, offset, max_bytes, min_one_message)
             aborted = None
@@ -382,6 +421,8 @@ class RemoteLogManager:
             self.stats.record(topic, fetch_errors=1)
             raise
         self.stats.record(topic, fetch_requests=1, fetch_bytes=len(records))
+        if quota is not None:
+            quota.record(len(records))
         return RemoteFetchResult(records, aborted)
 
     def partition_gauges(self) -> list[tuple[str, int, int, int, int, int]]:
