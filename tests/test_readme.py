@@ -82,6 +82,8 @@ def test_shell_tour(tour) -> None:
     describe = [line.split() for line in out.splitlines() if line.startswith("tour ")]
     assert sum(int(cols[3]) for cols in describe) == 3 and all(cols[5] == "0" for cols in describe)
     assert "Completed updating config for topic clicks." in out
+    latest = [line.split(":") for line in out.splitlines() if re.fullmatch(r"clicks:\d+:\d+", line)]
+    assert [int(p) for _, p, _ in latest] == [0, 1, 2] and sum(int(o) for _, _, o in latest) == 3  # get-offsets
     assert "baseOffset" in out  # dump-log of clicks-0
     exported = [json.loads(line) for f in sorted((work / "clicks-json").glob("*.json"))
                 for line in f.read_text().splitlines()]

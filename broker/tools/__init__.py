@@ -17,6 +17,8 @@ Owns, one module per tool (``kafkalog <NAME>``, the Kafka tool it follows):
 - ``acls``              ``acls``       kafka-acls.sh (the authorizer's ACLs)
 - ``transactions``      ``transactions`` kafka-transactions.sh (list, describe, find and
                                        abort hanging transactions)
+- ``get_offsets``       ``get-offsets`` kafka-get-offsets.sh (offsets for a time spec,
+                                       earliest-local and latest-tiered included)
 
 and what they share: ``common`` (``CliError``, ``parse_key_value``, ``warn``, the
 ``progress`` / ``offset_progress`` bars) and ``records_format`` (the console producer's
@@ -58,4 +60,5 @@ TOOLS: tuple[str, ...] = (
     "broker.tools.configs",
     "broker.tools.acls",
     "broker.tools.transactions",
+    "broker.tools.get_offsets",
 )
