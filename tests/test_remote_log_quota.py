@@ -101,16 +101,11 @@ def test_a_consumer_is_held_back_by_the_fetch_quota_and_let_through_when_it_is_r
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
-    from tests.support.broker import BrokerProcess
-    from tests.support.workload import wait_for_outcome
-    from tests.test_tiered_storage_broker import TOPIC, N, _broker, _create_and_produce, _expected, _tiered
+    from tests.test_tiered_storage_broker import TOPIC, N, _expected, tiered_topic_broker
 
     key = "remote.log.manager.fetch.max.bytes.per.second"
-    broker = BrokerProcess(tmp_path, {**_broker(tmp_path).overrides, key: "1",
-                                      "remote.log.manager.fetch.quota.window.num": "2"}).start()
+    broker = tiered_topic_broker(tmp_path, **{key: "1", "remote.log.manager.fetch.quota.window.num": "2"})
     try:
-        _create_and_produce(broker)
-        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
         errors: list = []
         consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "held",
                                              "enable.auto.commit": False, "fetch.wait.max.ms": 100,

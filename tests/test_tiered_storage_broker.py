@@ -46,13 +46,26 @@ N = 240
 TOPIC = "tiered"
 
 
-def _broker(tmp: Path, interval_ms: int = 200) -> BrokerProcess:
+def _broker(tmp: Path, interval_ms: int = 200, **overrides: str) -> BrokerProcess:
     return BrokerProcess(tmp, {
         "remote.log.storage.system.enable": "true",
         "rsm.config.storage.uri": str(tmp / "remote"),
         "remote.log.manager.task.interval.ms": str(interval_ms),
         "log.retention.check.interval.ms": "200",
+        **overrides,
     })
+
+
+def tiered_topic_broker(tmp: Path, **overrides: str) -> BrokerProcess:
+    """A started ``_broker`` (with ``overrides``) whose TOPIC is produced and tiered."""
+    broker = _broker(tmp, **overrides).start()
+    try:
+        _create_and_produce(broker)
+        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
+    except BaseException:
+        broker.stop()
+        raise
+    return broker
 
 
 def test_remote_storage_metrics_on_the_metrics_endpoint(tmp_path) -> None:
@@ -63,10 +76,8 @@ def test_remote_storage_metrics_on_the_metrics_endpoint(tmp_path) -> None:
     import re
     import urllib.request
 
-    broker = BrokerProcess(tmp_path, {**_broker(tmp_path).overrides, "kafkalog.metrics.port": "0"}).start()
+    broker = tiered_topic_broker(tmp_path, **{"kafkalog.metrics.port": "0"})
     try:
-        _create_and_produce(broker)
-        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
         url = re.search(r"metrics served at (http://\S+/metrics)", broker.stderr_text()).group(1)
 
         def scrape() -> dict[str, float]:
@@ -190,10 +201,8 @@ def _expected(start: int = 0) -> list[tuple[int, bytes]]:
 
 @pytest.fixture(scope="module")
 def tiered_broker(tmp_path_factory):
-    broker = _broker(tmp_path_factory.mktemp("tiered")).start()
+    broker = tiered_topic_broker(tmp_path_factory.mktemp("tiered"))
     try:
-        _create_and_produce(broker)
-        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
         yield broker
     finally:
         broker.stop()

@@ -10,16 +10,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_kafkalog.cli.main import main
-from tests.support.workload import wait_for_outcome
 from tests.test_tiered_storage_broker import (
     TOPIC,
     TS0,
     N,
-    _broker,
-    _create_and_produce,
     _local_logs,
     _manifests,
-    _tiered,
+    tiered_topic_broker,
 )
 
 
@@ -31,10 +28,8 @@ def get_offsets(capsys, broker, *argv: str) -> tuple[int, list[str], str]:
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory):
-    broker = _broker(tmp_path_factory.mktemp("get-offsets")).start()
+    broker = tiered_topic_broker(tmp_path_factory.mktemp("get-offsets"))
     try:
-        _create_and_produce(broker)
-        wait_for_outcome(lambda: _tiered(broker), "segments copied to remote storage and deleted locally")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for name in ("gx", "gy"):
             admin.create_topics([NewTopic(name, 3, 1)])[name].result(30)
