@@ -412,3 +412,40 @@ def test_readers_survive_concurrent_remaps(tmp_path, frequent_switches):
     assert errors == []
     idx.close()
     tix.close()
+
+
+def test_an_append_to_an_index_whose_file_turned_read_only_raises_instead_of_sigbus(tmp_path):
+    """E6 at the index level: once the file is immutable (root obeys it; a file system
+    remounted read-only behaves alike), an append must fail with an OSError (the log dir
+    then goes offline), never a write through the mapping, which the kernel answers with
+    SIGBUS and which would kill the broker. Run in a child process: without the fix the
+    child dies of SIGBUS (exit -7) instead of printing the error."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.test_reliability_faults import _chattr, _immutable_works
+
+    if shutil.which("chattr") is None or not _immutable_works(tmp_path):
+        pytest.skip("chattr +i is refused here")
+    script = f"""
+import subprocess
+from broker.log.index import OffsetIndex, TimeIndex
+for index, append in ((OffsetIndex({str(tmp_path / "0.index")!r}, 0, 4096 * 8), lambda i: i.append(1, 100)),
+                      (TimeIndex({str(tmp_path / "0.timeindex")!r}, 0, 4096 * 12), lambda i: i.maybe_append(10, 1))):
+    index.flush()  # clean pages: a mapped write would need the file system's write fault
+    subprocess.run(["chattr", "+i", str(index._file)], check=True)
+    try:
+        append(index)
+        print("appended")
+    except OSError as exc:
+        print("refused", exc.errno)
+"""
+    try:
+        child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                               cwd=str(Path(__file__).resolve().parent.parent))
+    finally:
+        _chattr("-i", tmp_path)
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+    assert child.stdout.split() == ["refused", "1", "refused", "1"], child.stdout  # EPERM, both indexes

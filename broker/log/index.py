@@ -48,7 +48,9 @@ lock) and any number of readers.
 - Readers (``lookup``, ``entry``, ``fetch_upper_bound_offset``, ``last_entry``) never take
   ``_lock``; an append does not block them. An append writes the entry's bytes into the
   mmap first and only then publishes the new entry count with a single attribute store;
-  a reader loads the count once and reads only slots below it. Under the GIL both
+  a reader loads the count once and reads only slots below it. The bytes are written
+  with ``pwrite`` on a descriptor the index opens at its first append, not through the
+  mapping (``_write_entry``: a mapped write to a file turned read-only is a SIGBUS). Under the GIL both
   threads' accesses are sequentially consistent (a thread switch is a full barrier and the
   store of the count is one atomic bytecode), so a reader that sees the count sees the
   bytes. Readers may see a stale count: they then miss the newest entry, which only makes
@@ -137,6 +139,7 @@ class AbstractIndex:
         self._max_index_size = max_index_size
         self._writable = writable
         self._mmap: mmap.mmap | None = None
+        self._write_fd: int | None = None  # opened by the first append (_write_entry)
         self._length = 0
         self._closed = False
         newly_created = self._create_and_map()
@@ -329,6 +332,18 @@ class AbstractIndex:
             raise IndexFullError(f"index {self._file} has no space (size 0)")
         return mm
 
+    def _write_entry(self, data: bytes, pos: int) -> None:
+        """Write an entry's bytes with ``pwrite``, not through the mapping: a write fault on
+        a mapped page of a file that became read-only (the immutable attribute, a file
+        system remounted read-only or shut down after an I/O error) kills the process with
+        SIGBUS, where ``pwrite`` raises an OSError that takes the log dir offline (E6).
+        The mapping sees the bytes at once (one page cache)."""
+        self._require_open()
+        fd = self._write_fd
+        if fd is None:
+            fd = self._write_fd = os.open(self._file, os.O_WRONLY)
+        os.pwrite(fd, data, pos)
+
     def _truncate_to_entries(self, entries: int) -> None:
         with self._lock:
             self._entries = entries
@@ -412,6 +427,9 @@ class AbstractIndex:
                 self._closed = True
                 if old is not None:
                     old.close()
+            fd, self._write_fd = self._write_fd, None
+            if fd is not None:
+                os.close(fd)
 
     def delete_if_exists(self) -> bool:
         self.close_handler()
@@ -524,8 +542,7 @@ class OffsetIndex(AbstractIndex):
             rel = offset - self._base_offset
             if rel < 0 or rel > INT32_MAX:
                 self.relative_offset(offset)  # raises OffsetOverflowError
-            mm = self._mmap
-            OFFSET_ENTRY.pack_into(mm if mm is not None else self._require_open(), n * 8, rel, position)
+            self._write_entry(OFFSET_ENTRY.pack(rel, position), n * 8)
             self._last_offset = offset
             self._entries = n + 1  # publish after the bytes (see module docstring)
 
@@ -645,8 +662,7 @@ class TimeIndex(AbstractIndex):
                 rel = offset - self._base_offset
                 if rel < 0 or rel > INT32_MAX:
                     self.relative_offset(offset)  # raises OffsetOverflowError
-                mm = self._mmap
-                TIME_ENTRY.pack_into(mm if mm is not None else self._require_open(), n * 12, timestamp, rel)
+                self._write_entry(TIME_ENTRY.pack(timestamp, rel), n * 12)
                 self._last = _new_tuple(TimestampOffset, (timestamp, offset))
                 self._entries = n + 1  # publish after the bytes
 
