@@ -661,6 +661,62 @@ def test_readers_never_block_on_the_writer_lock(tmp_path):
     ulog.close()
 
 
+class _LsoWatchedLog(UnifiedLog):
+    """A UnifiedLog that checks, at every store of the high watermark or the first
+    unstable offset, what a lock-free reader loading the two right then would take as the
+    last stable offset: never past the first offset of a transaction the producer state
+    holds open (the stores happen under the writer's lock, after the producer state
+    moved)."""
+
+    violations: list
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name not in ("_high_watermark_metadata", "_first_unstable_offset_metadata"):
+            return
+        psm = self.__dict__.get("producer_state_manager")
+        if psm is None or "_first_unstable_offset_metadata" not in self.__dict__:
+            return  # still in __init__
+        ongoing = psm.ongoing_transactions()
+        if ongoing:
+            lso = self.last_stable_offset
+            first = min(t.first_offset for t in ongoing)
+            if lso > first:
+                type(self).violations.append((name, lso, first))
+
+
+def test_h8_a_lock_free_reader_never_sees_an_open_transaction_below_the_last_stable_offset(tmp_path):
+    """H8 (read-uncommitted) at the log level: the first unstable offset moves before the
+    high watermark on every append, so no read_committed fetch racing the append of a
+    transaction's first batch can take a high watermark past it with no first unstable
+    offset (CI once saw a read_committed consumer poll an open transaction's records)."""
+    _LsoWatchedLog.violations = []
+    env = Env(tmp_path)
+    ulog = _LsoWatchedLog.create(env.dir, env.config, time=env.time, scheduler=env.scheduler)
+    now = env.time.milliseconds()
+
+    def txn(pid, seq, *values):
+        return env.batch(*values, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True)
+
+    def marker(kind, pid):
+        return encode_end_txn_marker_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                           timestamp=now)
+
+    ulog.append_as_leader(env.batch(b"plain"))
+    ulog.append_as_leader(env.batch(b"i", producer_id=3, producer_epoch=0, base_sequence=0))
+    ulog.append_as_leader(env.batch(b"j", producer_id=3, producer_epoch=0, base_sequence=1))  # fused path
+    for round_ in range(3):
+        first = ulog.append_as_leader(txn(9, 2 * round_, b"t1", b"t2")).first_offset
+        assert ulog.last_stable_offset == first
+        assert ulog.read(first, 1 << 20, TXN_COMMITTED).records.size_in_bytes == 0
+        ulog.append_as_leader(env.batch(b"k", producer_id=3, producer_epoch=0, base_sequence=2 + round_))
+        ulog.append_as_leader(marker(ControlRecordType.COMMIT, 9), origin=AppendOrigin.COORDINATOR)
+        assert ulog.last_stable_offset == ulog.log_end_offset
+    ulog.update_high_watermark(ulog.log_end_offset)
+    assert _LsoWatchedLog.violations == []
+    ulog.close()
+
+
 def test_concurrent_readers_see_whole_valid_batches_while_the_writer_rolls_and_deletes(tmp_path):
     import sys
     import threading

@@ -68,7 +68,10 @@ truncation, retention, the log cleaner's segment swap, log-start-offset and high
 moves, snapshots and close.
 Readers (``read``, ``fetch_offset_by_timestamp``, the offset properties) never take it:
 the boundaries are single attribute stores of immutable values, published after the data
-they cover; the segment set is copy-on-write. The only reader that may take the lock is a
+they cover; the segment set is copy-on-write. The last stable offset is two stores:
+writers move the first unstable offset before the high watermark, readers load the high
+watermark before the first unstable offset, so a reader never pairs a new high watermark
+with a first unstable offset that misses a transaction below it. The only reader that may take the lock is a
 high-watermark read while the stored watermark lacks its file position (rare: after
 ``update_high_watermark`` with a bare offset), as in Kafka.
 """
@@ -263,8 +266,8 @@ class UnifiedLog:
 
     @property
     def last_stable_offset(self) -> int:
+        hw = self._high_watermark_metadata.message_offset  # before fu: see the module docstring
         fu = self._first_unstable_offset_metadata
-        hw = self._high_watermark_metadata.message_offset
         return fu.message_offset if fu is not None and fu.message_offset < hw else hw
 
     @property
@@ -464,19 +467,19 @@ class UnifiedLog:
                 segment.update_txn_index(completed, lso)
         else:  # no producer id: nothing for the producer state but its end offset
             psm.update_map_end_offset(next_offset)
-        self._high_watermark_metadata = metadata  # (before the producer state reads it)
         self._appended(metadata, next_offset, psm.on_high_watermark_updated(next_offset))
         return info
 
     def _appended(self, metadata: LogOffsetMetadata, next_offset: int, first_unstable: int | None) -> None:
         """After an append (under the lock): single node, the leader is the whole ISR, so
         the high watermark follows the log end offset; the first unstable offset as the
-        producer state says; an fsync every ``flush.messages``."""
-        self._high_watermark_metadata = metadata  # (_update_high_watermark_metadata)
+        producer state says; an fsync every ``flush.messages``. The first unstable offset
+        moves before the high watermark (see ``_update_high_watermark_metadata``)."""
         if first_unstable is None:
             self._first_unstable_offset_metadata = None
         else:
             self._set_first_unstable_offset(first_unstable)
+        self._high_watermark_metadata = metadata
         if next_offset - self._local.recovery_point >= self._flush_interval_messages:
             self._flush(next_offset, False)
 
@@ -659,9 +662,14 @@ class UnifiedLog:
     def _update_high_watermark_metadata(self, metadata: LogOffsetMetadata) -> None:
         if metadata.message_offset < 0:
             raise ValueError("high watermark offset should be non-negative")
-        self._high_watermark_metadata = metadata
+        # The first unstable offset first: a lock-free read of the last stable offset
+        # (``_fetch_last_stable_offset_metadata``) takes the high watermark, then the first
+        # unstable offset, so it never sees a new high watermark over a transaction that
+        # the first unstable offset does not cover yet (a read_committed fetch returned
+        # the records of an open transaction in that window).
         self._set_first_unstable_offset(
             self.producer_state_manager.on_high_watermark_updated(metadata.message_offset))
+        self._high_watermark_metadata = metadata
 
     def _maybe_increment_first_unstable_offset(self) -> None:
         self._set_first_unstable_offset(self.producer_state_manager.first_unstable_offset())
