@@ -47,7 +47,9 @@ def test_short_coverage_guided_run(target, tmp_path):
         [sys.executable, "-m", "tests.fuzz.run", target, f"-runs={SHORT_RUNS[target]}", "-max_len=4096",
          f"-artifact_prefix={tmp_path}/", str(corpus)],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        # TMPDIR: libFuzzer ends the process without atexit handlers, so a target's scratch
+        # directory (tempfile.mkdtemp) must live under tmp_path to be cleaned up
+        env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path)))
     crashes = list(tmp_path.glob("crash-*")) + list(tmp_path.glob("timeout-*")) + list(tmp_path.glob("oom-*"))
     assert out.returncode == 0 and not crashes, (
         f"finding(s) {[c.name for c in crashes]}: copy them into tests/fuzz/regressions/{target}/\n"
