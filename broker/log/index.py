@@ -47,10 +47,11 @@ lock) and any number of readers.
 - ``_lock`` serialises mutations (append, truncate, resize, flush, close).
 - Readers (``lookup``, ``entry``, ``fetch_upper_bound_offset``, ``last_entry``) never take
   ``_lock``; an append does not block them. An append writes the entry's bytes into the
-  mmap first and only then publishes the new entry count with a single attribute store;
+  file first and only then publishes the new entry count with a single attribute store;
   a reader loads the count once and reads only slots below it. The bytes are written
   with ``pwrite`` on a descriptor the index opens at its first append, not through the
-  mapping (``_write_entry``: a mapped write to a file turned read-only is a SIGBUS). Under the GIL both
+  mapping, which is read-only (``_write_entry``: a mapped write to a file turned read-only
+  is a SIGBUS); ``flush`` fsyncs the file. Under the GIL both
   threads' accesses are sequentially consistent (a thread switch is a full barrier and the
   store of the count is one atomic bytecode), so a reader that sees the count sees the
   bytes. Readers may see a stale count: they then miss the newest entry, which only makes
@@ -176,8 +177,8 @@ class AbstractIndex:
     def _map(self, fd: int, length: int) -> mmap.mmap | None:
         if length == 0:
             return None  # an empty file cannot be mapped; it holds no entries
-        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access)
+        # read-only even in a writable index: entries are written with pwrite (_write_entry)
+        return mmap.mmap(fd, length, access=mmap.ACCESS_READ)
 
     def _count_existing_entries(self) -> int:
         mm = self._mmap
@@ -400,9 +401,19 @@ class AbstractIndex:
             self.resize(self._max_index_size)
 
     def flush(self) -> None:
+        """fsync the file: the entries ``pwrite`` put in the page cache reach the disk."""
         with self._lock:
-            if self._mmap is not None:
-                self._mmap.flush()
+            if self._closed or not self._writable:
+                return
+            fd = self._write_fd
+            if fd is not None:
+                os.fsync(fd)
+                return
+            fd = os.open(self._file, os.O_RDONLY)  # entries written by an earlier instance
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def rename_to(self, path: Path | str) -> None:
         path = Path(path)
