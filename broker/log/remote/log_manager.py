@@ -188,35 +188,39 @@ class RemoteLogManager:
         When the copy quota stopped a copy, the pass waits for it (outside every
         partition lock, giving up on ``close``) and copies on, as Kafka's copy task does."""
         stats = {"copied": 0, "deleted_local": 0, "deleted_remote": 0}
+
+        def copy(lg) -> None:
+            if not lg.config.remote_log_copy_disable:
+                stats["copied"] += self.copy_segments(lg)
+
+        def copy_and_delete(lg) -> None:
+            copy(lg)
+            stats["deleted_local"] += lg.delete_old_segments(now_ms)
+            stats["deleted_remote"] += self.apply_remote_retention(lg, now_ms)
+
         self._copy_throttled = False
+        self._each_log("pass over", copy_and_delete)
+        while self._copy_throttled and not self._closing:
+            while (wait := self.copy_quota.throttle_time_ms()) > 0 and not self._closing:
+                self.time.sleep(min(wait, 1000))
+            self._copy_throttled = False
+            self._each_log("copy of", copy)
+        return stats
+
+    def _each_log(self, what: str, step) -> None:
+        """``step(log)`` for every online remote-storage log, under its partition lock and
+        after ``_ensure_initialized``; a failure is logged and marks the partition for a
+        sweep (a copy cut short may have left objects), and the pass goes on."""
         for lg in self._logs():
             if not lg.remote_log_enabled or lg.is_offline:
                 continue
             try:
                 with self._partition_lock(lg.topic_partition):
                     self._ensure_initialized(lg)
-                    if not lg.config.remote_log_copy_disable:
-                        stats["copied"] += self.copy_segments(lg)
-                    stats["deleted_local"] += lg.delete_old_segments(now_ms)
-                    stats["deleted_remote"] += self.apply_remote_retention(lg, now_ms)
+                    step(lg)
             except (RemoteStorageError, KafkaStorageError, OSError) as exc:
-                log.error("remote log manager pass over %s failed: %s", lg.name, exc)
-                self._needs_sweep.add(lg.topic_partition)  # a copy cut short may have left objects
-        while self._copy_throttled and not self._closing:
-            while (wait := self.copy_quota.throttle_time_ms()) > 0 and not self._closing:
-                self.time.sleep(min(wait, 1000))
-            self._copy_throttled = False
-            for lg in self._logs():
-                if not lg.remote_log_enabled or lg.is_offline or lg.config.remote_log_copy_disable:
-                    continue
-                try:
-                    with self._partition_lock(lg.topic_partition):
-                        self._ensure_initialized(lg)
-                        stats["copied"] += self.copy_segments(lg)
-                except (RemoteStorageError, KafkaStorageError, OSError) as exc:
-                    log.error("remote log manager copy of %s failed: %s", lg.name, exc)
-                    self._needs_sweep.add(lg.topic_partition)
-        return stats
+                log.error("remote log manager %s %s failed: %s", what, lg.name, exc)
+                self._needs_sweep.add(lg.topic_partition)
 
     def _ensure_initialized(self, lg) -> None:
         tp = lg.topic_partition
