@@ -419,6 +419,50 @@ def test_turning_remote_storage_off_deletes_the_remote_segments(tmp_path):
     assert not (env2.remote / "tiered-0").exists() or not any((env2.remote / "tiered-0").iterdir())
 
 
+
+def test_turning_remote_storage_off_deletes_in_the_background_and_retries(tmp_path, monkeypatch):
+    """KIP-950 as Kafka does it: the log start offset moves and the remote segments stop
+    being served at once, their deletion runs later on the manager's scheduler; a failed
+    deletion is retried by the next pass, and turning remote storage back on first
+    finishes it (the old segments are never adopted again)."""
+    env = Env(tmp_path)
+    lg = env.open()
+    env.produce(40)
+    env.rlm.run_once()
+    rlm = env.rlm
+    rlm.startup(env.scheduler)  # deletions now run as scheduler tasks (run_pending)
+    local_start = lg.local_log_start_offset
+    off = LogConfig.from_props({"segment.bytes": 600, "remote.storage.enable": False,
+                                "remote.log.delete.on.disable": True})
+    lg.update_config(off)
+    rlm.on_remote_storage_disabled(lg)
+    assert lg.log_start_offset == local_start and rlm.remote_segments("tiered", 0) == ()
+    assert rlm.pending_deletions() == [("tiered", 0)]
+    assert list((env.remote / "tiered-0").glob("*.remote-segment.json"))  # not deleted yet
+    assert read_all(env, local_start)[0][0] == local_start
+
+    def unreachable(topic, partition):
+        raise OSError("the store is unreachable")
+
+    monkeypatch.setattr(rlm.rsm, "delete_partition", unreachable)
+    env.scheduler.run_pending()
+    assert rlm.pending_deletions() == [("tiered", 0)]
+    # turned back on while the deletion fails: nothing old is adopted
+    on = LogConfig.from_props({"segment.bytes": 600, "remote.storage.enable": True, "local.retention.bytes": 1,
+                               "retention.ms": -1})
+    lg.update_config(on)
+    rlm.run_once()
+    assert rlm.remote_segments("tiered", 0) == () and lg.log_start_offset == local_start
+    monkeypatch.undo()
+    env.produce(20)
+    rlm.run_once()
+    assert rlm.pending_deletions() == []
+    segments = rlm.remote_segments("tiered", 0)
+    assert segments and segments[0].base_offset >= local_start  # copies of the local log only
+    assert lg.log_start_offset == local_start
+    assert [o for o, _ in read_all(env, local_start)] == list(range(local_start, lg.high_watermark))
+    lg.close()
+
 def test_read_committed_from_remote_gets_the_aborted_transactions(tmp_path):
     env = Env(tmp_path)
     lg = env.open()

@@ -224,7 +224,8 @@ class LogManager:
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """A topic's config changed: every partition log of the topic takes it now. A log
         whose remote storage this turns off (remote.storage.enable true -> false, KIP-950)
-        has its remote segments deleted by the remote log manager before this returns."""
+        has its log start offset moved and its remote segments forgotten by the remote log
+        manager before this returns; their deletion runs in the background."""
         with self._lock:
             self._topic_configs[topic] = config
             logs = [lg for (t, _), lg in self._logs.items() if t == topic]

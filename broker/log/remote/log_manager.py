@@ -47,11 +47,16 @@ Owns, for every log with remote storage enabled (``UnifiedLog.remote_log_enabled
   per partition, computed when the broker's /metrics is scraped);
 - remote storage turned off (remote.storage.enable true -> false with
   remote.log.delete.on.disable=true, KIP-950): ``on_remote_storage_disabled`` moves the
-  log start offset to the local log start offset, forgets the partition's remote
-  segments and deletes them. A crash before the deletion ends leaves remote objects of a
-  log that is no longer remote: ``startup`` deletes the remote segments of every log whose
-  topic says remote.storage.enable=false and remote.log.delete.on.disable=true (on
-  a broker with the system enabled), so the deletion completes at the next start.
+  log start offset to the local log start offset and forgets the partition's remote
+  segments at once (nothing is served from them any more), then deletes them in the
+  background, as Kafka does (a one-off task on the manager's scheduler; inline without
+  one), so AlterConfigs does not wait for the deletion of a large tier. A pending
+  deletion is retried by every pass until it succeeds, and finished before the partition
+  is initialised again (remote storage turned back on). A crash before the deletion ends
+  leaves remote objects of a log that is no longer remote: ``startup`` deletes the remote
+  segments of every log whose topic says remote.storage.enable=false and
+  remote.log.delete.on.disable=true (on a broker with the system enabled), so the
+  deletion completes at the next start.
 
 Crash safety: a crash during a copy leaves objects without a manifest (swept at the next
 start; the segment is copied again, same names and bytes); during a deletion, a segment
@@ -64,7 +69,8 @@ Thread-safety: passes run on one thread (the manager's scheduler); one re-entran
 partition serialises initialisation, copy, retention and deletion of that partition's
 remote segments; the per-partition segment lists are copy-on-write tuples, read lock-free
 by Fetch and ListOffsets (a segment deleted under a read makes it fail with
-``RemoteStorageError``, answered as an error).
+``RemoteStorageError``, answered as an error). ``_lock`` guards the lock table and the
+set of pending deletions (remote storage turned off).
 """
 
 from __future__ import annotations
@@ -123,6 +129,8 @@ class RemoteLogManager:
         self._task = None
         self._own_scheduler: KafkaScheduler | None = None
         self._needs_sweep: set[tuple[str, int]] = set()  # partitions whose last pass failed
+        self._pending_deletes: set[tuple[str, int]] = set()  # remote storage off, deletion to do
+        self._scheduler = None  # where the deletions of on_remote_storage_disabled run (startup)
         self.stats = RemoteStorageStats()  # Kafka's remote storage metrics (stats.py)
 
     @classmethod
@@ -156,6 +164,7 @@ class RemoteLogManager:
         if dedicated_thread:
             scheduler = self._own_scheduler = KafkaScheduler(self.time, thread_name="remote-log-manager")
             scheduler.startup()
+        self._scheduler = scheduler
         if scheduler is not None:
             self._task = scheduler.schedule("remote-log-manager", self.run_once, self.task_interval_ms,
                                             self.task_interval_ms)
@@ -188,6 +197,8 @@ class RemoteLogManager:
         When the copy quota stopped a copy, the pass waits for it (outside every
         partition lock, giving up on ``close``) and copies on, as Kafka's copy task does."""
         stats = {"copied": 0, "deleted_local": 0, "deleted_remote": 0}
+        for tp in self.pending_deletions():  # remote storage turned off: a retry
+            self._finish_disable(tp)
 
         def copy(lg) -> None:
             if not lg.config.remote_log_copy_disable:
@@ -225,6 +236,9 @@ class RemoteLogManager:
     def _ensure_initialized(self, lg) -> None:
         tp = lg.topic_partition
         with self._partition_lock(tp):
+            if tp in self._pending_deletes and not self._finish_disable(tp):
+                raise RemoteStorageError(f"the remote segments of {lg.name} (remote storage turned off before) "
+                                         f"are not deleted yet")
             if lg.remote_reader is self and tp in self._segments:
                 if tp in self._needs_sweep:
                     self._needs_sweep.discard(tp)
@@ -363,21 +377,44 @@ class RemoteLogManager:
 
     def on_remote_storage_disabled(self, lg) -> None:
         """remote.storage.enable turned off (module docstring): the log start offset moves
-        to the local log start offset first, then the remote segments go. A failed
-        deletion is logged; the next startup completes it."""
+        to the local log start offset and the remote segments are forgotten now; their
+        deletion runs in the background (inline when the manager has no scheduler)."""
         tp = lg.topic_partition
         with self._partition_lock(tp):
             start = min(lg.local_log_start_offset, lg.high_watermark)
             lg.maybe_increment_log_start_offset(start, "remote storage disabled")
             lg.remote_reader = None
             lg.highest_offset_in_remote_storage = -1
+            self._segments.pop(tp, None)
+            with self._lock:
+                self._pending_deletes.add(tp)
+        log.info("%s: remote storage disabled, log start offset %d; deleting the remote segments",
+                 lg.name, lg.log_start_offset)
+        scheduler = self._scheduler
+        if scheduler is None:
+            self._finish_disable(tp)
+        else:
+            scheduler.schedule_once(f"remote-log-delete-{tp[0]}-{tp[1]}", lambda: self._finish_disable(tp))
+
+    def pending_deletions(self) -> list[tuple[str, int]]:
+        """Partitions whose remote storage was turned off and whose deletion is not done."""
+        with self._lock:
+            return sorted(self._pending_deletes)
+
+    def _finish_disable(self, tp: tuple[str, int]) -> bool:
+        """The deletion ``on_remote_storage_disabled`` left pending; True once done (or
+        nothing pending). A failure is logged and left pending for the next pass."""
+        with self._partition_lock(tp):
+            if tp not in self._pending_deletes:
+                return True
             try:
                 self._delete_remote_segments(*tp)
             except (RemoteStorageError, OSError) as exc:
-                log.error("deleting the remote segments of %s (remote storage disabled) failed: %s", lg.name, exc)
-                return
-            log.info("%s: remote storage disabled, remote segments deleted, log start offset %d",
-                     lg.name, lg.log_start_offset)
+                log.error("deleting the remote segments of %s-%d (remote storage disabled) failed: %s",
+                          tp[0], tp[1], exc)
+                return False
+        log.info("%s-%d: the remote segments are deleted (remote storage disabled)", *tp)
+        return True
 
     def _delete_remote_segments(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
@@ -385,6 +422,8 @@ class RemoteLogManager:
             self._segments.pop(tp, None)
             self._needs_sweep.discard(tp)
             self.rsm.delete_partition(topic, partition)
+            with self._lock:
+                self._pending_deletes.discard(tp)
 
     # --- serving ---
 
