@@ -145,8 +145,16 @@ def _remote_dir(broker: BrokerProcess) -> Path:
 
 
 def _manifests(broker: BrokerProcess) -> list[dict]:
+    """The partition's manifests, oldest first; one the broker deletes (retention, a
+    deletion) between the listing and its read is left out."""
     d = _remote_dir(broker)
-    return [json.loads(p.read_text()) for p in sorted(d.glob("*.remote-segment.json"))] if d.is_dir() else []
+    out = []
+    for p in sorted(d.glob("*.remote-segment.json")) if d.is_dir() else ():
+        try:
+            out.append(json.loads(p.read_text()))
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def _local_logs(broker: BrokerProcess) -> list[Path]:
@@ -177,8 +185,11 @@ def _retention_done(broker: BrokerProcess, retention_bytes: int) -> bool:
     manifests = _manifests(broker)
     if not manifests or manifests[0]["base_offset"] == 0 or len(_local_logs(broker)) > 2:
         return False
-    uncopied = sum(p.stat().st_size for p in _local_logs(broker)
-                   if int(p.name[:20]) > manifests[-1]["end_offset"])
+    try:
+        uncopied = sum(p.stat().st_size for p in _local_logs(broker)
+                       if int(p.name[:20]) > manifests[-1]["end_offset"])
+    except FileNotFoundError:  # copied and deleted locally since the listing: look again
+        return False
     total = sum(m["segment_size_in_bytes"] for m in manifests) + uncopied
     return total - manifests[0]["segment_size_in_bytes"] < retention_bytes
 

@@ -81,7 +81,7 @@ def _tiered(broker) -> bool:
     d = _remote_dir(broker)
     if not d.is_dir():
         return False
-    txn_bytes = sum(p.stat().st_size for p in d.glob("*.txnindex"))
+    txn_bytes = sum(p.stat().st_size for p in d.glob("*.txnindex"))  # remote objects: only added here
     local = list((broker.log_dir / f"{TOPIC}-0").glob("*.log"))
     return txn_bytes >= 2 * 34 and len(local) <= 2  # 34 bytes an aborted-txn entry
 
