@@ -4,6 +4,7 @@ preallocation and trimming, reopen after a crash, sanity checks, R16 overflow)."
 from __future__ import annotations
 
 import bisect
+import os
 import random
 import struct
 import sys
@@ -451,3 +452,26 @@ for index, append in ((OffsetIndex({str(tmp_path / "0.index")!r}, 0, 4096 * 8), 
         _chattr("-i", tmp_path)
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
     assert child.stdout.split() == ["refused", "1", "refused", "1"], child.stdout  # EPERM, both indexes
+
+
+def test_flush_fsyncs_through_the_write_descriptor_and_tolerates_a_file_moved_away(tmp_path, monkeypatch):
+    """The mapping is read-only, so ``flush`` fsyncs the file: the descriptor the appends
+    wrote through, or (nothing appended by this instance) the file opened afresh; a file
+    renamed or deleted under it (a segment being deleted) is nothing to flush, not an
+    I/O error that would take the log dir offline."""
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    idx = offset_index(tmp_path)
+    idx.append(BASE + 1, 10)
+    idx.flush()
+    assert synced == [idx._write_fd]
+    idx.close()
+    reopened = offset_index(tmp_path)
+    assert reopened.lookup(BASE + 1) == (BASE + 1, 10)
+    reopened.flush()  # nothing written by this instance: the file itself
+    assert len(synced) == 2
+    reopened.file.rename(tmp_path / "moved")  # behind the index's back
+    reopened.flush()
+    assert len(synced) == 2
+    reopened.close_handler()

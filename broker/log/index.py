@@ -409,7 +409,10 @@ class AbstractIndex:
             if fd is not None:
                 os.fsync(fd)
                 return
-            fd = os.open(self._file, os.O_RDONLY)  # entries written by an earlier instance
+            try:  # entries an earlier instance of this file may have written
+                fd = os.open(self._file, os.O_RDONLY)
+            except FileNotFoundError:
+                return  # renamed or deleted under us (a segment being deleted or swapped)
             try:
                 os.fsync(fd)
             finally:
