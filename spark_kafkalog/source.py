@@ -100,8 +100,10 @@ class KafkaLogDataSource(DataSource):
         AWS SDK's environment (``AWS_*``, ``~/.aws``). Topic names are the directory
         names. Transactions: records of aborted transactions are left out (from the
         ``.txnindex`` files) and records of transactions still open when the files are
-        read are included;
-        ``kafka.isolation.level`` applies to network mode only.
+        read are included, unless ``kafka.isolation.level=read_committed``: then
+        "latest" is each partition's last stable offset (the first offset of the oldest
+        open transaction, from the producer snapshots and the batch headers after the
+        newest one), as a read_committed consumer's end offsets are.
     ``kafka.bootstrap.servers``
         Network mode: the driver plans with Metadata and ListOffsets and the executors
         fetch their ranges from the partition leaders (Fetch v4-11, one request kept in

@@ -276,6 +276,63 @@ def test_aborted_transactions_across_segments_match_the_broker(tmp_path):
     ulog.close()
 
 
+def test_last_stable_offset_matches_the_broker_with_snapshots_without_and_corrupt(tmp_path, caplog):
+    """``PartitionReader.last_stable_offset`` (direct mode's read_committed "latest") equals
+    the broker's at every step of interleaved transactions across rolls: from the newest
+    producer snapshot plus the headers after it, from the headers alone once every
+    snapshot is gone, and past a corrupt newest snapshot."""
+    root = tmp_path / "logs"
+    ulog = open_log(root / "lso-0", segment_bytes=500)
+    seq: dict[int, int] = {}
+
+    def txn(pid, n=1):
+        s = seq.get(pid, 0)
+        seq[pid] = s + n
+        ulog.append_as_leader(encode_batch([(None, b"t" * 40, BASE_TS)] * n, producer_id=pid,
+                                           producer_epoch=0, base_sequence=s, is_transactional=True))
+
+    def marker(pid, commit=True):
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        ulog.append_as_leader(encode_end_txn_marker_batch(kind, producer_id=pid, producer_epoch=0,
+                                                          coordinator_epoch=0, timestamp=BASE_TS),
+                              origin=AppendOrigin.COORDINATOR)
+
+    def plain():
+        ulog.append_as_leader(encode_batch([(None, b"p" * 40, BASE_TS)]))
+
+    def check():
+        got = PartitionReader(root / "lso-0").last_stable_offset()
+        assert got == ulog.last_stable_offset, (got, ulog.last_stable_offset, ulog.log_end_offset)
+        return got
+
+    assert check() == 0  # empty
+    steps = [lambda: plain(), lambda: txn(1), lambda: plain(), lambda: txn(2, 2), lambda: plain(),
+             lambda: txn(1), lambda: marker(1), lambda: plain(), lambda: marker(2, commit=False),
+             lambda: txn(3)] + [lambda: plain()] * 12 + [lambda: txn(4), lambda: marker(3)] + \
+            [lambda: plain()] * 10 + [lambda: marker(4), lambda: plain()]
+    seen = set()
+    for step in steps:
+        step()
+        seen.add(check() < ulog.log_end_offset)
+    assert seen == {True, False}  # both open transactions and none were checked
+    assert ulog.num_segments > 3 and list((root / "lso-0").glob("*.snapshot"))
+    txn(5)  # open, then rolled past: its first offset only in a snapshot's entry or the headers
+    first5 = ulog.log_end_offset - 1
+    for _ in range(15):
+        plain()
+    assert check() == first5
+    newest = max((root / "lso-0").glob("*.snapshot"))
+    assert int(newest.name[:20]) > first5  # the snapshot path was taken
+    assert "not using" not in caplog.text
+    newest.write_bytes(b"garbage")  # corrupt: an older snapshot (or the walk) answers
+    assert check() == first5
+    assert f"not using {newest}" in caplog.text
+    for snap in (root / "lso-0").glob("*.snapshot"):
+        snap.unlink()
+    assert check() == first5  # the headers alone
+    ulog.close()
+
+
 # --- listing, read-only ---
 
 def test_log_dir_listing(tmp_path):

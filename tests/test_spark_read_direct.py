@@ -116,6 +116,21 @@ def test_control_records_and_aborted_transactions_never_appear(spark, data):
     assert [r.value for r in ordered(df).collect()] == [b"plain-0", b"committed-0", b"committed-1", b"plain-1"]
 
 
+def test_read_committed_stops_at_the_open_transaction(spark, data):
+    """kafka.isolation.level=read_committed: "latest" is the last stable offset (the
+    first offset of the transaction still open, from the files), as a read_committed
+    consumer's end offsets are, so the open transaction's records are not read."""
+    df = read(spark, data.root, subscribe="txn", **{"kafka.isolation.level": "read_committed"})
+    rows = ordered(df).collect()
+    assert [r.value for r in rows] == [b"plain-0", b"committed-0", b"committed-1", b"plain-1", b"committed-2"]
+    open_offset = [r.offset for r in ordered(read(spark, data.root, subscribe="txn")).collect()
+                   if r.value == b"open-0"]
+    assert open_offset and rows[-1].offset < open_offset[0]
+    # read_uncommitted (explicit or Spark's default) reads to the log end offset
+    df = read(spark, data.root, subscribe="txn", **{"kafka.isolation.level": "read_uncommitted"})
+    assert [r.value for r in ordered(df).collect()][-1] == b"open-0"
+
+
 def test_register_and_pattern_and_assign(spark, data):
     import spark_kafkalog
     spark_kafkalog.register(spark)  # explicit registration next to the automatic one

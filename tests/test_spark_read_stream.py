@@ -404,6 +404,34 @@ def test_reader_offsets_limits_and_available_now_target(tmp_path):
     w.close()
 
 
+def test_read_committed_micro_batches_wait_for_the_open_transaction(tmp_path):
+    """Direct mode with kafka.isolation.level=read_committed: each micro-batch ends at the
+    last stable offset, so an open transaction holds the stream back at its first offset
+    (later plain records wait too, as with a read_committed consumer) until its marker is
+    in the files; an aborted one is then skipped, a committed one read."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    w = LogWriter(tmp_path / "logs")
+    w.append("t", 0, [(None, b"a", 1000), (None, b"b", 1000)])  # 0, 1
+    r = KafkaLogStreamReader(parse_options({"subscribe": "t", "path": str(w.root), "startingOffsets": "earliest",
+                                            "kafka.isolation.level": "read_committed"}, streaming=True))
+    start = r.initialOffset()
+    assert start["t"] == {"0": 0}
+    assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 2}}
+    w.append("t", 0, [(None, b"t1", 1000)], producer_id=7, transactional=True)  # 2, open
+    w.append("t", 0, [(None, b"c", 1000)])  # 3
+    held = r.latestOffset({"t": {"0": 2}}, ReadAllAvailable())
+    assert held == {"t": {"0": 2}}  # the open transaction's first offset
+    w.end_txn("t", 0, 7, commit=True, timestamp=1000)  # 4
+    assert r.latestOffset(held, ReadAllAvailable()) == {"t": {"0": 5}}
+    # Spark's default (read_uncommitted) never waits
+    plain = KafkaLogStreamReader(parse_options({"subscribe": "t", "path": str(w.root)}, streaming=True))
+    w.append("t", 0, [(None, b"t2", 1000)], producer_id=8, transactional=True)  # 5, open
+    assert plain.latestOffset({"t": {"0": 5}}, ReadAllAvailable()) == {"t": {"0": 6}}
+    assert r.latestOffset({"t": {"0": 5}}, ReadAllAvailable()) == {"t": {"0": 5}}
+    w.close()
+
+
 # --- kafkalog.commitOffsetsToGroup ---
 
 def _group_offsets(broker, group: str) -> dict:

@@ -3,8 +3,9 @@
 Owns: ``LogDirReader`` (the partitions under one or more log directories, their log start
 offsets from ``log-start-offset-checkpoint``) and ``PartitionReader`` (one partition
 directory: its segments, log start and end offsets, offset -> byte position through the
-offset index, timestamp -> offset through the time index, and the aborted transactions of
-an offset range from the ``.txnindex`` files). The bulk readers (``spark_kafkalog``'s
+offset index, timestamp -> offset through the time index, the aborted transactions of
+an offset range from the ``.txnindex`` files, and the last stable offset from the newest
+``.snapshot`` file and the batch headers after it). The bulk readers (``spark_kafkalog``'s
 direct mode) decode the byte ranges it returns; this module decodes no record except in a
 timestamp search, one batch at a time.
 
@@ -74,23 +75,28 @@ from typing import NamedTuple
 
 from ..record.batch import (
     ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
     CURRENT_MAGIC,
+    H_ATTRIBUTES,
     H_BASE_OFFSET,
     H_CRC,
     H_LAST_OFFSET_DELTA,
     H_MAX_TIMESTAMP,
+    H_PRODUCER_ID,
     HEADER,
     LOG_ENTRY_PREFIX,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
     crc32c,
     decode_batch,
 )
 from ..record.errors import DecodeError
 from . import files
-from .errors import CorruptIndexError, CorruptRecordError
+from .errors import CorruptIndexError, CorruptRecordError, CorruptSnapshotError
 from .index import OffsetIndex, TimeIndex
+from .producer_state import decode_snapshot
 from .remote.metadata import MANIFEST_SUFFIX
 from .storage import LOCAL, SegmentFile, Storage, open_location
 from .txn_index import ABORTED_TXN_SIZE, AbortedTxn
@@ -400,6 +406,68 @@ class PartitionReader:
                 if txn.last_stable_offset >= end_offset:
                     return found
         return found
+
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest transaction still open at the log end offset
+        (transactional data of a producer with no COMMIT/ABORT marker after it), else the
+        log end offset: what a read_committed ListOffsets(latest) answers. Found from the
+        newest readable producer snapshot at or below the log end offset (the broker
+        writes ``<offset>.snapshot`` at every roll: each open transaction's first offset,
+        as of that offset), then a walk of the batch headers after it; with no snapshot,
+        from the first segment. Never below the log start offset."""
+        leo = self.log_end_offset
+        if not self.segments:
+            return leo
+        open_txns: dict[int, int] = {}
+        start = self.segments[0].base_offset
+        snapshots = sorted((int(name[:20]), name) for name in self._listed
+                           if name.endswith(files.PRODUCER_SNAPSHOT_FILE_SUFFIX) and name[:20].isdigit()
+                           and len(name) == 20 + len(files.PRODUCER_SNAPSHOT_FILE_SUFFIX))
+        for offset, name in reversed(snapshots):
+            if not start <= offset <= leo:
+                continue
+            path = self.directory / name
+            try:
+                entries = decode_snapshot(self.storage.read_file(path, self._listed.get(name)))
+            except (CorruptSnapshotError, OSError) as exc:
+                log.warning("not using %s: %s", self.storage.uri(path), exc)
+                continue
+            open_txns = {e.producer_id: e.current_txn_first_offset for e in entries
+                         if e.current_txn_first_offset is not None}
+            start = offset
+            break
+        if start < leo:
+            self._walk_transactions(start, leo, open_txns)
+        lso = min(open_txns.values(), default=leo)
+        return max(min(lso, leo), self.log_start_offset)
+
+    def _walk_transactions(self, start: int, end: int, open_txns: dict[int, int]) -> None:
+        """Apply the batches of [start, end) to ``open_txns`` (producer id -> first offset
+        of its open transaction): transactional data opens one, a control batch (marker)
+        closes it."""
+        first = max(self.segment_index_for(start), 0)
+        for i in range(first, len(self.segments)):
+            seg = self.segments[i]
+            if seg.base_offset >= end:
+                return
+            pos = self._floor_position(i, start) if start > seg.base_offset else 0
+            with self.storage.open(seg.path, seg.size) as f:
+                for _, _, magic, head in _walk_headers(f, pos, self._valid_end(i)):
+                    if magic != CURRENT_MAGIC or len(head) < RECORD_BATCH_OVERHEAD:
+                        continue
+                    h = HEADER.unpack_from(head, 0)
+                    base = h[H_BASE_OFFSET]
+                    if base >= end:
+                        return
+                    if base + h[H_LAST_OFFSET_DELTA] < start:
+                        continue
+                    attributes, pid = h[H_ATTRIBUTES], h[H_PRODUCER_ID]
+                    if pid < 0 or not attributes & TRANSACTIONAL_FLAG_MASK:
+                        continue
+                    if attributes & CONTROL_FLAG_MASK:
+                        open_txns.pop(pid, None)
+                    else:
+                        open_txns.setdefault(pid, base)
 
     # --- timestamps ---
 

@@ -45,7 +45,8 @@ def open_offset_reader(options: ReadOptions) -> OffsetReader:
     """The driver-side view of the partitions and their offsets for ``options``' mode."""
     if options.mode == "direct":
         from .direct import DirectOffsetReader
-        return DirectOffsetReader(options.paths, options.storage_options)
+        return DirectOffsetReader(options.paths, options.storage_options,
+                                  read_committed=options.kafka_params.get("isolation.level") == "read_committed")
     if options.mode == "stitched":
         from .stitched import StitchedOffsetReader
         return StitchedOffsetReader(options)

@@ -1,7 +1,10 @@
 """Direct mode: the executors read the segment files of a Kafka log directory themselves.
 
 Owns: ``DirectOffsetReader`` (planning's ``OffsetReader`` over ``broker.log.reader``:
-partitions, log start and end offsets, offsets for timestamps) and ``DirectRangeReader``
+partitions, log start and end offsets, offsets for timestamps; with
+``kafka.isolation.level=read_committed`` the latest offsets are the last stable offsets,
+``PartitionReader.last_stable_offset``, so no record of a transaction still open is
+read, as with a read_committed consumer) and ``DirectRangeReader``
 (the ``RangeReader`` that turns one offset range of one partition into decoded Arrow
 batches). Needs no broker: the directory may be a live broker's, a copy or a backup.
 
@@ -77,10 +80,13 @@ class DirectOffsetReader:
     """Planning's view of a log directory (``planning.OffsetReader``)."""
 
     def __init__(self, paths: str | Path | Sequence[str | Path],
-                 storage_config: Mapping[str, str] | None = None) -> None:
+                 storage_config: Mapping[str, str] | None = None, *, read_committed: bool = False) -> None:
         self.paths = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
         self._log_dir = LogDirReader(self.paths, storage_config)
         self._readers: dict[TopicPartition, PartitionReader] = {}
+        # kafka.isolation.level=read_committed: "latest" is the last stable offset, as a
+        # read_committed consumer's end offsets are
+        self.read_committed = read_committed
 
     def describe(self) -> str:
         if len(self.paths) == 1:
@@ -104,6 +110,8 @@ class DirectOffsetReader:
         return {tp: self._reader(tp).log_start_offset for tp in tps}
 
     def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        if self.read_committed:
+            return {tp: self._reader(tp).last_stable_offset() for tp in tps}
         return {tp: self._reader(tp).log_end_offset for tp in tps}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
