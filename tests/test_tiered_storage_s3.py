@@ -113,3 +113,32 @@ def test_a_broker_tiers_to_s3_and_serves_offset_zero(s3, tmp_path) -> None:
                 broker.restart()
     finally:
         broker.stop()
+
+
+def test_partition_deletion_takes_the_manifests_first_then_the_rest_in_bulk(s3, moto_s3, tmp_path) -> None:
+    """delete_partition (topic deletion, remote storage turned off) on S3: a DELETE per
+    manifest first (no manifest outlives an object it names), then the data objects in
+    DeleteObjects requests (POST ?delete) rather than a request per object."""
+    _, options, fs = s3
+    rsm = FileSystemRemoteStorageManager(f"s3://{BUCKET}/bulk", options)
+    for base in range(0, 500, 100):
+        name = f"{base:020d}"
+        (tmp_path / f"{name}.log").write_bytes(b"x" * 100)
+        (tmp_path / f"{name}.index").write_bytes(b"\0" * 8)
+        (tmp_path / f"{name}.timeindex").write_bytes(b"\1" * 12)
+        meta = RemoteLogSegmentMetadata("t", 0, f"id{base}", base, base + 99, 5, 100, {0: base},
+                                        (f"{name}.log", f"{name}.index", f"{name}.timeindex",
+                                         f"{name}.leader-epoch-checkpoint"))
+        rsm.copy_log_segment_data(meta, LogSegmentData(tmp_path / f"{name}.log", tmp_path / f"{name}.index",
+                                                       tmp_path / f"{name}.timeindex", None, None, b"0\n0\n"))
+    assert len(_names(fs, f"{BUCKET}/bulk/t-0")) == 25
+    with moto_s3.recording() as requests:
+        rsm.delete_partition("t", 0)
+    assert _names(fs, f"{BUCKET}/bulk") == []
+    deletes = [r.path for r in requests if r.method == "DELETE"]
+    manifest_deletes = [p for p in deletes if p.endswith(".remote-segment.json")]
+    assert len(manifest_deletes) == 5
+    assert not [p for p in deletes if p.endswith(".log")]  # the data went in bulk
+    first_bulk = next(i for i, r in enumerate(requests) if r.method == "POST")
+    last_manifest = max(i for i, r in enumerate(requests) if r.method == "DELETE" and r.path in manifest_deletes)
+    assert last_manifest < first_bulk

@@ -349,11 +349,17 @@ class FileSystemRemoteStorageManager(RemoteStorageManager):
         return swept
 
     def delete_partition(self, topic: str, partition: int) -> None:
-        """Topic deletion: every manifest first, then every other object, then the prefix."""
-        infos = self._list(topic, partition)
-        for info in sorted(infos, key=lambda i: not i.base_name.endswith(MANIFEST_SUFFIX)):
-            self._delete(info.path)
+        """Topic deletion (and remote storage turned off): every manifest first, one by
+        one (no manifest outlives an object it names), then the rest of the prefix at once
+        (``delete_dir``: on S3, DeleteObjects requests of up to 1,000 keys rather than a
+        request per object), then, should anything be left, object by object."""
+        prefix = self.partition_path(topic, partition)
+        for info in self._list(topic, partition):
+            if info.base_name.endswith(MANIFEST_SUFFIX):
+                self._delete(info.path)
         try:
-            self.fs.delete_dir(self.partition_path(topic, partition))
+            self.fs.delete_dir(prefix)
         except (FileNotFoundError, OSError):
-            pass
+            pass  # nothing there, or a store that refused the bulk delete: checked below
+        for info in self._list(topic, partition):
+            self._delete(info.path)
