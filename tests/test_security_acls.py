@@ -65,6 +65,15 @@ def conf(broker: BrokerProcess, user: str | None, **extra) -> dict:
 _ADMINS: dict = {}
 
 
+@pytest.fixture(autouse=True)
+def _admins_end_with_the_test():
+    """The cached admin clients go when the test ends (their futures are all done): kept,
+    they would reconnect to the test's stopped broker for the rest of the run, every
+    second, on stderr."""
+    yield
+    _ADMINS.clear()
+
+
 def admin(broker: BrokerProcess, user: str = "admin") -> AdminClient:
     """One admin client per (broker, user), kept alive: librdkafka fails the futures of a
     client destroyed before they complete."""
