@@ -437,6 +437,10 @@ class PartitionReader:
             start = offset
             break
         if start < leo:
+            walked = len(self.segments) - max(self.segment_index_for(start), 0)
+            if walked > 2:
+                log.warning("%s: no usable producer snapshot near the log end; reading the batch headers of %d "
+                            "segments for the last stable offset", self.storage.uri(self.directory), walked)
             self._walk_transactions(start, leo, open_txns)
         lso = min(open_txns.values(), default=leo)
         return max(min(lso, leo), self.log_start_offset)
