@@ -517,6 +517,12 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     for name, message in _REFUSED_KAFKA.items():
         if name in kafka_params:
             raise _fail(message)
+    if "isolation.level" in kafka_params:  # as the consumer takes it (network mode) and direct mode's planning
+        level = str(kafka_params["isolation.level"]).strip().lower()
+        if level not in ("read_committed", "read_uncommitted"):  # the consumer's ISOLATION_LEVELS
+            raise _fail(f"Invalid value {kafka_params['isolation.level']} for configuration isolation.level: "
+                        f"String must be one of: read_committed, read_uncommitted")
+        kafka_params["isolation.level"] = level
     if "group.id" in kafka_params:
         log.warning("Kafka option 'kafka.group.id' has been set on this query, it is not recommended "
                     "to set this option (see Spark's Kafka integration guide)")

@@ -136,6 +136,14 @@ def test_kafka_params_refused_as_spark_does():
         error(match, **{f"kafka.{key}": "x"})
 
 
+def test_isolation_level_is_checked_and_normalised_for_every_mode():
+    """A typo must not silently read uncommitted data (direct mode plans with it too)."""
+    error("Invalid value read-committed for configuration isolation.level",
+          **{"kafka.isolation.level": "read-committed"})
+    opts = parse_options({"subscribe": "t", "path": "/tmp/x", "kafka.isolation.level": " READ_COMMITTED "})
+    assert opts.kafka_params["isolation.level"] == "read_committed"
+
+
 def test_mode_selection():
     assert parse(path=None, **{"kafka.bootstrap.servers": "h:9092"}).mode == "network"
     error("must be specified for configuring Kafka consumer", path=None)
