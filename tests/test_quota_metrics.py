@@ -250,11 +250,15 @@ def test_record_rate_is_record_with_the_check():
     """Sensor.record_rate (the client quotas' hot path) keeps exactly the state and the
     verdicts of Sensor.record(value, now, True) then Rate.measure, over random records,
     gaps, negative values (the fetch un-record) and violations (hypothesis)."""
-    from hypothesis import given, settings
+    from hypothesis import example, given, settings
     from hypothesis import strategies as st
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(st.tuples(st.integers(0, 3000), st.floats(-1e4, 1e5, allow_nan=False)), max_size=60))
+    # found in CI: a purge skipped with the measure restarted expired windows later
+    @example([(0, 0.0), (0, 68465.43), (605, 0.0), (633, 63886.68), (661, 0.0), (717, 0.0), (1030, 40228.0),
+              (1822, 0.0), (2807, 0.0), (2999, 0.0), (201, 45663.88), (282, 0.0), (1162, 99999.0), (2854, 0.0),
+              (2921, 0.0), (2921, 0.0), (717, 0.0)])
     def check(steps):
         clock = MockTime()
         fast, _ = byte_rate_sensor(Metrics(time=clock), 20_000)

@@ -532,8 +532,9 @@ class Sensor:
         lock. Returns the rate after the record, or None when the windows' total is at most
         ``bound x (samples - 1) x window``: the padded window is never shorter than
         samples - 1 windows, so the rate is then within an upper-bound quota whatever the
-        elapsed time, and is not computed (the purge of expired windows is left to the next
-        measure, which always purges first: the verdicts are the same)."""
+        elapsed time, and is not computed. Windows expired by ``now`` are purged first either
+        way, as ``record`` does: a purge left to a later call would restart them at a later
+        time, and every rate measured after would differ."""
         with self.lock:
             self.last_record_time_ms = now
             metric = self._rate_metric
@@ -549,17 +550,16 @@ class Sensor:
             else:
                 sample = stat.current_sample(now)
             sample.value += value
-            total = stat.total + value
-            stat.total = total
+            stat.total += value
             sample.event_count += 1
-            if total <= self._safe_total:
-                return None
             window_ms = config.time_window_ms
             oldest = stat._oldest_ms if not stat._dirty else stat.oldest_start(now)
             n = config.samples
-            if now - oldest >= n * window_ms:
-                stat.purge_obsolete_samples(config, now)
+            if now - oldest >= n * window_ms:  # purged now, as record() does: the windows
+                stat.purge_obsolete_samples(config, now)  # restart at the same times
                 oldest = stat.oldest_start(now)
+            if stat.total <= self._safe_total:
+                return None
             elapsed = now - oldest
             full_windows = elapsed // window_ms
             if full_windows < n - 1:
