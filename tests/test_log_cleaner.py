@@ -504,13 +504,16 @@ def test_log_manager_cleaner_thread(tmp_path) -> None:
             ulog.append_as_leader(encode_batch([(b"k%d" % (i % 2), b"v%d" % i, 0)]))
         ulog.roll()
         done = threading.Event()
-        for _ in range(3000):  # wait for the outcome (bounded), not for a time
-            if len(read_all(ulog)) == 2:
+        checkpoint = tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE
+        # wait for the outcome (bounded), not for a time: the cleaner thread swaps the
+        # segments first and writes its checkpoint after, so wait for both
+        for _ in range(3000):
+            if len(read_all(ulog)) == 2 and checkpoint.exists():
                 done.set()
                 break
             done.wait(0.01)
-        assert done.is_set(), f"the cleaner thread never compacted the log: {read_all(ulog)}"
-        assert (tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE).exists()
+        assert len(read_all(ulog)) == 2, f"the cleaner thread never compacted the log: {read_all(ulog)}"
+        assert done.is_set(), "the cleaner thread compacted the log but never wrote its checkpoint"
         manager.delete_log("c", 0)
         assert ("c", 0) not in CleanerCheckpoints().read(tmp_path)
     finally:
