@@ -6,16 +6,20 @@ rename, close) and the record containers a read returns: ``FileSlice`` (a range 
 ``.log``, sent to the network as is) and ``MemoryRecords`` (bytes in memory), both
 ``Records``. ``segment.py`` builds on it.
 
-On-disk format: back-to-back RecordBatch v2, layout in ``broker/record/batch.py``; this
-module never decodes records except in ``search_for_timestamp``, one batch at a time.
-``search_for_offset_with_size`` (the scan after every offset-index lookup) reads the four
-header fields it needs in place rather than walking ``iter_batches``, with the same
-results and errors.
+On-disk format: back-to-back RecordBatch v2 (``broker/record/batch.py``), which this
+broker writes, and the legacy magic 0/1 message set entries a Kafka log directory may
+still hold (``broker/record/legacy.py``): every walk here takes both, through
+``broker/record/entries.py`` (a legacy entry is one shallow "batch" whose last offset is
+its own offset). This module never decodes records except in ``search_for_timestamp``,
+one batch at a time. ``search_for_offset_with_size`` (the scan after every offset-index
+lookup) reads the four header fields it needs in place for v2 batches rather than walking
+``iter_batches``, and hands the walk to ``iter_batches`` at the first legacy entry, with
+the same results and errors.
 
 Invariants: the file size seen by readers (``size_in_bytes``) is published only after the
 bytes are written and is lowered before the file is truncated; walks read
 ``READ_CHUNK``-sized pieces (or one batch when a batch is larger), never the whole file;
-a header that cannot be a v2 batch raises ``broker.log.errors.CorruptRecordError``.
+a header that cannot be an entry raises ``broker.log.errors.CorruptRecordError``.
 
 Thread-safety: one writer (the log's lock) and any number of readers. Reads use
 ``os.pread`` (no shared file position) and look no further than the size they loaded
@@ -38,10 +42,8 @@ from ..record.batch import (
     NO_PARTITION_LEADER_EPOCH,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    decode_batch,
-    iter_batch_headers,
-    read_header,
 )
+from ..record.entries import ENTRY_HEADER_PREFIX, decode_entry, entry_header, iter_entry_headers
 from ..record.errors import DecodeError
 from ..record.limits import INT32_MAX
 from .errors import CorruptRecordError
@@ -118,7 +120,7 @@ class MemoryRecords(Records):
         return memoryview(self._data)
 
     def batches(self) -> Iterator[tuple[int, BatchHeader]]:
-        return iter_batch_headers(self._data)
+        return iter_entry_headers(self._data)
 
     def __repr__(self) -> str:
         return f"MemoryRecords(size={len(self._data)})"
@@ -246,33 +248,35 @@ class FileRecords:
     def iter_batches(self, start: int = 0, end: int | None = None, *, with_bytes: bool = False,
                      chunk_size: int = READ_CHUNK
                      ) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
-        """Walk whole v2 batches in [start, end) (default end: the published size),
-        yielding (position, header, the batch's bytes if ``with_bytes`` else None). Stops
-        quietly at a trailing partial batch; a header that cannot be a v2 batch raises
-        ``CorruptRecordError``. Reads ``chunk_size`` bytes at a time (or one batch when it
-        is larger), so memory stays bounded."""
+        """Walk whole batches (v2, and legacy entries as shallow batches) in [start, end)
+        (default end: the published size), yielding (position, header, the batch's bytes if
+        ``with_bytes`` else None). Stops quietly at a trailing partial batch; a header that
+        cannot be an entry of any magic raises ``CorruptRecordError``. Reads ``chunk_size``
+        bytes at a time (or one batch when it is larger), so memory stays bounded."""
         if end is None:
             end = self._size
         pos = start
-        while end - pos >= RECORD_BATCH_OVERHEAD:
+        while end - pos >= ENTRY_HEADER_PREFIX:
             buf = self.pread(pos, min(chunk_size, end - pos))
-            if len(buf) < RECORD_BATCH_OVERHEAD:
+            if len(buf) < ENTRY_HEADER_PREFIX:
                 return  # the file shrank under a reader
             consumed = 0
             view = memoryview(buf) if with_bytes else None
             try:
-                for rel, header in iter_batch_headers(buf, 0, len(buf)):
+                for rel, header in iter_entry_headers(buf, 0, len(buf)):
                     size = header.batch_length + LOG_OVERHEAD
                     yield pos + rel, header, view[rel:rel + size] if with_bytes else None
                     consumed = rel + size
                 if consumed == 0:
-                    header = read_header(buf, 0)
+                    header = entry_header(buf, 0)
             except DecodeError as exc:
                 raise CorruptRecordError(
                     f"{self._path}: invalid batch after position {pos + consumed}: {exc}") from exc
             if consumed:
                 pos += consumed
                 continue
+            if header is None:
+                return  # a trailing partial header
             # the first batch is larger than the chunk
             size = header.size_in_bytes
             if size > end - pos:
@@ -296,7 +300,9 @@ class FileRecords:
         end = self._size
         pos = starting_position
         unpack = _SCAN_HEADER.unpack_from
-        while end - pos >= RECORD_BATCH_OVERHEAD:
+        while end - pos >= ENTRY_HEADER_PREFIX:
+            if end - pos < RECORD_BATCH_OVERHEAD:  # a legacy entry smaller than a v2 header, or a torn tail
+                return self._search_for_offset_with_headers(target_offset, pos)
             buf = self.pread(pos, min(READ_CHUNK, end - pos))
             available = len(buf)
             if available < RECORD_BATCH_OVERHEAD:
@@ -305,7 +311,8 @@ class FileRecords:
             while available - rel >= RECORD_BATCH_OVERHEAD:
                 base_offset, batch_length, magic, last_offset_delta = unpack(buf, rel)
                 if magic != CURRENT_MAGIC or batch_length < _MIN_BATCH_LENGTH:
-                    return self._search_for_offset_with_headers(target_offset, pos)  # raises
+                    # a legacy entry (or a bad header, which the walk raises for)
+                    return self._search_for_offset_with_headers(target_offset, pos + rel)
                 size = batch_length + LOG_OVERHEAD
                 if size > available - rel:
                     if rel == 0 and size > end - pos:
@@ -339,7 +346,7 @@ class FileRecords:
             if header.max_timestamp >= target_timestamp and header.last_offset >= starting_offset:
                 data = self.pread(pos, header.size_in_bytes)
                 try:
-                    _, records = decode_batch(data, 0, verify_crc=False)
+                    records = decode_entry(data, 0, header, verify_crc=False)
                 except DecodeError as exc:
                     raise CorruptRecordError(f"{self._path}: batch at position {pos}: {exc}") from exc
                 for record in records:

@@ -7,8 +7,11 @@ read's result: offset metadata + a ``FileSlice`` sent as is), ``LogOffsetMetadat
 ``RollParams``. The ``.log`` file itself is ``file_records.FileRecords``.
 
 On-disk format: ``<base>.log`` is back-to-back RecordBatch v2 (layout in
-``broker/record/batch.py``), offsets strictly increasing, nothing else: byte for byte a
-Kafka segment, readable by any Kafka tool. ``<base>.index`` / ``<base>.timeindex`` are
+``broker/record/batch.py``), offsets strictly increasing: byte for byte a Kafka segment,
+readable by any Kafka tool. A segment of a Kafka log directory written before Kafka 0.11
+may also hold legacy message set entries (magic 0/1, ``broker/record/legacy.py``): they
+are recovered, indexed and served as they are (KIP-724), never written by this broker
+(the log cleaner rewrites them as v2). ``<base>.index`` / ``<base>.timeindex`` are
 described in ``index.py``, ``<base>.txnindex`` in ``txn_index.py``. File names come from
 ``files.py``; ``file_suffix`` ("", ".cleaned", ".swap", ".deleted") is appended to each.
 
@@ -26,11 +29,15 @@ both with the same rule, so a recovered index equals the one built by appends.
 Invariants:
 - every byte of the ``.log`` below ``size`` belongs to a whole batch that passed the
   caller's validation (append) or CRC + size + offset checks (recover). Recovery does not
-  decode records (Kafka's ``LogSegment.recover`` neither): a CRC-valid batch whose records
-  are bad (written before validation, or elsewhere) is kept, with the good data after it;
-  readers report it (``CorruptBatchError``). What recovery cuts is logged (warning) with
-  the segment's path (its topic-partition directory), the byte position, the offset the
-  segment now ends after and the reason;
+  decode v2 records (Kafka's ``LogSegment.recover`` neither): a CRC-valid batch whose
+  records are bad (written before validation, or elsewhere) is kept, with the good data
+  after it; readers report it (``CorruptBatchError``). A legacy entry is checked whole
+  (its CRC-32 and sizes, and a compressed wrapper's inner messages, their CRC-32s and
+  offsets): its last offset is its own, its first the first inner message's. Recovery
+  cuts only at the first invalid byte (a torn or corrupt tail); what it cuts is logged
+  (warning) with the segment's path (its topic-partition directory), the byte position,
+  the offset the segment now ends after, the reason, and the whole batches and records
+  (by their headers) and the bytes of no whole batch it removed;
 - no offset is stored relative to the base unless it fits in [0, 2**31 - 1]:
   ``append`` raises ``OffsetOverflowError`` before writing anything and ``should_roll`` is
   true for a batch that would not fit (R16);
@@ -70,6 +77,7 @@ from typing import NamedTuple
 
 from ..record.batch import (
     ATTRIBUTES_OFFSET,
+    CURRENT_MAGIC,
     LOG_OVERHEAD,
     BatchHeader,
     crc32c,
@@ -77,6 +85,7 @@ from ..record.batch import (
     iter_batch_headers,
 )
 from ..record.errors import DecodeError
+from ..record.legacy import legacy_entry_info
 from ..record.limits import INT32_MAX
 from . import files
 from .clock import SYSTEM_TIME, Time
@@ -114,6 +123,9 @@ UNKNOWN_OFFSET = -1
 UNKNOWN_FILE_POSITION = -1
 # Bytes read per step by recovery, which needs every byte for the CRC.
 RECOVERY_CHUNK = 1024 * 1024
+# Recovery decompresses a legacy wrapper to check its inner messages; a wrapper was at most
+# message.max.bytes (1 MiB by default) compressed, and gzip inflates ~1000:1 at most.
+LEGACY_MAX_DECOMPRESSED = 1 << 30
 
 _new_tuple = tuple.__new__  # builds a NamedTuple from its values without the generated __new__
 
@@ -601,20 +613,27 @@ class LogSegment:
         try:
             # locals only in this loop: it runs for every batch of every recovered segment
             for _, header, batch in self._log.iter_batches(with_bytes=True, chunk_size=RECOVERY_CHUNK):
-                # ensure_valid(batch, 0, header), inlined (the batch is whole: iter_batches)
-                if crc32c(batch[ATTRIBUTES_OFFSET:]) != header.crc:
-                    ensure_valid(batch, 0, header)  # raises CorruptRecordError with the details
-                if header.records_count < 0:
-                    raise InvalidRecordError(f"negative records count {header.records_count}")
-                first = header.base_offset
-                last = first + header.last_offset_delta
+                if header.magic == CURRENT_MAGIC:
+                    # ensure_valid(batch, 0, header), inlined (the batch is whole: iter_batches)
+                    if crc32c(batch[ATTRIBUTES_OFFSET:]) != header.crc:
+                        ensure_valid(batch, 0, header)  # raises CorruptRecordError with the details
+                    if header.records_count < 0:
+                        raise InvalidRecordError(f"negative records count {header.records_count}")
+                    first = header.base_offset
+                    last = first + header.last_offset_delta
+                    batch_max_ts = header.max_timestamp
+                else:
+                    # a legacy (magic 0/1) entry: its CRC-32, sizes and, in a wrapper, every
+                    # inner message; its last offset is its own (legacy.legacy_entry_info)
+                    entry = legacy_entry_info(batch, LEGACY_MAX_DECOMPRESSED)
+                    first, last, batch_max_ts = entry.first_offset, entry.last_offset, entry.max_timestamp
                 if first <= previous_last_offset or last < first:
                     raise InvalidRecordError(
                         f"batch offsets {first}..{last} do not follow {previous_last_offset}")
                 if last - base > INT32_MAX:  # last >= first >= base here
                     self._ensure_offset_in_range(last)
-                if header.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = header.max_timestamp, last
+                if batch_max_ts > max_ts:
+                    max_ts, max_ts_offset = batch_max_ts, last
                     self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
                 if valid_bytes - last_index_entry > interval:
                     offset_index.append(last, valid_bytes)
@@ -628,7 +647,7 @@ class LogSegment:
                         and (latest_epoch is None or epoch > latest_epoch)):
                     leader_epoch_cache.assign(epoch, first)
                     latest_epoch = epoch
-                if on_batch is not None:
+                if on_batch is not None and header.magic == CURRENT_MAGIC:  # legacy: no producer state
                     aborted = on_batch(header, batch)
                     if aborted is not None:
                         self._txn_index.append(aborted)
@@ -639,9 +658,12 @@ class LogSegment:
             reason = "a partial batch at the end (an interrupted write)"
         truncated = self._log.size_in_bytes - valid_bytes
         if truncated > 0:
+            batches, records, partial = self._describe_tail(valid_bytes)
             log.warning("Truncated %d bytes from byte offset %d of log segment %s during recovery "
-                        "(the segment now ends after offset %d): %s", truncated, valid_bytes,
-                        self._log.path, previous_last_offset, reason)
+                        "(the segment now ends after offset %d): %s; removed %d whole batches "
+                        "holding %d records by their headers, and %d bytes of no whole batch",
+                        truncated, valid_bytes, self._log.path, previous_last_offset, reason,
+                        batches, records, partial)
         self._log.truncate_to(valid_bytes)
         offset_index.trim_to_valid_size()
         # as a cleanly closed segment, record the largest timestamp ever seen
@@ -649,6 +671,21 @@ class LogSegment:
         time_index.trim_to_valid_size()
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         return truncated
+
+    def _describe_tail(self, position: int) -> tuple[int, int, int]:
+        """(whole batches, records their headers count, bytes left over) of the .log from
+        ``position``, as far as the headers can be walked: what a recovery that cuts there
+        removes, for its warning (a legacy entry counts one record)."""
+        batches = records = 0
+        end = position
+        try:
+            for pos, header, _ in self._log.iter_batches(position):
+                batches += 1
+                records += max(header.records_count, 0)
+                end = pos + header.size_in_bytes
+        except (DecodeError, CorruptRecordError):
+            pass
+        return batches, records, self._log.size_in_bytes - end
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch from the one holding ``offset`` on, and the index entries of

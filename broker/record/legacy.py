@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker.record.batch import LOG_ENTRY_PREFIX, LOG_OVERHEAD
+from broker.record.batch import LOG_ENTRY_PREFIX, LOG_OVERHEAD, build_batch, encode_record
 from broker.record.codecs import CompressionType, compress, decompress
 from broker.record.errors import (
     CorruptRecordError,
@@ -50,7 +50,10 @@ from broker.record.errors import (
 )
 
 __all__ = [
+    "LegacyEntryInfo",
     "LegacyRecord",
+    "legacy_entry_info",
+    "legacy_entry_to_v2",
     "iter_legacy_records",
     "encode_legacy_message",
     "encode_legacy_message_set",
@@ -345,3 +348,75 @@ def encode_legacy_message_set(records: Iterable[Sequence], magic: int, codec: in
         wrapper_offset = base_offset + len(items) - 1
     return encode_legacy_message(wrapper_offset, None, compress(codec, inner), magic,
                                  wrapper_timestamp, codec, timestamp_type)
+
+
+# --- whole entries: validation (log recovery) and conversion to v2 (the log cleaner) -----
+
+
+class LegacyEntryInfo(NamedTuple):
+    """What recovery learns from one validated message set entry: its records' first and
+    last absolute offsets (the entry's own offset is the last, as Kafka's ``lastOffset``),
+    the number of records, and the largest timestamp with its offset (-1 at magic 0)."""
+    first_offset: int
+    last_offset: int
+    count: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+
+
+def legacy_entry_info(entry: bytes | memoryview, max_bytes: int = 1 << 30) -> LegacyEntryInfo:
+    """Validate one whole message set entry (``[offset][size][message]``, exactly its
+    bytes) as Kafka's recovery would, and more: the message's size, CRC-32 and fields,
+    and for a compressed wrapper every inner message (CRC-32, no nesting, offsets
+    increasing, the last one not past the wrapper's offset). Raises ``DecodeError``."""
+    view = _byte_view(entry)
+    if len(view) < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
+        raise TruncatedError(f"legacy entry of {len(view)} bytes is shorter than the smallest message")
+    offset, size = LOG_ENTRY_PREFIX.unpack_from(view, 0)
+    if size != len(view) - LOG_OVERHEAD:
+        raise CorruptRecordError(f"legacy entry size {size} does not match its {len(view) - LOG_OVERHEAD} bytes")
+    if size < RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(f"message size {size} is below the minimum")
+    records = list(iter_legacy_records(view, max_bytes))
+    if not records:  # cannot happen for a whole entry; kept as a guard
+        raise CorruptRecordError("legacy entry holds no message")
+    previous = None
+    max_ts, max_ts_offset = NO_TIMESTAMP, offset
+    for record in records:
+        if previous is not None and record.offset <= previous:
+            raise InvalidRecordError(
+                f"inner offsets of the wrapper at offset {offset} do not increase ({previous}, {record.offset})")
+        previous = record.offset
+        if record.timestamp > max_ts:
+            max_ts, max_ts_offset = record.timestamp, offset
+    first, last = records[0].offset, records[-1].offset
+    if first < 0 or last > offset:
+        raise InvalidRecordError(
+            f"inner offsets {first}..{last} of the message at offset {offset} do not end at or before it")
+    return LegacyEntryInfo(first, offset, len(records), max_ts, max_ts_offset)
+
+
+def legacy_entry_to_v2(entry: bytes | memoryview, max_bytes: int = 1 << 30) -> bytes:
+    """The v2 batch that holds the records of one whole message set entry, as Kafka's log
+    cleaner rewrites legacy data (KIP-724): an uncompressed message becomes a single-record
+    batch, a compressed wrapper one batch of its inner messages compressed with the same
+    codec. Offsets, keys, values and timestamps are kept; a magic 0 message has no
+    timestamp (-1, CreateTime); a LogAppendTime wrapper stays LogAppendTime. The batch has
+    no producer id and no partition leader epoch."""
+    view = _byte_view(entry)
+    offset, _ = LOG_ENTRY_PREFIX.unpack_from(view, 0)
+    records = list(iter_legacy_records(view, max_bytes))
+    if not records:
+        raise CorruptRecordError("legacy entry holds no message")
+    attributes = view[LOG_OVERHEAD + _CRC_SIZE + 1]
+    codec = attributes & CODEC_MASK
+    base_offset = records[0].offset
+    base_ts = records[0].timestamp
+    log_append = any(r.timestamp_type == LOG_APPEND_TIME for r in records)
+    body = b"".join(encode_record(r.offset - base_offset, r.timestamp - base_ts, r.key, r.value)
+                    for r in records)
+    return build_batch(body, count=len(records), base_offset=base_offset,
+                       last_offset_delta=offset - base_offset,
+                       base_timestamp=base_ts, max_timestamp=max(r.timestamp for r in records),
+                       compression=codec,
+                       timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME)

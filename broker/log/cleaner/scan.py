@@ -13,6 +13,9 @@ The walk of the length varints across batches is the columnar reader's
 (``broker.record.columnar._walk.walk_records``). numpy is imported by the first
 cleaning, not with the broker; pyarrow never is.
 
+Legacy (magic 0/1) entries, which a Kafka log directory may still hold, reach the passes
+converted to v2 batches by ``read_windows`` (KIP-724: the cleaner writes v2 only).
+
 Invariants: the batches given are v2 data batches of the log (validated when appended);
 a record whose fields do not fit in it raises ``CorruptRecordError`` (the cleaning fails
 and the log is marked uncleanable by the manager), never a read outside the window.
@@ -25,8 +28,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...record import codecs
-from ...record.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RECORDS_OFFSET, BatchHeader, iter_batch_headers
+from ...record.batch import CURRENT_MAGIC, LOG_OVERHEAD, RECORDS_OFFSET, BatchHeader, iter_batch_headers
+from ...record.entries import ENTRY_HEADER_PREFIX, iter_entry_headers
 from ...record.errors import CorruptRecordError
+from ...record.legacy import legacy_entry_to_v2
 from ..file_records import FileRecords
 
 __all__ = ["read_windows", "RecordLayout", "WINDOW_BYTES"]
@@ -34,25 +39,42 @@ __all__ = ["read_windows", "RecordLayout", "WINDOW_BYTES"]
 WINDOW_BYTES = 8 << 20  # bytes of batches walked at once (a larger batch: alone)
 
 
-def read_windows(records: FileRecords, window: int = WINDOW_BYTES
+def read_windows(records: FileRecords, window: int = WINDOW_BYTES, max_decompressed: int = 1 << 30
                  ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
     """(bytes, [(position in those bytes, header)]) for consecutive windows of whole
-    batches of ``records``, in order; stops at a trailing partial batch."""
+    batches of ``records``, in order; stops at a trailing partial batch. A window that
+    holds legacy (magic 0/1) entries is given with each of them converted to a v2 batch
+    (``legacy_entry_to_v2``: same offsets, keys, values and timestamps), so both passes
+    see v2 batches only and the cleaned segment is written in v2, as Kafka's cleaner does."""
     pos, end = 0, records.size_in_bytes
-    while end - pos >= RECORD_BATCH_OVERHEAD:
+    while end - pos >= ENTRY_HEADER_PREFIX:
         buf = records.pread(pos, min(window, end - pos))
-        batches = list(iter_batch_headers(buf))
+        batches = list(iter_entry_headers(buf))
         if not batches:  # one batch larger than the window, or a partial one at the end
             size = int.from_bytes(buf[8:12], "big", signed=True) + LOG_OVERHEAD
-            if size > end - pos:
+            if size > end - pos or size < ENTRY_HEADER_PREFIX:
                 return
             buf = records.pread(pos, size)
-            batches = list(iter_batch_headers(buf))
+            batches = list(iter_entry_headers(buf))
             if not batches:
                 return
-        yield buf, batches
         last_pos, last = batches[-1]
         pos += last_pos + last.size_in_bytes
+        if any(h.magic != CURRENT_MAGIC for _, h in batches):
+            buf, batches = _as_v2(buf, batches, max_decompressed)
+        yield buf, batches
+
+
+def _as_v2(buf: bytes, batches: list[tuple[int, BatchHeader]], max_decompressed: int
+           ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    """The window with every legacy entry replaced by its v2 batch."""
+    view = memoryview(buf)
+    parts = []
+    for p, h in batches:
+        entry = view[p:p + h.size_in_bytes]
+        parts.append(bytes(entry) if h.magic == CURRENT_MAGIC else legacy_entry_to_v2(entry, max_decompressed))
+    converted = b"".join(parts)
+    return converted, list(iter_batch_headers(converted))
 
 
 class RecordLayout:

@@ -81,7 +81,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 
-from ...record.batch import iter_batch_headers
+from ...record.entries import iter_entry_headers
 from .. import files
 from ..clock import SYSTEM_TIME, Time
 from ..errors import KafkaStorageError, LogOffsetOutOfRangeError
@@ -551,6 +551,6 @@ def _base_offset(meta: RemoteLogSegmentMetadata) -> int:
 def _next_offset_of(records: bytes, default: int) -> int:
     """The offset after the last batch of ``records`` (``default`` when empty)."""
     last = default - 1
-    for _, header in iter_batch_headers(records, 0, len(records)):
+    for _, header in iter_entry_headers(records, 0, len(records)):
         last = header.last_offset
     return last + 1

@@ -32,13 +32,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ...record.batch import (
-    LOG_OVERHEAD,
-    NO_PARTITION_LEADER_EPOCH,
-    RECORD_BATCH_OVERHEAD,
-    decode_batch,
-    read_header,
-)
+from ...record.batch import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
+from ...record.entries import ENTRY_HEADER_PREFIX, decode_entry, entry_header
 from ..index import OFFSET_ENTRY, TIME_ENTRY
 from ..list_offsets import OffsetAndTimestamp
 from ..txn_index import ABORTED_TXN_SIZE, AbortedTxn
@@ -120,11 +115,12 @@ class RemoteSegmentReader:
 
         def header_at(pos: int):
             nonlocal buf, buf_pos
-            if pos < buf_pos or pos + RECORD_BATCH_OVERHEAD > buf_pos + len(buf):
+            need = pos + min(RECORD_BATCH_OVERHEAD, size - pos)  # a legacy entry may be smaller
+            if pos < buf_pos or need > buf_pos + len(buf):
                 buf, buf_pos = self.rsm.fetch_log_segment(meta, pos, min(pos + chunk, size) - 1), pos
-            if pos + RECORD_BATCH_OVERHEAD > buf_pos + len(buf):
+            if need > buf_pos + len(buf):
                 return None
-            return read_header(buf, pos - buf_pos)
+            return entry_header(buf, pos - buf_pos)
 
         cur = self.position_of(meta, offset)
         while True:  # skip the batches of the index interval that end before the offset
@@ -135,7 +131,7 @@ class RemoteSegmentReader:
                 break
             cur += header.size_in_bytes
         start = end = cur
-        while end + RECORD_BATCH_OVERHEAD <= size:
+        while end + ENTRY_HEADER_PREFIX <= size:
             header = header_at(end)
             if header is None:
                 break
@@ -163,13 +159,15 @@ class RemoteSegmentReader:
         while pos + LOG_OVERHEAD <= size:
             buf = self.rsm.fetch_log_segment(meta, pos, min(pos + _MIN_READ, size) - 1)
             i = 0
-            while len(buf) - i >= RECORD_BATCH_OVERHEAD:
-                header = read_header(buf, i)
+            while len(buf) - i >= ENTRY_HEADER_PREFIX:
+                header = entry_header(buf, i)
+                if header is None:  # a v2 header cut by the read
+                    break
                 batch_size = header.size_in_bytes
                 if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
                     data = buf[i:i + batch_size] if i + batch_size <= len(buf) else \
                         self.rsm.fetch_log_segment(meta, pos + i, pos + i + batch_size - 1)
-                    _, records = decode_batch(data, 0, verify_crc=False)
+                    records = decode_entry(data, 0, header, verify_crc=False)
                     for record in records:
                         if record.timestamp >= timestamp and record.offset >= start_offset:
                             epoch = header.partition_leader_epoch

@@ -86,8 +86,9 @@ from broker.log.scheduler import KafkaScheduler
 from broker.log.unified_log import LOG_END
 from broker.log.validator import AppendOrigin
 from broker.protocol import ErrorCode
-from broker.record.batch import decode_records, encode_batch, ensure_valid, iter_batch_headers, records_payload
+from broker.record.batch import encode_batch
 from broker.record.control import ControlRecordType, parse_control_type
+from broker.record.entries import decode_entry, iter_entry_headers
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import consumer_records
 from broker.server.group.consumer_membership import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, ConsumerMembership
@@ -614,11 +615,10 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
             while offset < end:
                 data = lg.read(offset, self.load_buffer_size, LOG_END, min_one_message=True).records.read_bytes()
                 next_offset = offset
-                for pos, header in iter_batch_headers(data):
+                for pos, header in iter_entry_headers(data):  # magic 0/1 too: an old Kafka's offsets
                     next_offset = header.next_offset
                     try:
-                        ensure_valid(data, pos, header)
-                        records = decode_records(records_payload(data, pos, header, _MAX_DECOMPRESSED), header)
+                        records = decode_entry(data, pos, header, max_decompressed=_MAX_DECOMPRESSED)
                     except Exception as exc:  # noqa: BLE001 - a damaged batch is skipped, not fatal
                         log.error("%s: skipping unreadable batch at offset %d: %s", name, header.base_offset, exc)
                         continue

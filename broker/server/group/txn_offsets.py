@@ -33,7 +33,8 @@ from typing import Any
 from broker.log.unified_log import LOG_END
 from broker.log.validator import AppendOrigin
 from broker.protocol import ErrorCode
-from broker.record.batch import NO_SEQUENCE, decode_records, encode_batch, iter_batch_headers, records_payload
+from broker.record.batch import NO_SEQUENCE, decode_records, encode_batch, records_payload
+from broker.record.entries import iter_entry_headers
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group.coordinator import OFFSETS_TOPIC, _utf16_length
 from broker.server.group.group import GroupMetadata, OffsetAndMetadata
@@ -152,7 +153,7 @@ def _read_open_txn(coordinator: Any, partition: int, producer_id: int, marker_of
     while offset < marker_offset:
         data = lg.read(offset, coordinator.load_buffer_size, LOG_END, min_one_message=True).records.read_bytes()
         next_offset = offset
-        for pos, header in iter_batch_headers(data):
+        for pos, header in iter_entry_headers(data):  # legacy entries: no producer, skipped
             next_offset = header.next_offset
             if header.base_offset >= marker_offset:
                 next_offset = marker_offset
