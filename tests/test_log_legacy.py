@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from broker.log.clock import MockTime
 from broker.log.config import LogConfig
+from broker.log.reader import PartitionReader
 from broker.log.scheduler import Scheduler
 from broker.log.unified_log import UnifiedLog
 from broker.record.batch import CURRENT_MAGIC, encode_batch, iter_batch_headers
@@ -163,11 +164,16 @@ def test_r1_every_kind_across_segments_with_indexes_rebuilt(tmp_path, caplog) ->
         assert _records_of(ulog) == expected
         for segment in ulog.segments:
             assert segment.offset_index.entries > 0 and segment.time_index.entries > 0
-        # ListOffsets by timestamp: the first record at or past it, magic 0 records skipped
-        for target in (TS0, TS0 + 10 * 5 + 1, TS0 + 10 * 40, TS0 + 10 * 200):
+        # ListOffsets by timestamp: the first record at or past it, magic 0 records skipped;
+        # the read-only reader of direct mode answers the same from the files
+        reader = PartitionReader(directory)
+        assert (reader.log_start_offset, reader.log_end_offset) == (0, expected[-1][0] + 1)
+        for target in (TS0, TS0 + 10 * 5 + 1, TS0 + 10 * 40, TS0 + 10 * 200, TS0 + 10 * 269):
             found = ulog.fetch_offset_by_timestamp(target)
             want = next((o for o, _, _, ts in expected if ts >= target), None)
             assert (found.offset if found is not None else None) == want, target
+            assert reader.offset_for_timestamp(target) == want, target
+        reader.close()
     finally:
         ulog.close()
 

@@ -81,7 +81,6 @@ from ..record.batch import (
     H_BASE_OFFSET,
     H_CRC,
     H_LAST_OFFSET_DELTA,
-    H_MAX_TIMESTAMP,
     H_PRODUCER_ID,
     HEADER,
     LOG_ENTRY_PREFIX,
@@ -90,8 +89,8 @@ from ..record.batch import (
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG_MASK,
     crc32c,
-    decode_batch,
 )
+from ..record.entries import decode_entry, entry_header
 from ..record.errors import DecodeError
 from . import files
 from .errors import CorruptIndexError, CorruptRecordError, CorruptSnapshotError
@@ -505,16 +504,16 @@ class PartitionReader:
         seg = self.segments[i]
         path = seg.path
         with self.storage.open(path, seg.size) as f:
-            for pos, size, magic, head in _walk_headers(f, position, end):
-                if magic != CURRENT_MAGIC:
-                    continue  # legacy entries carry no max timestamp in a fixed place
-                h = HEADER.unpack_from(head, 0)
-                last_offset = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
-                if h[H_MAX_TIMESTAMP] < timestamp or last_offset < min_offset:
+            for pos, size, _magic, head in _walk_headers(f, position, end):
+                try:
+                    header = entry_header(head)  # v2, or a legacy entry's (magic 1: its timestamp)
+                except DecodeError:
+                    header = None
+                if header is None or header.max_timestamp < timestamp or header.last_offset < min_offset:
                     continue
                 data = f.read_at(pos, size)
                 try:
-                    _, records = decode_batch(data, 0, verify_crc=False)
+                    records = decode_entry(data, 0, header, verify_crc=False)
                 except DecodeError as exc:
                     raise CorruptRecordError(f"{self.storage.uri(path)}: batch at position {pos}: "
                                              f"{exc}") from exc
