@@ -204,6 +204,14 @@ def _record(offset: int, m: _Message, timestamp: int, timestamp_type: int) -> Le
 
 def _inner_records(wrapper_offset: int, wrapper: _Message, codec: int,
                    max_bytes: int) -> Iterator[LegacyRecord]:
+    for offset, message, timestamp, timestamp_type in _inner_messages(wrapper_offset, wrapper, codec, max_bytes):
+        yield _record(offset, message, timestamp, timestamp_type)
+
+
+def _inner_messages(wrapper_offset: int, wrapper: _Message, codec: int, max_bytes: int
+                    ) -> Iterator[tuple[int, _Message, int, int]]:
+    """(absolute offset, message, timestamp, timestamp type) of each inner message of a
+    compressed wrapper, every one parsed (CRC-32 checked) before the first is yielded."""
     if codec == CompressionType.ZSTD:
         raise UnsupportedCodecError("zstd compression needs magic 2")
     if wrapper.value is None:
@@ -238,7 +246,7 @@ def _inner_records(wrapper_offset: int, wrapper: _Message, codec: int,
             timestamp, timestamp_type = wrapper.timestamp, LOG_APPEND_TIME
         else:
             timestamp, timestamp_type = message.timestamp, wrapper_type
-        yield _record(base + offset, message, timestamp, timestamp_type)
+        yield base + offset, message, timestamp, timestamp_type
 
 
 # --- LZ4 at magic 0 ----------------------------------------------------------------------
@@ -377,23 +385,27 @@ def legacy_entry_info(entry: bytes | memoryview, max_bytes: int = 1 << 30) -> Le
         raise CorruptRecordError(f"legacy entry size {size} does not match its {len(view) - LOG_OVERHEAD} bytes")
     if size < RECORD_OVERHEAD_V0:
         raise CorruptRecordError(f"message size {size} is below the minimum")
-    records = list(iter_legacy_records(view, max_bytes))
-    if not records:  # cannot happen for a whole entry; kept as a guard
-        raise CorruptRecordError("legacy entry holds no message")
-    previous = None
-    max_ts, max_ts_offset = NO_TIMESTAMP, offset
-    for record in records:
-        if previous is not None and record.offset <= previous:
+    message = _parse_message(view[LOG_OVERHEAD:])  # no record objects: nothing is copied
+    codec = message.attributes & CODEC_MASK
+    if codec == CompressionType.NONE:
+        return LegacyEntryInfo(offset, offset, 1, message.timestamp, offset)
+    first = previous = None
+    count = 0
+    max_ts = NO_TIMESTAMP
+    for inner_offset, _, timestamp, _ in _inner_messages(offset, message, codec, max_bytes):
+        if previous is None:
+            first = inner_offset
+        elif inner_offset <= previous:
             raise InvalidRecordError(
-                f"inner offsets of the wrapper at offset {offset} do not increase ({previous}, {record.offset})")
-        previous = record.offset
-        if record.timestamp > max_ts:
-            max_ts, max_ts_offset = record.timestamp, offset
-    first, last = records[0].offset, records[-1].offset
-    if first < 0 or last > offset:
+                f"inner offsets of the wrapper at offset {offset} do not increase ({previous}, {inner_offset})")
+        previous = inner_offset
+        count += 1
+        if timestamp > max_ts:
+            max_ts = timestamp
+    if first is None or first < 0 or previous > offset:
         raise InvalidRecordError(
-            f"inner offsets {first}..{last} of the message at offset {offset} do not end at or before it")
-    return LegacyEntryInfo(first, offset, len(records), max_ts, max_ts_offset)
+            f"inner offsets {first}..{previous} of the message at offset {offset} do not end at or before it")
+    return LegacyEntryInfo(first, offset, count, max_ts, offset)
 
 
 def legacy_entry_to_v2(entry: bytes | memoryview, max_bytes: int = 1 << 30) -> bytes:
