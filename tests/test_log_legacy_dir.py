@@ -47,6 +47,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.record import MemoryRecords
 
+from broker.record.entries import iter_entry_headers
 from spark_kafkalog.cli.main import main
 from tests.support.broker import BrokerProcess
 from tests.support.legacy_logdir import (
@@ -62,6 +63,7 @@ from tests.support.legacy_logdir import (
     TRIM_TOPIC,
     ZSTD,
     LegacyLogDir,
+    PartitionWriter,
     Rec,
     Segment,
     write_legacy_logdir,
@@ -433,3 +435,65 @@ def test_spark_direct_mode_reads_the_directory(spark, legacy):
     first_v2 = next(r.offset for r in written.of(LEGACY_TOPIC, 2) if r.magic == 2)
     assert spark_rows(df) == spark_expected([r for r in records_1 if r.offset >= 107]
                                             + [r for r in written.of(LEGACY_TOPIC, 2) if r.offset >= first_v2])
+
+
+# --- compaction of a legacy partition ---------------------------------------------------------
+
+class KeyedWriter(PartitionWriter):
+    """A compacted topic's partition: 13 keys overwritten over and over, no null key."""
+
+    def _content(self, offset: int) -> tuple[bytes | None, bytes | None, int]:
+        return b"key-%d" % (offset % 13), b"value-%d" % offset, T0 + 10 * offset
+
+
+def test_compaction_rewrites_a_legacy_partition_as_v2_and_clients_read_it(tmp_path):
+    """The broker's log cleaner on a partition of legacy sets (every magic and codec over
+    three segments, a v2 active segment): the cleaned segments hold v2 batches only
+    (KIP-724), and confluent-kafka and kafka-python read the latest record of each key
+    with its original offset, value and timestamp."""
+    w = KeyedWriter("compacted", 0)
+    for magic in (0, 1):
+        w.legacy(magic, NONE, 30)
+        for codec in (GZIP, SNAPPY, LZ4):
+            w.legacy(magic, codec, 25)
+        w.roll()
+    w.v2(GZIP, 20)
+    w.roll()
+    w.v2(NONE, 5)  # the active segment: never cleaned
+    workdir = tmp_path / "broker"
+    w.write(workdir / "kafka-logs")
+    broker = BrokerProcess(workdir, {"log.cleanup.policy": "compact", "log.cleaner.backoff.ms": "20",
+                                     "log.cleaner.min.cleanable.ratio": "0.01"}, name="legacy-compact")
+    broker.start()
+    try:
+        tp = [TopicPartition("compacted", 0, 0)]
+        total = len(w.records)
+        got: list = []
+        for _ in range(600):  # wait for the outcome (bounded), not for a time
+            got = ck_consume(broker.bootstrap, tp, "legacy-compact")
+            if len(got) < total:
+                break
+            time.sleep(0.05)
+        assert len(got) < total, "the cleaner never compacted the legacy partition"
+        active_base = w.segments[-1].base_offset
+        latest = {r.key: r for r in w.records if r.offset < active_base}
+        expected = sorted({r.offset: r for r in list(latest.values()) + [r for r in w.records
+                                                                         if r.offset >= active_base]}.values(),
+                          key=lambda r: r.offset)
+        assert [(o, k, v) for _, _, o, k, v, _ in got] == [(r.offset, r.key, r.value) for r in expected]
+        by_offset = {r.offset: r for r in expected}
+        for _, _, offset, _, _, (_, ts) in got:
+            if by_offset[offset].timestamp is not None:  # magic 0 has none
+                assert ts == by_offset[offset].timestamp
+        kp = kp_consume(broker.bootstrap, {("compacted", 0): 0}, "legacy-compact-kp")
+        assert [(o, k, v) for _, _, o, k, v, _, _ in kp] == [(r.offset, r.key, r.value) for r in expected]
+        # the cleaned segments are v2 only; the untouched active one is as written
+        directory = workdir / "kafka-logs" / "compacted-0"
+        for path in sorted(directory.glob("*.log")):
+            data = path.read_bytes()
+            magics = {data[pos + 16] for pos, _ in iter_entry_headers(data)}
+            assert magics <= {2}, (path.name, magics)
+        assert "cleaned log compacted-0" in broker.stdout_text() + broker.stderr_text()
+        assert "Truncated" not in broker.stdout_text() + broker.stderr_text()
+    finally:
+        assert broker.stop() == 0
