@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test run bench fuzz soak clean
+.PHONY: setup test run docs bench fuzz soak clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,11 @@ test: setup
 # RUN_ARGS passes options, e.g. RUN_ARGS='--events 1000000' or '--bootstrap-servers host:9092'.
 run: setup
 	$(PY) -m spark_kafkalog.jobs.pipeline --data-dir data $(RUN_ARGS)
+
+# The documentation site into site/ (mkdocs.yml; the reference pages are generated from the
+# code at build time by tools/gen_docs.py); --strict: a broken link or anchor fails the build.
+docs: setup
+	$(PY) -m mkdocs build --strict --site-dir site
 
 # Coverage-guided fuzzing, the long version (FUZZ_SECONDS per target; tests/fuzz/run.py).
 # A finding is written as fuzz-findings/<target>/crash-*: copy it into tests/fuzz/regressions/<target>/.
