@@ -65,8 +65,13 @@ def test_commit_abort_and_offsets(kafka_broker, raw):
         queued = p.send(topic, b"aborted-queued", partition=1)
         p.send_offsets_to_transaction({(topic, 0): 99}, group, 30)
         p.abort_transaction(30)
-        with pytest.raises((TransactionAbortedError, Exception)):
-            queued.get(10)  # dropped or aborted: never committed
+        # Still in the accumulator at the abort, it is dropped (TransactionAbortedError); sent
+        # before it (linger.ms=5 can pass first on a loaded machine), it is in the log and
+        # aborted by the marker. Either way it is never committed: read_committed below.
+        try:
+            queued.get(10)
+        except TransactionAbortedError:
+            pass
         assert committed_offset(raw, group, topic) == 11
         p.begin_transaction()
         p.send(topic, b"after", partition=1)
