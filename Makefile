@@ -18,10 +18,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-# ruff first (lint and import order, configured in pyproject.toml), then the suite.
+# ruff first (lint and import order, configured in pyproject.toml), then the suite on
+# TEST_WORKERS pytest-xdist workers, one test file per worker at a time (--dist loadfile:
+# a file's tests keep their order and share their module fixtures); most tests wait on
+# brokers, clients and Spark, so more workers than cores overlap those waits.
+# TEST_WORKERS=0 runs the suite in this process, serially.
+TEST_WORKERS ?= 4
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The main job: a clickstream pipeline on an embedded broker (./data is kept between runs).
 # RUN_ARGS passes options, e.g. RUN_ARGS='--events 1000000' or '--bootstrap-servers host:9092'.

@@ -11,6 +11,10 @@ in a subprocess, the Spark sessions), and tests marked ``kcat`` skip where kcat 
   (``moto_s3``, ``MotoServer``: uploads, and a recording of the requests it gets).
 * ``tests/support/producer.py``, ``fault_proxy.py``, ``workload.py``, ``txn_log.py``,
   ``protocol_strategies.py``: helpers imported by the tests that use them.
+* ``make test`` runs the suite on pytest-xdist workers, a whole file per worker at a time;
+  the slowest files are collected first (``SLOW_FILES``). Every test owns its ports (the
+  brokers bind port 0) and directories (``tmp_path``), and each worker has its own Spark
+  session.
 * ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
   client); without kcat on PATH it is skipped with that one-line reason. CI installs kcat
   and runs them (``.ci/run``: ``make test PYTEST_ARGS='-m kcat'``).
@@ -28,8 +32,26 @@ pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.
 KCAT = shutil.which("kcat")
 
 
+# The test files that take longest (each over ~40 s of a serial run, from
+# ``--durations``), slowest first. ``make test`` hands whole files to its pytest-xdist
+# workers in collection order (--dist loadfile), so these are collected first: started
+# first, they end with the rest instead of running alone at the end (longest processing
+# time first). A stale entry only costs balance, never a test.
+SLOW_FILES = (
+    "test_pipeline.py", "test_spark_read_direct.py", "test_spark_compacted.py", "test_readme.py",
+    "test_spark_read_stream.py", "test_reliability_spark_faults.py", "test_notebook.py", "test_cli_export.py",
+    "test_spark_write.py", "test_server_quota_clients.py", "test_fuzz.py", "test_object_store_read.py",
+    "test_spark_exactly_once.py", "test_bad_batches_on_disk.py", "test_reliability_bounces.py",
+    "test_security_acls.py", "test_reliability_crash_loops.py", "test_stitched_read.py",
+    "test_reliability_faults.py", "test_docs.py", "test_tiered_storage_s3.py", "test_spark_stream_sink.py",
+)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Skip the tests marked ``kcat`` when the program is not installed."""
+    """Collect the slow files first (``SLOW_FILES``), the rest in their order; skip the
+    tests marked ``kcat`` when the program is not installed."""
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within a file kept
     if KCAT is not None:
         return
     skip = pytest.mark.skip(reason="kcat is not installed (apt-get install kcat; CI installs it)")
