@@ -137,6 +137,18 @@ def test_no_page_says_how_the_project_was_built() -> None:
     assert hits == []
 
 
+def test_no_module_of_the_product_says_how_it_was_built() -> None:
+    """The product's own sources (what a user reads in a traceback or a docstring): no
+    "session N", "issue N" or "seed N" either."""
+    sources = [*(ROOT / "broker").rglob("*.py"), *(ROOT / "spark_kafkalog").rglob("*.py"),
+               ROOT / "pyspark_kafkalog.py"]
+    hits = [f"{p.relative_to(ROOT)}:{n}: {line.strip()[:100]}"
+            for p in sources
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if HISTORY.search(line)]
+    assert hits == []
+
+
 def test_the_history_pattern_catches_what_it_is_for() -> None:
     for bad in ("session 7's figures", "sessions 3 and 4", "(issue 21)", "issues 4 and 13", "the issue-4 runs",
                 "Client quotas (seed 002)", "in session B confluent-kafka"):

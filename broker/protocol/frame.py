@@ -50,7 +50,7 @@ FRAME_PREFIX_BYTES = 4
 # Receives land in chunks of RECV_CHUNK bytes (anonymous mappings: a connection that
 # received 100 bytes holds one resident page); a receive is offered at least MIN_FREE
 # bytes; a frame above LARGE_FRAME that is still arriving gets a mapping of its own size,
-# filled in place. Measured with bench/broker_ingest.py (issue 20): one kernel copy per
+# filled in place. Measured with bench/broker_ingest.py: one kernel copy per
 # byte instead of three (recv into a fresh bytes object, the push into the decoder's
 # buffer, the frame's own copy).
 RECV_CHUNK = 256 * 1024

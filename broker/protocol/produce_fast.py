@@ -5,7 +5,7 @@ Owns ``parse_produce_request`` (a whole Produce v3-v12 request frame, header inc
 a ``RequestHeader`` and a ``ProduceRequestData``), ``from_struct`` (the generic decoder's
 ``ProduceRequest`` to the same form), ``ProduceResult`` (what the broker's Produce handler
 answers) and ``encode_produce_response`` (a ``ProduceResult`` to a whole response frame).
-Every produce request the broker serves goes through here (issue 20: the generic
+Every produce request the broker serves goes through here (the generic
 ``schema.decode`` / ``encode`` cost about a sixth of the CPU of a 16-KiB produce).
 
 Wire layout (Kafka's ProduceRequest.json / ProduceResponse.json; the generic codecs in

@@ -253,7 +253,7 @@ def _inner_messages(wrapper_offset: int, wrapper: _Message, codec: int, max_byte
 # Kafka 0.8/0.9 computed the LZ4 frame header checksum over the magic number too (KIP-57),
 # and Kafka's reader ignores that checksum at magic 0. lz4.frame always checks it, so the
 # reader rewrites it. Frame header: magic uint32 LE | FLG | BD | [content size 8] | HC,
-# where HC = (xxh32(FLG .. end of content size, seed 0) >> 8) & 0xFF.
+# where HC = (xxh32(FLG .. end of content size) >> 8) & 0xFF, xxh32 with a zero seed.
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _XXH_PRIME1, _XXH_PRIME2, _XXH_PRIME3 = 2654435761, 2246822519, 3266489917
@@ -266,7 +266,7 @@ def _rotl32(x: int, r: int) -> int:
 
 
 def _xxh32_short(data: bytes) -> int:
-    """XXH32 with seed 0 of fewer than 16 bytes (enough for an LZ4 frame descriptor)."""
+    """XXH32 (zero seed) of fewer than 16 bytes (enough for an LZ4 frame descriptor)."""
     assert len(data) < 16
     h = (_XXH_PRIME5 + len(data)) & _U32
     pos = 0

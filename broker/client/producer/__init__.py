@@ -1,4 +1,4 @@
-"""broker.client.producer: the Kafka producer (seed 000), in Python.
+"""broker.client.producer: the Kafka producer, in Python (Kafka's Java producer's design).
 
 ``KafkaProducer`` (producer.py) is the entry point; the subsystems follow Kafka's split:
 ``config.py`` (ProducerConfig), ``accumulator.py`` (RecordAccumulator), ``batch.py``

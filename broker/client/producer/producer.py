@@ -1,4 +1,4 @@
-"""KafkaProducer: the public producer API (seed 000), wiring every producer subsystem.
+"""KafkaProducer: the public producer API, wiring every producer subsystem.
 
 Owns the user-facing calls, as Kafka's ``KafkaProducer``:
 

@@ -1,4 +1,4 @@
-"""broker.server.quota: quotas and throttling (seed 002).
+"""broker.server.quota: quotas and throttling (Kafka's client and connection quotas, KIP-13 and KIP-124).
 
 * ``metrics.py``: Kafka's metric primitives (Sensor, Rate over a SampledStat, TokenBucket,
   Quota, MetricConfig, the injectable clock) and the throttle-time arithmetic.

@@ -1,6 +1,6 @@
 """ClientQuotaManager: PRODUCE / FETCH byte-rate and REQUEST-percentage quotas per
 (user, client-id), as Kafka's ``ClientQuotaManager`` / ``ClientRequestQuotaManager`` and
-``DefaultQuotaCallback`` (seed 002: entity resolution, recording and the throttle-time
+``DefaultQuotaCallback`` (entity resolution, recording and the throttle-time
 formula, the fetch "unrecord", holding the channel).
 
 Owns the configured limits (``update_quota``; the durable copy is the caller's: cluster

@@ -1,5 +1,5 @@
-"""Connection quotas in the acceptor, as Kafka's ``ConnectionQuotas`` (seed 002,
-"Connection quotas inside the acceptor").
+"""Connection quotas in the acceptor, as Kafka's ``ConnectionQuotas`` (the
+acceptor's connection quotas).
 
 Owns the connection counts (per IP, per listener, in total) and the connection-creation
 rate sensors (broker, per listener, per IP), and ``inc`` / ``dec`` around every accepted

@@ -1,6 +1,6 @@
 """Kafka's metric primitives (``org.apache.kafka.common.metrics``): the accounting that
-every quota and every broker metric is built on (seed 002, "the sampled Rate and the
-quota check", "the token bucket").
+every quota and every broker metric is built on (the sampled Rate and the quota check,
+the token bucket).
 
 Owns:
 
@@ -19,7 +19,7 @@ Owns:
   **padded to at least samples-1 whole windows** (so a fresh sensor does not report an
   absurd rate after a few milliseconds) and never below 1 ms; ``TokenBucket``: refill
   ``tokens = min(burst, tokens + quota * dt)``, then spend ``tokens = min(burst, tokens -
-  value)``, with ``burst = samples * window * quota`` (the issue's and seed 002's
+  value)``, with ``burst = samples * window * quota`` (Kafka's
   figure); it starts full; exhausted when ``tokens < 0``; ``CumulativeSum``,
   ``CumulativeCount``, ``Value``.
 * ``Sensor``: records a value into each of its stats (and its parents'), then, when asked,

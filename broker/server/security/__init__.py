@@ -1,4 +1,4 @@
-"""Authentication on the broker: SASL (issue 16). TLS lives in ``broker/server/ssl_context.py``.
+"""Authentication on the broker: SASL. TLS lives in ``broker/server/ssl_context.py``.
 
 Modules:
 

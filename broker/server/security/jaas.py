@@ -4,7 +4,7 @@ the JAAS login context, read from Kafka's keys.
 Owns the broker-side resolution (the JAAS grammar itself is ``broker.config.parse_jaas_config``):
 
 * ``listener_security_protocols(config)``: listener name -> security protocol, from
-  ``listener.security.protocol.map`` (``NAME:PROTOCOL,...``; the TLS side of issue 16
+  ``listener.security.protocol.map`` (``NAME:PROTOCOL,...``; the TLS configuration
   defines and validates that key) or, for a listener not in the map, Kafka's default map
   where the name is the protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
 * ``enabled_mechanisms(config, listener)``: ``listener.name.<l>.sasl.enabled.mechanisms``

@@ -1,5 +1,5 @@
 """Client telemetry (KIP-714): the broker as the sink of its clients' metrics, as Kafka's
-``ClientMetricsManager`` (seed 002, "Client telemetry").
+``ClientMetricsManager``.
 
 Owns:
 
