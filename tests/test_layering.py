@@ -7,7 +7,7 @@ top to bottom (arrows point down only)::
 
     spark_kafkalog
     broker.tools
-    broker.client            broker.server
+    broker.client            broker.server   (its coordinator runtime below group/ and txn/)
     broker.protocol          broker.log
     broker.record
 
@@ -124,6 +124,37 @@ def test_client_never_imports_log_or_server() -> None:
 
 def test_server_never_imports_client_or_tools() -> None:
     assert violations("broker.server", ("broker.client", "broker.tools", "spark_kafkalog")) == []
+
+
+# What the coordinator runtime (broker/server/coordinator) may import: the layers below the
+# server, and the server's shared error mapping and request-types package.
+RUNTIME = "broker.server.coordinator"
+RUNTIME_MAY_IMPORT = ("broker.log", "broker.record", "broker.protocol", "broker.server.errors",
+                      "broker.server.handlers", RUNTIME)
+
+
+def test_coordinator_runtime_imports_nothing_of_the_coordinators() -> None:
+    assert violations(RUNTIME, ("broker.server.group", "broker.server.txn", "broker.server.broker",
+                                "broker.server.apis")) == []
+    bad = []
+    for module, edges in imports().items():
+        if not _within(module, RUNTIME):
+            continue
+        for target, line in sorted(edges):
+            if target.startswith("broker.") and not any(_within(target, a) for a in RUNTIME_MAY_IMPORT):
+                bad.append(f"{modules()[module].relative_to(ROOT)}:{line}: imports {target}")
+            if _within(target, "broker.server.handlers") and target != "broker.server.handlers":
+                bad.append(f"{modules()[module].relative_to(ROOT)}:{line}: imports the handler {target}")
+    assert bad == []
+
+
+def test_the_coordinators_are_written_on_the_runtime_and_not_on_each_other() -> None:
+    for package in ("broker.server.group", "broker.server.txn"):
+        used = {t for m, edges in imports().items() if _within(m, package) for t, _ in edges}
+        assert any(_within(t, RUNTIME) for t in used), f"{package} does not use the coordinator runtime"
+    # the transaction coordinator reaches the group coordinator through the object it is given
+    assert violations("broker.server.txn", ("broker.server.group",)) == []
+    assert violations("broker.server.group", ("broker.server.txn",)) == []
 
 
 def test_tools_never_import_spark_kafkalog() -> None:

@@ -4,7 +4,10 @@ Modules:
 
     coordinator.py   GroupCoordinator: the group cache, commits, fetches, group listing,
                      description, deletion and expiration, the group records, and the
-                     loading of the topic at startup
+                     replay of the topic's records at startup (over the coordinator runtime,
+                     ``broker.server.coordinator``: topic, writer, loader, timers)
+    txn_offsets.py   TransactionalOffsets: TxnOffsetCommit and the pending offsets of open
+                     transactions, completed at the transaction's marker
     membership.py    the classic membership protocol (JoinGroup, SyncGroup, Heartbeat,
                      LeaveGroup), rebalances and their timers, sessions, static members
     group.py         GroupMetadata: one group, its state machine and protocol selection
@@ -20,8 +23,9 @@ Every kind of consumer is served: standalone consumers that assign() partitions 
 commit offsets (generation -1), subscribe()-style consumers of the classic group
 protocol, and KIP-848 consumers (group.protocol=consumer).
 
-Imports go down only (``broker.protocol``, ``broker.log``, ``broker.record``, and
-``broker.server.errors`` / ``broker.server.handlers`` for the shared request types).
+Imports go down only (``broker.protocol``, ``broker.log``, ``broker.record``,
+``broker.server.coordinator``, and ``broker.server.errors`` / ``broker.server.handlers``
+for the shared request types).
 """
 
 from broker.server.group.coordinator import (

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.server.coordinator.topic import INTERNAL_TOPICS
+
 STATE_EMPTY = "Empty"
 STATE_ASSIGNING = "Assigning"
 STATE_RECONCILING = "Reconciling"
@@ -46,9 +48,6 @@ MEMBER_UNREVOKED_PARTITIONS = 1
 MEMBER_UNRELEASED_PARTITIONS = 2
 MEMBER_UNKNOWN = 3
 MEMBER_STATE_NAMES = {0: "stable", 1: "unrevoked_partitions", 2: "unreleased_partitions", 3: "unknown"}
-
-# never matched by a regex (Kafka's internal topics)
-_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
@@ -176,11 +175,12 @@ def compile_regex(pattern: str) -> re.Pattern:
 
 
 def matching_topics(pattern: str, all_topics) -> set[str]:
+    """The topics ``pattern`` matches whole; never an internal topic (as Kafka)."""
     try:
         rx = compile_regex(pattern)
     except re.error:
         return set()
-    return {t for t in all_topics if t not in _INTERNAL_TOPICS and rx.fullmatch(t)}
+    return {t for t in all_topics if t not in INTERNAL_TOPICS and rx.fullmatch(t)}
 
 
 def _normalise(a: dict[Any, set[int]] | Assignment) -> Assignment:

@@ -109,7 +109,7 @@ class HeartbeatResult:
 
 class ConsumerMembership:
     """Mixed into ``GroupCoordinator`` (expects ``_groups``, ``_lock``, ``_mlock``, ``_timer``,
-    ``time``, ``topics``, ``partition_for``, ``_partition_locks``, ``_append``)."""
+    ``time``, ``topics``, ``partition_for``, ``runtime``)."""
 
     def _init_consumer(self, config) -> None:
         self.consumer_heartbeat_interval_ms = int(config.get("group.consumer.heartbeat.interval.ms", 5000))
@@ -460,8 +460,8 @@ class ConsumerMembership:
 
     def _append_consumer(self, group_id: str, records: list) -> None:
         p = self.partition_for(group_id)
-        with self._partition_locks[p]:
-            self._append(p, records)
+        with self.runtime.partition_lock(p):
+            self.runtime.append(p, records)
 
     def _replay_consumer(self, key: cr.ConsumerGroupKey, value_bytes: bytes | None) -> None:
         """Apply one loaded consumer-group record (under no lock: startup)."""

@@ -16,7 +16,8 @@ Owns:
   []), and when a static member is replaced; a tombstone when the group is deleted or
   expires. Loaded back at startup: a group with members is Stable with them (each gets
   a full session to heartbeat again, as in Kafka), otherwise Empty.
-* its persistence in the compacted internal topic ``__consumer_offsets``: every commit is
+* its persistence in the compacted internal topic ``__consumer_offsets`` (``OFFSETS_TOPIC_SPEC``,
+  through the coordinator runtime, ``broker.server.coordinator``): every commit is
   ONE record batch (all of the request's offsets, all-or-nothing) appended with
   ``AppendOrigin.COORDINATOR`` to partition ``abs(java_hashCode(group_id)) % partitions``,
   keys and values as Kafka writes them (``records.py``), the cache changed only after the
@@ -28,14 +29,17 @@ Owns:
   compression.type=producer); when it already exists its own partition count is used, as
   Kafka does, so that a changed setting never moves a group.
 * loading: ``startup()`` replays every partition of the topic from its log start offset
-  before the broker accepts connections (so COORDINATOR_LOAD_IN_PROGRESS never happens):
-  records apply in log order, a tombstone removes, transactional offset commits apply at
-  their COMMIT marker and are dropped at ABORT, the KIP-848 consumer group records (key
+  before the broker accepts connections (so COORDINATOR_LOAD_IN_PROGRESS never happens),
+  with the runtime's ``CoordinatorLoader`` calling ``_replay`` per record: records apply
+  in log order, a tombstone removes, transactional offset commits apply at their COMMIT
+  marker and are dropped at ABORT (those still open become pending again,
+  ``txn_offsets.TransactionalOffsets.restore``), the KIP-848 consumer group records (key
   types 3-8) rebuild consumer groups (``consumer_membership._replay_consumer``),
   unreadable batches or records and record types this broker does not use (share
   groups) are logged and skipped.
 * expiration (``offsets.retention.minutes``, checked every
-  ``offsets.retention.check.interval.ms`` on the log manager's scheduler), as Kafka 2.1+
+  ``offsets.retention.check.interval.ms``, a periodic task of the runtime's timer on the
+  log manager's scheduler), as Kafka 2.1+
   (KIP-211): an offset committed with an explicit retention (OffsetCommit v2-v4
   ``retention_time_ms``) expires at its expire timestamp; otherwise an offset of a simple
   group expires ``offsets.retention.minutes`` after its commit, and all offsets of a group
@@ -66,30 +70,35 @@ protocol), NON_EMPTY_GROUP when members use another protocol type.
 Thread-safety: handlers call concurrently. ``_mlock`` (an RLock) serialises every change
 of membership state and is taken first; one lock per ``__consumer_offsets`` partition then
 serialises the append-then-cache-update of the groups hashing to it (so the cache always
-ends in log order); ``_lock`` guards the cache's structure for short moments. Loading runs
-before any request; expiration runs on the log manager's scheduler thread and the
-membership timers on the coordinator's own (``group-coordinator-timer``), both under the
-same locks. ``shutdown()`` answers the JoinGroup / SyncGroup requests still waiting.
+ends in log order; ``runtime.partition_lock``); ``_lock`` guards the cache's structure for
+short moments. Loading runs before any request; expiration runs on the log manager's
+scheduler thread and the membership timers on the coordinator's own
+(``group-coordinator-timer``), both under the same locks. ``shutdown()`` answers the
+JoinGroup / SyncGroup requests still waiting.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from broker.log.clock import SYSTEM_TIME, Time
-from broker.log.scheduler import KafkaScheduler
-from broker.log.unified_log import LOG_END
-from broker.log.validator import AppendOrigin
 from broker.protocol import ErrorCode
-from broker.record.batch import encode_batch
-from broker.record.control import ControlRecordType, parse_control_type
-from broker.record.entries import decode_entry, iter_entry_headers
-from broker.server.errors import ApiError, error_code_for, is_expected
+from broker.server.coordinator import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorRecord,
+    CoordinatorRuntime,
+    InternalTopicSpec,
+    java_string_hash,
+    partition_for,
+    storage_error_map,
+)
+from broker.server.errors import ApiError
 from broker.server.group import consumer_records
 from broker.server.group.consumer_membership import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, ConsumerMembership
 from broker.server.group.group import (
@@ -116,42 +125,19 @@ from broker.server.group.records import (
     encode_key,
     encode_offset_commit_value,
 )
-from broker.server.handlers import leader_epoch_of
+from broker.server.group.txn_offsets import TransactionalOffsets
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"  # Kafka's GROUP_METADATA_TOPIC_NAME
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-
-
+# Kafka's groupMetadataTopicConfigs and the offsets.* keys of its GroupCoordinatorConfig.
+OFFSETS_TOPIC_SPEC = InternalTopicSpec(
+    OFFSETS_TOPIC, partitions_key="offsets.topic.num.partitions",
+    replication_key="offsets.topic.replication.factor", segment_bytes_key="offsets.topic.segment.bytes",
+    load_buffer_key="offsets.load.buffer.size", compression_codec_key="offsets.topic.compression.codec",
+    configs=(("cleanup.policy", "compact"), ("compression.type", "producer")))
 # Append errors of an offset commit, as Kafka's GroupMetadataManager.storeOffsets maps them.
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-}
-# Decompressed size bound while loading (a batch is at most max.message.bytes compressed).
-_MAX_DECOMPRESSED = 256 * 1024 * 1024
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: 31*h + c over the UTF-16 code units, int32 arithmetic."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for unit in struct.unpack(f">{len(data) // 2}H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (abs(MIN_VALUE) is 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+_APPEND_ERRORS = {**storage_error_map(ErrorCode.INVALID_COMMIT_OFFSET_SIZE),
+                  ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
 
 
 def _utf16_length(s: str) -> int:
@@ -162,7 +148,7 @@ def _utf16_length(s: str) -> int:
 @dataclass(frozen=True)
 class GroupSummary:
     group_id: str
-    state: str
+    state: str  # Kafka's name, a plain str (what DescribeGroups / ListGroups send)
     protocol_type: str
     protocol: str
     members: tuple = ()  # (member_id, group_instance_id, client_id, client_host, metadata, assignment)
@@ -177,51 +163,34 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                  scheduler: Any = None, on_append: Callable[[tuple[str, int]], None] | None = None) -> None:
         self.topics = topics
         self.time = time
-        self.scheduler = scheduler
-        self.on_append = on_append
-        self.configured_partitions = int(config.get("offsets.topic.num.partitions", 50))
-        self.segment_bytes = int(config.get("offsets.topic.segment.bytes", 104857600))
-        self.compression_codec = int(config.get("offsets.topic.compression.codec", 0))
-        self.load_buffer_size = int(config.get("offsets.load.buffer.size", 5242880))
+        self.runtime = CoordinatorRuntime(OFFSETS_TOPIC_SPEC, topics, config, append_errors=_APPEND_ERRORS,
+                                          time=time, scheduler=scheduler, on_append=on_append,
+                                          timer_thread="group-coordinator-timer")
         self.retention_ms = int(config.get("offsets.retention.minutes", 10080)) * 60_000
         self.retention_check_interval_ms = int(config.get("offsets.retention.check.interval.ms", 600000))
         self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes", 4096))
-        replication = int(config.get("offsets.topic.replication.factor", 1))
-        if replication > 1:
-            log.warning("offsets.topic.replication.factor=%d: a single node keeps one replica of %s",
-                        replication, OFFSETS_TOPIC)
         self._groups: dict[str, GroupMetadata] = {}
         self._lock = threading.Lock()
         self._mlock = threading.RLock()  # membership; taken before the partition locks
-        self._timer = KafkaScheduler(time, thread_name="group-coordinator-timer")
+        self._timer = self.runtime.timer  # the membership timers (schedule_once)
+        self.txn_offsets = TransactionalOffsets(self)
         self._init_membership(config)
         self._init_consumer(config)
-        self.num_partitions = self.configured_partitions
-        self._partition_locks: list[threading.Lock] = []
-        self._expiry_task = None
         self._started = False
 
     # --- lifecycle ---
 
     def startup(self) -> None:
         """Load the cache from ``__consumer_offsets`` and schedule offset expiration."""
-        info = self.topics.get(OFFSETS_TOPIC)
-        if info is not None:
-            self.num_partitions = info.partitions
-            if info.partitions != self.configured_partitions:
-                log.info("%s has %d partitions (offsets.topic.num.partitions=%d): using %d",
-                         OFFSETS_TOPIC, info.partitions, self.configured_partitions, info.partitions)
-        self._partition_locks = [threading.Lock() for _ in range(self.num_partitions)]
-        if info is not None:
-            loaded = 0
-            for p in range(info.partitions):
-                loaded += self._load_partition(p)
-            log.info("loaded %d records of %d groups from %s", loaded, len(self._groups), OFFSETS_TOPIC)
-        if self.scheduler is not None and 0 < self.retention_check_interval_ms:
-            self._expiry_task = self.scheduler.schedule(
-                "delete-expired-group-metadata", self.delete_expired_offsets,
-                self.retention_check_interval_ms, self.retention_check_interval_ms)
-        self._timer.startup()
+        results = self.runtime.startup(self._replay)
+        for result in results:
+            for producer_id, records in result.open_transactions.items():
+                self.txn_offsets.restore(producer_id, records)
+        if results:
+            log.info("loaded %d records of %d groups from %s", sum(r.applied for r in results), len(self._groups),
+                     OFFSETS_TOPIC)
+        self.runtime.timer.schedule_periodic("delete-expired-group-metadata", self.delete_expired_offsets,
+                                             self.retention_check_interval_ms)
         with self._mlock:
             self._resume_loaded_members()
             self._resume_consumer_members()
@@ -230,60 +199,20 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
     def shutdown(self) -> None:
         """Answer the waiting JoinGroup / SyncGroup requests (NOT_COORDINATOR) and stop the
         timers; offsets stay served. Idempotent."""
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            self._expiry_task = None
         self._close_membership()
         self._close_consumer_membership()
-        self._timer.shutdown()
+        self.runtime.shutdown()
         self._started = False
 
     # --- the topic ---
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
-
-    def topic_configs(self) -> dict[str, str]:
-        """Kafka's ``groupMetadataTopicConfigs``."""
-        return {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                "compression.type": "producer"}
+        return self.runtime.partition_for(group_id)
 
     def ensure_offsets_topic(self) -> Any:
         """The ``TopicInfo`` of ``__consumer_offsets``, created if missing (Metadata's
         auto-creation of the name also lands here, so it always gets these configs)."""
-        info = self.topics.get(OFFSETS_TOPIC)
-        if info is not None:
-            return info
-        try:
-            info = self.topics.create_topic(OFFSETS_TOPIC, self.num_partitions, self.topic_configs())
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
-            return info
-        except ApiError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # a concurrent creation won
-                existing = self.topics.get(OFFSETS_TOPIC)
-                if existing is not None:
-                    return existing
-            raise
-
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Append ``records`` (key, value) as one batch; raises ApiError with the code a
-        commit answers."""
-        try:
-            self.ensure_offsets_topic()
-            lg = self.topics.get_log(OFFSETS_TOPIC, partition)
-            if lg is None:
-                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                               f"{OFFSETS_TOPIC}-{partition} is not available")
-            now = self.time.milliseconds()
-            batch = encode_batch([(k, v, now) for k, v in records], compression=self.compression_codec)
-            lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a group error code
-            code = error_code_for(exc)
-            if not is_expected(exc):
-                log.exception("appending to %s-%d failed", OFFSETS_TOPIC, partition)
-            raise ApiError(_APPEND_ERRORS.get(code, code), str(exc)) from exc
-        if self.on_append is not None:
-            self.on_append((OFFSETS_TOPIC, partition))
+        return self.runtime.topic.ensure()
 
     # --- commits ---
 
@@ -296,7 +225,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
         p = self.partition_for(group_id)
-        with self._mlock, self._partition_locks[p]:
+        with self._mlock, self.runtime.partition_lock(p):
             group = self._groups.get(group_id)
             if group is not None and group.consumer is not None:
                 code = self.validate_consumer_commit(group.consumer, member_id, generation_id)
@@ -306,25 +235,11 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                 return [code] * len(entries)
             now = self.time.milliseconds()
             expire = now + retention_time_ms if retention_time_ms is not None and retention_time_ms >= 0 else -1
-            results: list[int] = []
-            records: list[tuple[bytes, bytes]] = []
-            accepted: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
-            for topic, partition, offset, leader_epoch, metadata in entries:
-                metadata = metadata or ""
-                if _utf16_length(metadata) > self.metadata_max_bytes:
-                    results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                    continue
-                om = OffsetAndMetadata(offset, leader_epoch if leader_epoch >= 0 else -1, metadata, now, expire)
-                records.append((encode_key(OffsetCommitKey(group_id, topic, partition)),
-                                encode_offset_commit_value(OffsetCommitValue(
-                                    om.offset, om.metadata, om.commit_timestamp, om.leader_epoch,
-                                    om.expire_timestamp))))
-                accepted.append(((topic, partition), om))
-                results.append(ErrorCode.NONE)
+            results, records, accepted = self._offset_entries(group_id, entries, now, expire)
             if not records:
                 return results
             try:
-                self._append(p, records)
+                self.runtime.append(p, records, timestamp=now)
             except ApiError as exc:
                 log.info("offset commit of group %s failed: %s", group_id, exc)
                 return [exc.code if r == ErrorCode.NONE else r for r in results]
@@ -335,6 +250,28 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                 for tp, om in accepted:
                     group.offsets[tp] = om
         return results
+
+    def _offset_entries(self, group_id: str, entries: list[tuple[str, int, int, int, str | None]], now: int,
+                        expire: int) -> tuple[list[int], list[tuple[bytes, bytes]],
+                                              list[tuple[tuple[str, int], OffsetAndMetadata]]]:
+        """The records of a commit's entries (OffsetCommit and TxnOffsetCommit): one code
+        per entry (OFFSET_METADATA_TOO_LARGE past ``offset.metadata.max.bytes``), the
+        (key, value) records of the accepted ones, and their ((topic, partition), offset)."""
+        results: list[int] = []
+        records: list[tuple[bytes, bytes]] = []
+        accepted: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        for topic, partition, offset, leader_epoch, metadata in entries:
+            metadata = metadata or ""
+            if _utf16_length(metadata) > self.metadata_max_bytes:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            om = OffsetAndMetadata(offset, leader_epoch if leader_epoch >= 0 else -1, metadata, now, expire)
+            records.append((encode_key(OffsetCommitKey(group_id, topic, partition)),
+                            encode_offset_commit_value(OffsetCommitValue(
+                                om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp))))
+            accepted.append(((topic, partition), om))
+            results.append(ErrorCode.NONE)
+        return results, records, accepted
 
     @staticmethod
     def _validate_commit(group: GroupMetadata | None, generation_id: int, member_id: str,
@@ -400,7 +337,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
         with self._mlock:
             group = self._groups.get(group_id)
             if group is None or group.consumer is not None:
-                return GroupSummary(group_id, STATE_DEAD, "", "")
+                return GroupSummary(group_id, str(STATE_DEAD), "", "")
             return self._summary(group)
 
     @staticmethod
@@ -417,7 +354,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                 (m.member_id, m.group_instance_id, m.client_id, m.client_host,
                  m.metadata(group.protocol) if stable else b"", m.assignment if stable else b"")
                 for m in group.members.values())
-        return GroupSummary(group.group_id, group.state, group.protocol_type or "",
+        return GroupSummary(group.group_id, str(group.state), group.protocol_type or "",
                             group.protocol if stable else "", listed)
 
     # --- deletion and expiration ---
@@ -428,7 +365,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
         p = self.partition_for(group_id)
-        with self._mlock, self._partition_locks[p]:
+        with self._mlock, self.runtime.partition_lock(p):
             group = self._groups.get(group_id)
             if group is None:
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
@@ -440,7 +377,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                 records.extend(self._group_tombstones(group.consumer))
             else:
                 records.append((encode_key(GroupMetadataKey(group_id)), None))
-            self._append(p, records)
+            self.runtime.append(p, records)
             with self._lock:
                 self._groups.pop(group_id, None)
         log.info("deleted group %s and its %d offsets", group_id, len(records) - 1)
@@ -453,7 +390,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
         if not group_id:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
         p = self.partition_for(group_id)
-        with self._mlock, self._partition_locks[p]:
+        with self._mlock, self.runtime.partition_lock(p):
             group = self._groups.get(group_id)
             if group is None:
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
@@ -475,7 +412,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                 if tp in group.offsets:
                     removed.append(tp)
             if removed:
-                self._append(p, [(encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in removed])
+                self.runtime.append(p, [(encode_key(OffsetCommitKey(group_id, t, part)), None) for t, part in removed])
                 with self._lock:
                     for tp in removed:
                         group.offsets.pop(tp, None)
@@ -495,8 +432,8 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                                    group.leader if group.members else None,
                                    group.current_state_timestamp, members)
         p = self.partition_for(group.group_id)
-        with self._partition_locks[p]:
-            self._append(p, [(encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value))])
+        with self.runtime.partition_lock(p):
+            self.runtime.append(p, [(encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value))])
         group.has_metadata_record = True
 
     @staticmethod
@@ -516,7 +453,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                              [(gm.protocol or "", bytes(mm.subscription))], bytes(mm.assignment), is_new=False))
         if gm.leader in group.members:
             group.leader = gm.leader
-        group.state = STATE_STABLE if group.members and gm.protocol else STATE_EMPTY
+        group.restore_state(STATE_STABLE if group.members and gm.protocol else STATE_EMPTY)
         if group.state == STATE_EMPTY:
             group.members.clear()
             group.static_members.clear()
@@ -531,7 +468,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
         removed = 0
         for group_id in group_ids:
             p = self.partition_for(group_id)
-            with self._mlock, self._partition_locks[p]:
+            with self._mlock, self.runtime.partition_lock(p):
                 group = self._groups.get(group_id)
                 condition = self._expiration_condition(group) if group is not None else None
                 if condition is None:
@@ -552,7 +489,7 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                     records.extend(self._group_tombstones(group.consumer))
                 try:
                     if records:
-                        self._append(p, records)
+                        self.runtime.append(p, records)
                 except ApiError as exc:
                     log.warning("expiring offsets of group %s failed: %s", group_id, exc)
                     continue
@@ -600,61 +537,10 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
 
     # --- loading ---
 
-    def _load_partition(self, partition: int) -> int:
-        """Replay ``__consumer_offsets``-``partition`` into the cache; returns the records
-        applied. Never raises for bad data (logged and skipped)."""
-        lg = self.topics.get_log(OFFSETS_TOPIC, partition)
-        if lg is None:
-            log.warning("%s-%d is not available: its groups start empty", OFFSETS_TOPIC, partition)
-            return 0
-        name = f"{OFFSETS_TOPIC}-{partition}"
-        pending: dict[int, list[tuple[Any, bytes | None]]] = {}  # producer id -> txn records
-        applied = 0
-        try:
-            offset, end = lg.log_start_offset, lg.log_end_offset
-            while offset < end:
-                data = lg.read(offset, self.load_buffer_size, LOG_END, min_one_message=True).records.read_bytes()
-                next_offset = offset
-                for pos, header in iter_entry_headers(data):  # magic 0/1 too: an old Kafka's offsets
-                    next_offset = header.next_offset
-                    try:
-                        records = decode_entry(data, pos, header, max_decompressed=_MAX_DECOMPRESSED)
-                    except Exception as exc:  # noqa: BLE001 - a damaged batch is skipped, not fatal
-                        log.error("%s: skipping unreadable batch at offset %d: %s", name, header.base_offset, exc)
-                        continue
-                    if header.is_control:
-                        self._end_transaction(name, pending, header.producer_id, records)
-                        continue
-                    for rec in records:
-                        if rec.offset < offset:
-                            continue
-                        if header.is_transactional:
-                            pending.setdefault(header.producer_id, []).append((rec.key, rec.value))
-                        elif self._replay(name, rec.key, rec.value):
-                            applied += 1
-                if next_offset <= offset:
-                    log.error("%s: no readable batch at offset %d; loading stops there", name, offset)
-                    break
-                offset = next_offset
-        except Exception:  # noqa: BLE001 - an unreadable log must not stop the broker
-            log.exception("loading %s failed; its groups keep what was read so far", name)
-        return applied
-
-    def _end_transaction(self, name: str, pending: dict, producer_id: int, records: list) -> None:
-        for rec in records:
-            try:
-                kind = parse_control_type(rec.key)
-            except Exception:  # noqa: BLE001 - not a marker
-                continue
-            if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                continue
-            txn = pending.pop(producer_id, [])
-            if kind == ControlRecordType.COMMIT:
-                for key, value in txn:
-                    self._replay(name, key, value)
-
-    def _replay(self, name: str, key_bytes: bytes | None, value_bytes: bytes | None) -> bool:
-        """Apply one record to the cache; False when it was skipped."""
+    def _replay(self, record: CoordinatorRecord) -> bool:
+        """Apply one loaded record to the cache (the runtime's loader calls it in log
+        order); False when it was skipped."""
+        key_bytes, value_bytes = record.key, record.value
         try:
             key = decode_key(key_bytes)
             if isinstance(key, OffsetCommitKey):
@@ -680,7 +566,8 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
                         group.protocol_type, group.generation = None, 0
                         group.members.clear()
                         group.static_members.clear()
-                        group.state, group.protocol, group.leader = STATE_EMPTY, None, None
+                        group.restore_state(STATE_EMPTY)
+                        group.protocol, group.leader = None, None
                         if group.is_empty_shell():
                             del self._groups[key.group]
                     return True
@@ -692,10 +579,12 @@ class GroupCoordinator(ClassicMembership, ConsumerMembership):
             if ckey is not None:
                 self._replay_consumer(ckey, value_bytes)
                 return True
-            log.debug("%s: skipping a record of type %d (not used by this broker)", name, key.version)
+            log.debug("%s-%d: skipping a record of type %d (not used by this broker)", OFFSETS_TOPIC,
+                      record.partition, key.version)
             return False
         except RecordFormatError as exc:
-            log.warning("%s: skipping an unreadable record: %s", name, exc)
+            log.warning("%s-%d: skipping an unreadable record at offset %d: %s", OFFSETS_TOPIC, record.partition,
+                        record.offset, exc)
             return False
 
 

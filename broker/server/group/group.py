@@ -1,7 +1,8 @@
 """``GroupMetadata``: one consumer group of the classic protocol (Kafka's ``GroupMetadata``
 / ``ClassicGroup``): its committed offsets, and its membership state machine.
 
-States (Kafka's ``GroupState``) and the transitions the coordinator makes::
+States (``ClassicGroupState``, Kafka's ``ClassicGroupState``) and the transitions the
+coordinator makes::
 
     Empty               no members (a simple group that only commits offsets, or a group
                         whose members all left or expired); offsets kept until retention
@@ -23,6 +24,14 @@ States (Kafka's ``GroupState``) and the transitions the coordinator makes::
     Dead                the group was deleted (never kept in the coordinator's cache; what
                         DescribeGroups answers for an unknown group)
 
+``VALID_PREVIOUS`` is that table as Kafka's ``validPreviousStates`` (Dead may be entered
+from every state); ``GroupMetadata.transition_to`` refuses anything else with
+``IllegalStateTransition`` (``broker.server.coordinator.state``: a coordinator bug, never
+bad input). The coordinator changes ``state`` only that way, or with ``restore_state`` when
+loading (a replayed record sets the state it implies; not a transition). The states are
+``str``s with Kafka's names; what goes on the wire is ``str(state)`` (the encoder takes
+exact ``str``s only).
+
 Invariants: ``leader_id`` is a member's id whenever there are members (the first member to
 join, then the first remaining one when it leaves); ``protocol`` is supported by every
 member once the generation completed; ``static_members`` maps each static member's
@@ -34,19 +43,40 @@ Thread-safety: none of its own; the coordinator changes groups under its members
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker.protocol.errors import ProtocolDecodeError
 from broker.protocol.primitives import Reader
+from broker.server.coordinator.state import check_transition
 from broker.server.group.member import Member
 
-STATE_EMPTY = "Empty"
-STATE_PREPARING_REBALANCE = "PreparingRebalance"
-STATE_COMPLETING_REBALANCE = "CompletingRebalance"
-STATE_STABLE = "Stable"
-STATE_DEAD = "Dead"  # what DescribeGroups answers for a group that does not exist
+
+class ClassicGroupState(enum.StrEnum):
+    """A classic group's state; the value is Kafka's name (DescribeGroups, ListGroups)."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"  # what DescribeGroups answers for a group that does not exist
+
+
+STATE_EMPTY = ClassicGroupState.EMPTY
+STATE_PREPARING_REBALANCE = ClassicGroupState.PREPARING_REBALANCE
+STATE_COMPLETING_REBALANCE = ClassicGroupState.COMPLETING_REBALANCE
+STATE_STABLE = ClassicGroupState.STABLE
+STATE_DEAD = ClassicGroupState.DEAD
+_ALL_STATES = frozenset(ClassicGroupState)
+VALID_PREVIOUS: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    STATE_EMPTY: frozenset({STATE_PREPARING_REBALANCE}),
+    STATE_PREPARING_REBALANCE: frozenset({STATE_STABLE, STATE_COMPLETING_REBALANCE, STATE_EMPTY}),
+    STATE_COMPLETING_REBALANCE: frozenset({STATE_PREPARING_REBALANCE}),
+    STATE_STABLE: frozenset({STATE_COMPLETING_REBALANCE}),
+    STATE_DEAD: _ALL_STATES,
+}
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
@@ -71,7 +101,7 @@ class GroupMetadata:
     current_state_timestamp: int = -1
     has_metadata_record: bool = False
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
-    state: str = STATE_EMPTY
+    state: ClassicGroupState = STATE_EMPTY  # changed by transition_to (restore_state when loading)
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group_instance_id -> member_id
     pending_members: dict[str, Any] = field(default_factory=dict)  # member id -> its expiry task
@@ -85,6 +115,16 @@ class GroupMetadata:
     @property
     def leader_id(self) -> str | None:
         return self.leader
+
+    # --- the state machine ---
+
+    def transition_to(self, new_state: ClassicGroupState) -> None:
+        check_transition(f"group {self.group_id}", self.state, new_state, VALID_PREVIOUS)
+        self.state = new_state
+
+    def restore_state(self, state: ClassicGroupState) -> None:
+        """Loading: the state a replayed record implies (not a transition)."""
+        self.state = state
 
     def is_empty_shell(self) -> bool:
         """No offsets, no group record and no members: the group no longer exists."""
@@ -186,5 +226,6 @@ def parse_subscription_topics(data: bytes) -> list[str]:
     return [r.string() for _ in range(count)]
 
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "GroupMetadata", "OffsetAndMetadata", "STATE_COMPLETING_REBALANCE",
-           "STATE_DEAD", "STATE_EMPTY", "STATE_PREPARING_REBALANCE", "STATE_STABLE", "parse_subscription_topics"]
+__all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroupState", "GroupMetadata", "OffsetAndMetadata",
+           "STATE_COMPLETING_REBALANCE", "STATE_DEAD", "STATE_EMPTY", "STATE_PREPARING_REBALANCE", "STATE_STABLE",
+           "VALID_PREVIOUS", "parse_subscription_topics"]

@@ -305,7 +305,7 @@ class ClassicMembership:
         else:
             group.join_task = self._timer.schedule_once(
                 f"join-{gid}", lambda: self._join_expired(gid), group.rebalance_timeout_ms)
-        group.state = STATE_PREPARING_REBALANCE
+        group.transition_to(STATE_PREPARING_REBALANCE)
         log.info("group %s: preparing to rebalance (generation %d): %s", gid, group.generation, reason)
         self._try_complete_join(group)  # e.g. the last member left: nobody to wait for
 
@@ -354,7 +354,7 @@ class ClassicMembership:
         group.current_state_timestamp = now
         if not group.members:
             group.protocol = None
-            group.state = STATE_EMPTY
+            group.transition_to(STATE_EMPTY)
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
             try:
                 self._store_group(group)
@@ -363,7 +363,7 @@ class ClassicMembership:
             self._drop_if_shell(group)
             return
         group.protocol = group.select_protocol()
-        group.state = STATE_COMPLETING_REBALANCE
+        group.transition_to(STATE_COMPLETING_REBALANCE)
         self._schedule_sync_expiration(group)
         log.info("group %s: generation %d with %d members (protocol %s, leader %s)", group.group_id,
                  group.generation, len(group.members), group.protocol, group.leader)
@@ -468,7 +468,7 @@ class ClassicMembership:
                     self._reset_assignments(group, exc.code)
                     self._prepare_rebalance(group, "storing the assignment failed")
                     return waiter
-                group.state = STATE_STABLE
+                group.transition_to(STATE_STABLE)
                 log.info("group %s: generation %d is stable", group_id, group.generation)
                 for m in group.members.values():
                     if m.sync_waiter is not None:

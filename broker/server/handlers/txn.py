@@ -61,7 +61,6 @@ from broker.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT_RESPONS
 from broker.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group.coordinator import INTERNAL_TOPICS
-from broker.server.group.txn_offsets import commit_txn_offsets
 from broker.server.handlers import RequestContext, ServerState, producer_id
 from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
 from broker.server.txn.markers import write_marker
@@ -301,8 +300,8 @@ def handle_txn_offset_commit(state: ServerState, ctx: RequestContext, body) -> o
                 raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
             with coordinator.txn_offset_commit_guard(body.transactional_id, body.producer_id, body.producer_epoch,
                                                      body.group_id, implicit_add=version >= 5):
-                codes = commit_txn_offsets(
-                    state.group_coordinator, body.group_id, body.producer_id, body.producer_epoch,
+                codes = state.group_coordinator.txn_offsets.commit(
+                    body.group_id, body.producer_id, body.producer_epoch,
                     body.generation_id if version >= 3 else -1, body.member_id if version >= 3 else "",
                     body.group_instance_id if version >= 3 else None, entries)
         except Exception as exc:  # noqa: BLE001 - answered with its code

@@ -5,24 +5,30 @@ Owns:
 
 * the cache: transactional id -> ``TransactionMetadata`` (``state.py``), and producer id ->
   the same metadata (for the Produce check);
-* its persistence in the compacted internal topic ``__transaction_state`` (``log.py``): every
-  state change is ONE record appended with ``AppendOrigin.COORDINATOR`` to partition
+* its persistence in the compacted internal topic ``__transaction_state`` (``log.py``;
+  ``TRANSACTION_STATE_TOPIC_SPEC``, through the coordinator runtime,
+  ``broker.server.coordinator``): every state change is ONE record appended with
+  ``AppendOrigin.COORDINATOR`` to partition
   ``abs(java_hashCode(transactional_id)) % partitions`` BEFORE the cache changes (a failed
   append leaves the cache as it was and answers the request with its code). The topic is
   created on first write with ``transaction.state.log.num.partitions`` partitions and Kafka's
-  configs (cleanup.policy=compact, min.insync.replicas=1,
+  configs (cleanup.policy=compact, min.insync.replicas=transaction.state.log.min.isr,
   segment.bytes=transaction.state.log.segment.bytes, unclean.leader.election.enable=false,
-  compression.type=uncompressed); an existing topic keeps its own partition count.
+  compression.type=uncompressed); an existing topic keeps its own partition count. Append
+  failures map as Kafka's ``TransactionStateManager``: a missing partition ->
+  COORDINATOR_NOT_AVAILABLE, a storage error -> NOT_COORDINATOR, a record too large ->
+  UNKNOWN_SERVER_ERROR.
 * loading (``startup()``, before the broker accepts connections; requests meanwhile get
-  COORDINATOR_LOAD_IN_PROGRESS): every partition is replayed in order, the latest record of
-  an id wins, a tombstone removes it. A transaction found in PrepareCommit / PrepareAbort
+  COORDINATOR_LOAD_IN_PROGRESS): every partition is replayed in order by the runtime's
+  loader (``_replay`` per record), the latest record of an id wins, a tombstone removes
+  it. A transaction found in PrepareCommit / PrepareAbort
   (the broker stopped between that record and the Complete one) has its markers written
   again (a marker written twice is harmless: the second finds no open transaction) and is
   completed. An Ongoing one is left to its timeout.
 * ending a transaction (EndTxn, a fenced or timed-out one): Prepare* is logged (the
   outcome is decided), then the markers go to every partition of the transaction
   (``markers.py``; for a ``__consumer_offsets`` partition the group coordinator then applies
-  or drops the transaction's offsets, ``broker.server.group.txn_offsets``), then Complete*
+  or drops the transaction's offsets, its ``txn_offsets.complete``), then Complete*
   is logged, normally all before the request is answered. If the markers cannot be written
   (a log directory offline) the EndTxn is still answered NONE, as Kafka answers once
   Prepare* is logged, and ``retry_pending_completions`` (every
@@ -45,7 +51,8 @@ Owns:
   holds across restarts. A TV2 transaction aborted by its timeout or by a new instance is
   fenced two epochs up (one for the fence, one for the completion), so the old producer's
   epoch + 1 is not taken for a retry.
-* timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` an Ongoing
+* timeouts (periodic tasks of the runtime's timer, on the broker's scheduler): every
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` an Ongoing
   transaction older than its ``transaction.timeout.ms`` is aborted with its epoch bumped
   (the producer that started it is fenced, as in Kafka). Every
   ``transaction.remove.expired.transaction.cleanup.interval.ms`` ids in Empty / Complete*
@@ -87,14 +94,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from broker.log.clock import SYSTEM_TIME, Time
-from broker.log.unified_log import LOG_END
-from broker.log.validator import AppendOrigin
 from broker.protocol import ErrorCode
-from broker.record.batch import decode_records, encode_batch, ensure_valid, iter_batch_headers, records_payload
-from broker.server.errors import ApiError, error_code_for, is_expected
-from broker.server.group.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
-from broker.server.group.txn_offsets import complete_txn_offsets
-from broker.server.handlers import leader_epoch_of
+from broker.server.coordinator import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorRecord,
+    CoordinatorRuntime,
+    InternalTopicSpec,
+    storage_error_map,
+)
+from broker.server.errors import ApiError, is_expected
 from broker.server.txn import log as txn_log
 from broker.server.txn.markers import crash_point, write_marker
 from broker.server.txn.state import (
@@ -108,15 +117,15 @@ from broker.server.txn.state import (
 log = logging.getLogger(__name__)
 
 S = TransactionState
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-_MAX_DECOMPRESSED = 256 * 1024 * 1024
+# Kafka's TransactionLog topic configs and the transaction.state.log.* keys of its
+# TransactionStateManagerConfig / TransactionLogConfig.
+TRANSACTION_STATE_TOPIC_SPEC = InternalTopicSpec(
+    TRANSACTION_STATE_TOPIC, partitions_key="transaction.state.log.num.partitions",
+    replication_key="transaction.state.log.replication.factor",
+    segment_bytes_key="transaction.state.log.segment.bytes", load_buffer_key="transaction.state.log.load.buffer.size",
+    min_isr_key="transaction.state.log.min.isr",
+    configs=(("cleanup.policy", "compact"), ("unclean.leader.election.enable", "false"),
+             ("compression.type", "uncompressed")))
 
 
 class TransactionCoordinator:
@@ -131,18 +140,16 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.group_coordinator = group_coordinator
         self.time = time
-        self.scheduler = scheduler
         self.on_append = on_append
-        self.configured_partitions = int(config.get("transaction.state.log.num.partitions", 50))
-        self.segment_bytes = int(config.get("transaction.state.log.segment.bytes", 104857600))
-        self.load_buffer_size = int(config.get("transaction.state.log.load.buffer.size", 5242880))
+        self.runtime = CoordinatorRuntime(
+            TRANSACTION_STATE_TOPIC_SPEC, topics, config, time=time, scheduler=scheduler, on_append=on_append,
+            append_errors=storage_error_map(ErrorCode.UNKNOWN_SERVER_ERROR))
         self.max_timeout_ms = int(config.get("transaction.max.timeout.ms", 900000))
         self.id_expiration_ms = int(config.get("transactional.id.expiration.ms", 604800000))
         self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms",
                                                 10000))
         self.expire_interval_ms = int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms",
                                                  3600000))
-        self.num_partitions = self.configured_partitions
         self.transaction_version = int(config.get("kafkalog.feature.transaction.version", 2))
         if not 0 <= self.transaction_version <= 2:
             raise ValueError(f"kafkalog.feature.transaction.version must be 0, 1 or 2, not {self.transaction_version}")
@@ -152,83 +159,40 @@ class TransactionCoordinator:
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_pid: dict[int, TransactionMetadata] = {}
         self._lock = threading.Lock()
-        self._topic_lock = threading.Lock()
-        self._loading = True
-        self._tasks: list[Any] = []
 
     # --- lifecycle ---
 
     def startup(self) -> None:
-        info = self.topics.get(TRANSACTION_STATE_TOPIC)
-        if info is not None:
-            self.num_partitions = info.partitions
-            loaded = sum(self._load_partition(p) for p in range(info.partitions))
-            log.info("loaded %d records of %d transactional ids from %s", loaded, len(self._txns),
-                     TRANSACTION_STATE_TOPIC)
-        self._loading = False
+        results = self.runtime.startup(self._replay)
+        if results:
+            log.info("loaded %d records of %d transactional ids from %s", sum(r.applied for r in results),
+                     len(self._txns), TRANSACTION_STATE_TOPIC)
         for md in list(self._txns.values()):
             if md.state.is_prepare:
                 with md.lock:
                     log.info("completing transaction %s (%s at startup)", md.transactional_id,
                              md.state.display_name)
                     self._try_complete(md, md.state == S.PREPARE_COMMIT)
-        if self.scheduler is not None:
-            self._tasks.append(self.scheduler.schedule(
-                "transaction-abort", self.abort_timed_out_transactions, self.abort_interval_ms,
-                self.abort_interval_ms))
-            self._tasks.append(self.scheduler.schedule(
-                "transaction-marker-retry", self.retry_pending_completions, self.marker_retry_interval_ms,
-                self.marker_retry_interval_ms))
-            self._tasks.append(self.scheduler.schedule(
-                "transactionalId-expiration", self.remove_expired_transactional_ids, self.expire_interval_ms,
-                self.expire_interval_ms))
+        timer = self.runtime.timer
+        timer.schedule_periodic("transaction-abort", self.abort_timed_out_transactions, self.abort_interval_ms)
+        timer.schedule_periodic("transaction-marker-retry", self.retry_pending_completions,
+                                self.marker_retry_interval_ms)
+        timer.schedule_periodic("transactionalId-expiration", self.remove_expired_transactional_ids,
+                                self.expire_interval_ms)
 
     def shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        self._tasks.clear()
+        self.runtime.shutdown()
 
     # --- the topic ---
 
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
-
-    def topic_configs(self) -> dict[str, str]:
-        """Kafka's ``TransactionLog`` topic configs."""
-        return {"cleanup.policy": "compact", "min.insync.replicas": "1",
-                "segment.bytes": str(self.segment_bytes), "unclean.leader.election.enable": "false",
-                "compression.type": "uncompressed"}
-
-    def _ensure_topic(self) -> None:
-        with self._topic_lock:
-            if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
-                return
-            try:
-                self.topics.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, self.topic_configs())
-                log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.num_partitions)
-            except ApiError as exc:
-                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise
+        return self.runtime.partition_for(transactional_id)
 
     def _write(self, md: TransactionMetadata, tombstone: bool = False) -> None:
         """Log ``md`` (a snapshot about to replace the cached one); ApiError on failure."""
-        p = self.partition_for(md.transactional_id)
-        try:
-            self._ensure_topic()
-            lg = self.topics.get_log(TRANSACTION_STATE_TOPIC, p)
-            if lg is None:
-                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{p} is not available")
-            now = self.time.milliseconds()
-            value = None if tombstone else txn_log.encode_value(md)
-            batch = encode_batch([(txn_log.encode_key(md.transactional_id), value, now)])
-            lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a code
-            code = error_code_for(exc)
-            if not is_expected(exc):
-                log.exception("appending to %s-%d failed", TRANSACTION_STATE_TOPIC, p)
-            raise ApiError(_APPEND_ERRORS.get(code, code), str(exc)) from exc
-        if self.on_append is not None:
-            self.on_append((TRANSACTION_STATE_TOPIC, p))
+        value = None if tombstone else txn_log.encode_value(md)
+        self.runtime.append(self.partition_for(md.transactional_id),
+                            [(txn_log.encode_key(md.transactional_id), value)])
 
     def _commit_state(self, md: TransactionMetadata, new: TransactionMetadata) -> None:
         """Write ``new`` and make it the cached state of ``md``."""
@@ -251,8 +215,7 @@ class TransactionCoordinator:
         """The metadata of a request naming a transaction; ApiError otherwise."""
         if not transactional_id:
             raise ApiError(ErrorCode.INVALID_REQUEST, "the transactional id is empty")
-        if self._loading:
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self.runtime.check_loaded()
         md = self._get(transactional_id)
         if md is None or md.state == S.DEAD:
             raise ApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"unknown transactional id {transactional_id}")
@@ -279,8 +242,7 @@ class TransactionCoordinator:
             raise ApiError(ErrorCode.INVALID_TRANSACTION_TIMEOUT,
                            f"transaction.timeout.ms {timeout_ms} is not in 1..{self.max_timeout_ms} "
                            "(transaction.max.timeout.ms)")
-        if self._loading:
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self.runtime.check_loaded()
         with self._lock:
             md = self._txns.get(transactional_id)
             if md is None or md.state == S.DEAD:
@@ -579,7 +541,7 @@ class TransactionCoordinator:
             if self.on_append is not None:
                 self.on_append((topic, partition))
             if topic == OFFSETS_TOPIC and self.group_coordinator is not None:
-                complete_txn_offsets(self.group_coordinator, partition, md.producer_id, commit, offset)
+                self.group_coordinator.txn_offsets.complete(partition, md.producer_id, commit, offset)
             written += 1
             if written == 1:
                 crash_point("after-first-marker")
@@ -642,8 +604,7 @@ class TransactionCoordinator:
     # --- admin ---
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        if self._loading:
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self.runtime.check_loaded()
         md = self._get(transactional_id)
         if md is None or md.state == S.DEAD:
             return None
@@ -651,48 +612,17 @@ class TransactionCoordinator:
             return md.snapshot()
 
     def list_transactions(self) -> list[TransactionMetadata]:
-        if self._loading:
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self.runtime.check_loaded()
         with self._lock:
             mds = list(self._txns.values())
         return [md.snapshot() for md in mds if md.state != S.DEAD and md.producer_id != NO_PRODUCER_ID]
 
     # --- loading ---
 
-    def _load_partition(self, partition: int) -> int:
-        lg = self.topics.get_log(TRANSACTION_STATE_TOPIC, partition)
-        name = f"{TRANSACTION_STATE_TOPIC}-{partition}"
-        if lg is None:
-            log.warning("%s is not available: its transactional ids start empty", name)
-            return 0
-        applied = 0
-        try:
-            offset, end = lg.log_start_offset, lg.log_end_offset
-            while offset < end:
-                data = lg.read(offset, self.load_buffer_size, LOG_END, min_one_message=True).records.read_bytes()
-                next_offset = offset
-                for pos, header in iter_batch_headers(data):
-                    next_offset = header.next_offset
-                    if header.is_control:
-                        continue
-                    try:
-                        ensure_valid(data, pos, header)
-                        records = decode_records(records_payload(data, pos, header, _MAX_DECOMPRESSED), header)
-                    except Exception as exc:  # noqa: BLE001 - a damaged batch is skipped
-                        log.error("%s: skipping unreadable batch at offset %d: %s", name, header.base_offset, exc)
-                        continue
-                    for rec in records:
-                        if rec.offset >= offset and self._replay(name, rec.key, rec.value):
-                            applied += 1
-                if next_offset <= offset:
-                    log.error("%s: no readable batch at offset %d; loading stops there", name, offset)
-                    break
-                offset = next_offset
-        except Exception:  # noqa: BLE001 - an unreadable log must not stop the broker
-            log.exception("loading %s failed; its transactional ids keep what was read so far", name)
-        return applied
-
-    def _replay(self, name: str, key: bytes | None, value: bytes | None) -> bool:
+    def _replay(self, record: CoordinatorRecord) -> bool:
+        """Apply one loaded record to the cache (the runtime's loader calls it in log
+        order); False when it was skipped."""
+        key, value = record.key, record.value
         try:
             txn_id = txn_log.decode_key(key or b"")
             if value is None:
@@ -702,7 +632,8 @@ class TransactionCoordinator:
                 return True
             loaded = txn_log.decode_value(txn_id, value)
         except txn_log.TransactionLogFormatError as exc:
-            log.warning("%s: skipping an unreadable record: %s", name, exc)
+            log.warning("%s-%d: skipping an unreadable record at offset %d: %s", TRANSACTION_STATE_TOPIC,
+                        record.partition, record.offset, exc)
             return False
         md = self._txns.get(txn_id)
         if md is None:

@@ -3,11 +3,12 @@
 
 ``write_marker`` appends one control batch (``broker.record.control``) with the
 transaction's producer id and epoch and the coordinator epoch to one partition, with
-``AppendOrigin.COORDINATOR``: the log then completes the producer's open transaction there
-(``ProducerStateManager``: the LSO moves, an ABORT adds an entry to the ``.txnindex``) and
-fences older epochs. A partition whose topic was deleted meanwhile is skipped, as Kafka
-does (nothing is left to end). Errors propagate (the coordinator leaves the transaction in
-its Prepare state, retried at the next startup or the next request).
+``AppendOrigin.COORDINATOR`` (``broker.server.coordinator.append_as_coordinator``): the
+log then completes the producer's open transaction there (``ProducerStateManager``: the
+LSO moves, an ABORT adds an entry to the ``.txnindex``) and fences older epochs. A
+partition whose topic was deleted meanwhile is skipped, as Kafka does (nothing is left to
+end). Errors propagate (the coordinator leaves the transaction in its Prepare state,
+retried at the next startup or the next request).
 
 Crash points for the recovery tests: with ``KAFKALOG_TXN_CRASH_POINT`` set in the broker's
 environment, ``crash_point(name)`` ends the process at once (``os._exit``, no shutdown; the
@@ -25,9 +26,8 @@ import os
 import sys
 from typing import Any
 
-from broker.log.validator import AppendOrigin
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
-from broker.server.handlers import leader_epoch_of
+from broker.server.coordinator import append_as_coordinator
 
 log = logging.getLogger(__name__)
 
@@ -52,5 +52,4 @@ def write_marker(topics: Any, topic: str, partition: int, *, producer_id: int, p
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     batch = encode_end_txn_marker_batch(kind, producer_id=producer_id, producer_epoch=producer_epoch,
                                         coordinator_epoch=coordinator_epoch, timestamp=timestamp)
-    info = lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
-    return info.first_offset
+    return append_as_coordinator(lg, batch).first_offset

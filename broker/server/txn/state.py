@@ -19,7 +19,8 @@ Transitions (``VALID_PREVIOUS``: the states each one may be entered from), as Ka
     PrepareEpochFence  <- Ongoing
 
 ``transition_to`` refuses anything else with ``IllegalStateTransition`` (a coordinator
-bug, never bad input: requests are checked before a transition is attempted).
+bug, never bad input: requests are checked before a transition is attempted; the idiom of
+every coordinator's state machine, ``broker.server.coordinator.state``).
 
 Thread-safety: a ``TransactionMetadata`` is guarded by its own ``lock`` (an RLock), held by
 the coordinator for the whole of a state change: check, log append, cache update, markers.
@@ -30,6 +31,8 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass, field
+
+from broker.server.coordinator.state import IllegalStateTransition, check_transition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -86,10 +89,6 @@ VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
 }
 
 
-class IllegalStateTransition(RuntimeError):
-    """A transition the state machine does not allow (a coordinator bug)."""
-
-
 @dataclass
 class TransactionMetadata:
     """The coordinator's view of one transactional id (fields as TransactionLogValue)."""
@@ -112,10 +111,8 @@ class TransactionMetadata:
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def transition_to(self, new_state: TransactionState) -> None:
-        if self.state not in VALID_PREVIOUS[new_state]:
-            raise IllegalStateTransition(
-                f"transactional id {self.transactional_id}: {self.state.display_name} -> "
-                f"{new_state.display_name} is not a valid transition")
+        check_transition(f"transactional id {self.transactional_id}", self.state, new_state, VALID_PREVIOUS,
+                         lambda s: s.display_name)
         self.state = new_state
 
     def snapshot(self) -> TransactionMetadata:
@@ -132,3 +129,7 @@ class TransactionMetadata:
                      "txn_start_timestamp", "txn_last_update_timestamp", "previous_producer_id",
                      "last_producer_epoch", "next_producer_id", "client_transaction_version"):
             setattr(self, name, getattr(other, name))
+
+
+__all__ = ["IllegalStateTransition", "MAX_PRODUCER_EPOCH", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "TransactionMetadata",
+           "TransactionState", "VALID_PREVIOUS"]
