@@ -344,8 +344,9 @@ class KafkaLogDataSource(DataSource):
 
     Writing (``df.write.format("kafkalog").mode("append")``, ``df.writeStream``): options
     ``kafka.bootstrap.servers``, ``topic``, ``kafka.*``, ``kafkalog.writeBatchHeaders``;
-    at-least-once across Spark task retries, no duplicates from producer retries; the
-    sink's manual is ``spark_kafkalog.writers``' docstring.
+    at-least-once across Spark task retries by default, no duplicates from producer
+    retries; exactly once with ``kafkalog.exactlyOnce=true`` (transactions, readers with
+    read_committed). The sink's manual is ``spark_kafkalog.writers``' docstring.
     """
 
     @classmethod

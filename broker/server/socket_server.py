@@ -107,7 +107,7 @@ ACCEPT_WARN_INTERVAL_S = 10.0
 # staging buffer of TLS_WRITE_CHUNK bytes and written with one SSL_write each (file slices
 # are read into it with os.preadv); buffers of TLS_DIRECT_MIN bytes or more are written as
 # they are. Measured with bench/broker_tls.py and broker_ingest.py --security-protocol SASL_SSL
-# (README): stages of 64 KiB and 1 MiB were no faster than 256 KiB, kernel-autotuned send
+# (docs/benchmarks.md): stages of 64 KiB and 1 MiB were no faster than 256 KiB, kernel-autotuned send
 # buffers slower; the path costs about the encryption plus the preadv copy.
 TLS_WRITE_CHUNK = 256 * 1024
 TLS_DIRECT_MIN = 64 * 1024

@@ -63,8 +63,8 @@ Options:
     retried attempts fence earlier ones; a replayed micro-batch already committed is
     skipped. Readers with ``isolation.level=read_committed`` see each row once. Needs
     ``kafka.acks=all`` and idempotence (the defaults); ``kafka.transaction.timeout.ms``
-    (default 60000) must exceed a write's or micro-batch's duration. See the README's
-    "Exactly-once sink".
+    (default 60000) must exceed a write's or micro-batch's duration. See the exactly-once
+    sink in docs/spark/writing.md.
 ``kafkalog.transactionalIdPrefix`` (default ``kafkalog-sink``)
     The prefix of the tasks' transactional ids (and of the streams' marker groups).
 ``checkpointLocation``: Spark's own (streaming).

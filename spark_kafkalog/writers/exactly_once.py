@@ -44,7 +44,7 @@ Owns:
   that fails too, what the tasks left open is aborted by the micro-batch's next attempt or
   by the timeout. Never raises: outcomes are logged.
 
-Guarantee, costs and failure modes: see the "Exactly-once sink" section of the README and
+Guarantee, costs and failure modes: see the exactly-once sink in docs/spark/writing.md and
 ``writers/__init__.py``. In short: with a replayable source and a deterministic plan (a
 replayed micro-batch gives Spark partition p the same rows), every row is visible exactly
 once to read_committed readers; the driver's commit completes the tasks one by one, so a

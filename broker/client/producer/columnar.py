@@ -65,7 +65,7 @@ ARROW_CHUNK_BYTES = 4 * 1024 * 1024
 # (Kafka's 16384 is for per-record sends, where every partition's open batch holds a
 # pooled buffer of batch.size; the columnar path builds batches of their exact size, so a
 # larger bound costs no memory). At 1-KiB rows to this broker, 16-KiB batches cost ~15 us
-# of client CPU and ~10 of broker CPU per record, 1-MB ones ~2.7 and ~3.3 (README).
+# of client CPU and ~10 of broker CPU per record, 1-MB ones ~2.7 and ~3.3 (docs/benchmarks.md).
 # Capped by max.request.size and half of buffer.memory.
 DEFAULT_ARROW_BATCH_BYTES = 1_000_000
 _ZERO_OFFSET = bytes(8)

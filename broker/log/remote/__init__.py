@@ -22,5 +22,5 @@ Layering: part of the log layer (imports ``broker.log`` and ``broker.record`` on
 ``remote.log.storage.manager.impl.prefix`` (``rsm.config.``: ``rsm.config.storage.uri`` and
 ``fs.s3a.*`` keys); topic keys: ``remote.storage.enable``, ``local.retention.ms``,
 ``local.retention.bytes``, ``remote.log.copy.disable`` and ``remote.log.delete.on.disable``
-(KIP-950). README, "Tiered storage".
+(KIP-950). User manual: docs/broker/tiered-storage.md.
 """
