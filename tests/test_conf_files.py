@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from broker.config import SERVER_CONFIG_DEF, load_properties
+from broker.config import load_properties
 from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS
+from broker.server.config import SERVER_CONFIG_DEF
 from spark_kafkalog.jobs.pipeline import read_spark_conf
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,8 +3,9 @@ errors that name the key, and the log.* -> topic-level default mapping."""
 
 import pytest
 
-from broker.config import ConfigError, load_properties, server_config
+from broker.config import ConfigError, load_properties
 from broker.log.config import MIN_SEGMENT_BYTES, LogConfig, topic_defaults_from_server, validate_topic_config
+from broker.server.config import server_config
 
 
 def test_properties_file_syntax(tmp_path):

@@ -225,8 +225,8 @@ def _config_defs() -> dict[str, object]:
 
 
 def test_config_references_list_every_key() -> None:
-    from broker.config import SERVER_CONFIG_DEF
     from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS
+    from broker.server.config import SERVER_CONFIG_DEF
 
     broker_page, client_page = gen_docs.broker_config_page(), gen_docs.client_config_page()
     defs = _config_defs()

@@ -253,7 +253,7 @@ def test_scheduler_runs_due_tasks_in_order_and_survives_failures(tmp_path):
 
 
 def test_from_server_config_maps_broker_keys(tmp_path):
-    from broker.config import server_config
+    from broker.server.config import server_config
 
     server = server_config({"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "node.id": "5",
                             "log.segment.bytes": "2048", "log.retention.hours": "2",

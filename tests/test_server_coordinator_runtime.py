@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import server_config
 from broker.log import files
 from broker.log.clock import MockTime
 from broker.log.manager import LogManager
@@ -30,6 +29,7 @@ from broker.protocol import ErrorCode
 from broker.record.batch import iter_batches
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 from broker.record.legacy import encode_legacy_message_set
+from broker.server.config import server_config
 from broker.server.coordinator import (
     INTERNAL_TOPICS,
     CoordinatorLoader,

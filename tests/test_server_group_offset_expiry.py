@@ -44,8 +44,7 @@ def topics(bootstrap: str, *names: str) -> None:
 
 
 def committed_topics(broker: KafkaBroker, group: str) -> set[str]:
-    g = broker.group_coordinator._groups.get(group)
-    return set() if g is None else {t for t, _ in g.offsets}
+    return {t for t, _ in broker.group_coordinator.fetch_offsets(group, None)}
 
 
 def expire_a_week_later(broker: KafkaBroker) -> int:
@@ -64,12 +63,12 @@ def test_stable_classic_group_loses_only_unsubscribed_offsets(broker):
     c.commit(offsets=[confluent_kafka.TopicPartition(a, 0, 3), confluent_kafka.TopicPartition(b, 0, 5)],
              asynchronous=False)
     assert committed_topics(broker, group) == {a, b}
-    assert broker.group_coordinator._groups[group].state == "Stable"
+    assert broker.group_coordinator.group(group).state_name() == "Stable"
     assert expire_a_week_later(broker) == 1
     assert committed_topics(broker, group) == {a}  # the subscribed topic's offset stays
     c.close()
     assert expire_a_week_later(broker) == 1  # Empty now: everything goes, then the group
-    assert group not in broker.group_coordinator._groups
+    assert broker.group_coordinator.group(group) is None
 
 
 def test_kip848_group_loses_only_unsubscribed_offsets(broker):
@@ -94,7 +93,7 @@ def test_rebalancing_group_keeps_everything(broker):
     c.subscribe([a], on_assign=lambda _c, ps: assigned.extend(ps))
     wait_for(lambda: assigned, lambda: c.poll(0.1), what="assigned")
     c.commit(offsets=[confluent_kafka.TopicPartition(a, 0, 3)], asynchronous=False)
-    g = broker.group_coordinator._groups[group]
+    g = broker.group_coordinator.groups.classic(group)
     g.state = "PreparingRebalance"  # as during a rebalance
     try:
         assert expire_a_week_later(broker) == 0

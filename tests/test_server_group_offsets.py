@@ -487,10 +487,10 @@ def test_loads_a_log_written_by_kafka(broker_factory):
         encode_batch([(ok("aborted", "orders", 0), ov(3, 60), ts)], producer_id=8, producer_epoch=0,
                      base_sequence=0, is_transactional=True),
     ]
-    from broker.config import server_config
     from broker.log.manager import LogManager
     from broker.log.validator import AppendOrigin
     from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
+    from broker.server.config import server_config
 
     manager = LogManager.from_server_config(server_config({"log.dirs": str(broker.log_dir)}))
     manager.startup()

@@ -11,7 +11,8 @@ Owns four Markdown pages, made at every ``mkdocs build`` and never committed:
   code has and the table lacks (or the other way round) stops the build, so a new option
   cannot go undocumented.
 - ``reference/broker-config.md``: every key of ``server.properties`` the broker defines
-  (``broker.config.SERVER_CONFIG_DEF``: its own keys, the TLS keys and every feature's),
+  (``broker.server.config.SERVER_CONFIG_DEF``: its own keys, the TLS keys and every
+  feature's, one table per owner: ``SERVER_CONFIG_SECTIONS``),
   the broker-wide ``log.*`` defaults of topic keys (``broker.log.config.SERVER_DEFAULT_KEYS``)
   and every topic-level key (``broker.log.config.LOG_CONFIG_DEF``): type, default, meaning
   and, for broker keys, whether it can change without a restart
@@ -276,7 +277,8 @@ def spark_options_page() -> str:
 
     out = ["# Spark options", "", GENERATED_NOTE, "",
            "Option names are case-insensitive, as in Spark. An unknown option is an error that names it "
-           "and lists the valid ones (Spark's own Kafka source ignores unknown options). The guide: "
+           "with the closest valid name, or lists the valid ones when none is close (Spark's own Kafka "
+           "source ignores unknown options); a bad value names the option and the values it takes. The guide: "
            "[the Spark connector](../spark/index.md).", "",
            "## Reading: `spark.read` and `spark.readStream`", "",
            "Give `path` (direct mode), `kafka.bootstrap.servers` (network mode) or both (stitched reads), "
@@ -353,8 +355,8 @@ def _key_rows(keys, *, dynamic: frozenset[str] = frozenset(), aliases: bool = Tr
 
 
 def broker_config_page() -> str:
-    from broker.config import SERVER_CONFIG_DEF
     from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS
+    from broker.server.config import SERVER_CONFIG_DEF, SERVER_CONFIG_SECTIONS
     from broker.server.dynamic_config import DYNAMIC_KEYS
 
     out = ["# Broker configuration", "", GENERATED_NOTE, "",
@@ -367,9 +369,19 @@ def broker_config_page() -> str:
            "## Broker keys (`server.properties`)", "",
            "Per listener, `listener.name.<listener>.<key>` overrides a TLS key (`ssl.*`) or gives a SASL "
            "mechanism's JAAS line (`listener.name.<listener>.<mechanism>.sasl.jaas.config`); keys under "
-           "`remote.log.storage.manager.impl.prefix` (`rsm.config.`) go to the remote storage manager.", ""]
-    out += _table(["key", "type", "default", "dynamic", "meaning"],
-                  _key_rows(SERVER_CONFIG_DEF.keys, dynamic=frozenset(DYNAMIC_KEYS)))
+           "`remote.log.storage.manager.impl.prefix` (`rsm.config.`) go to the remote storage manager. "
+           "The keys are grouped by the part of the broker that reads them.", ""]
+    listed: set[str] = set()
+    for title, owner, section in SERVER_CONFIG_SECTIONS:
+        out += [f"### {title}", "", f"Defined in `{owner}`.", ""]
+        out += _table(["key", "type", "default", "dynamic", "meaning"],
+                      _key_rows(section.keys, dynamic=frozenset(DYNAMIC_KEYS)))
+        out += [""]
+        listed.update(section.keys)
+    unlisted = sorted(set(SERVER_CONFIG_DEF.keys) - listed)
+    if unlisted:  # SERVER_CONFIG_DEF is the sections' union: a key outside them is a bug
+        raise RuntimeError(f"broker keys of no section: {', '.join(unlisted)}")
+    out.pop()
     out += ["", "## Broker-wide defaults of topic keys", "",
             "Each of these `server.properties` keys is the default of a topic-level key (below) for "
             "every topic that does not set its own. `log.retention.minutes` and `log.retention.hours` are "

@@ -74,8 +74,9 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..config import load_properties
+from ..config import BrokerConfig, load_properties
 from ..record.limits import INT64_MAX
 from . import files
 from .cleaner.manager import CleanerConfig, LogCleaner
@@ -83,9 +84,14 @@ from .clock import SYSTEM_TIME, Time
 from .config import LogConfig
 from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogError
 from .local_log import LogDirFailureChannel
+from .manager_config import LogManagerConfig
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from .remote.config import RemoteLogManagerConfig
 from .scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from .unified_log import UnifiedLog
+
+if TYPE_CHECKING:
+    from .remote.log_manager import RemoteLogManager
 
 __all__ = ["LogManager", "InconsistentClusterIdError", "validate_topic_name"]
 
@@ -171,7 +177,7 @@ class LogManager:
         # broker attaches (remote/log_manager.py; None without tiered storage): told of
         # every deleted partition, so that its remote segments go too.
         self.remote_storage_system_enable = remote_storage_system_enable
-        self.remote_log_manager = None
+        self.remote_log_manager: RemoteLogManager | None = None
         self.failure_channel.add_listener(self._on_log_dir_failure)
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()  # one writer of the checkpoint files at a time
@@ -190,22 +196,20 @@ class LogManager:
 
     @classmethod
     def from_server_config(cls, server: Mapping, **kwargs) -> LogManager:
-        """From ``broker.config.server_config(props)``: log.dirs, node.id, cluster.id, the
+        """From ``broker.server.config.server_config(props)`` (or raw properties): log.dirs, node.id, cluster.id, the
         task intervals and the topic defaults (log.segment.bytes, log.retention.hours...)."""
         from .config import topic_defaults_from_server
         default = LogConfig.from_props(defaults=topic_defaults_from_server(server))
-        cleaner_config = kwargs.pop("cleaner_config", None) or CleanerConfig.from_server(server)
-        return cls(server["log.dirs"], default, node_id=server.get("node.id", 1),
-                   cluster_id=server.get("cluster.id"),
-                   retention_check_interval_ms=server.get("log.retention.check.interval.ms", 300_000),
-                   flush_check_ms=server.get("log.flush.scheduler.interval.ms", INT64_MAX),
-                   flush_recovery_offset_checkpoint_ms=server.get("log.flush.offset.checkpoint.interval.ms", 60_000),
-                   flush_start_offset_checkpoint_ms=server.get(
-                       "log.flush.start.offset.checkpoint.interval.ms", 60_000),
-                   producer_id_expiration_ms=server.get("producer.id.expiration.ms",
-                                                        DEFAULT_PRODUCER_ID_EXPIRATION_MS),
+        cleaner_config = kwargs.pop("cleaner_config", None) or CleanerConfig.from_config(server)
+        core, tasks = BrokerConfig.from_config(server), LogManagerConfig.from_config(server)
+        return cls(list(core.log_dirs), default, node_id=core.node_id, cluster_id=core.cluster_id,
+                   retention_check_interval_ms=tasks.retention_check_interval_ms,
+                   flush_check_ms=tasks.flush_check_ms,
+                   flush_recovery_offset_checkpoint_ms=tasks.flush_recovery_offset_checkpoint_ms,
+                   flush_start_offset_checkpoint_ms=tasks.flush_start_offset_checkpoint_ms,
+                   producer_id_expiration_ms=tasks.producer_id_expiration_ms,
                    cleaner_config=cleaner_config,
-                   remote_storage_system_enable=bool(server.get("remote.log.storage.system.enable", False)),
+                   remote_storage_system_enable=RemoteLogManagerConfig.from_config(server).enabled,
                    **kwargs)
 
     # --- configs ---
@@ -404,9 +408,9 @@ class LogManager:
             return dict(self._logs)
 
     def _logs_in_dir(self, log_dir: Path) -> dict[tuple[str, int], UnifiedLog]:
-        log_dir = str(Path(log_dir).absolute())
+        wanted = str(Path(log_dir).absolute())
         with self._lock:
-            return {tp: lg for tp, lg in self._logs.items() if lg.parent_dir == log_dir}
+            return {tp: lg for tp, lg in self._logs.items() if lg.parent_dir == wanted}
 
     def _next_log_dir(self) -> Path:
         live = self.live_log_dirs

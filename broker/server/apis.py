@@ -52,6 +52,7 @@ from broker.protocol.produce_fast import ProduceResult, encode_produce_response,
 from broker.protocol.schema import decode
 from broker.protocol.versions import advertised_apis, request_schema
 from broker.server.errors import error_code_for, is_expected
+from broker.server.group.config import GroupConfig
 from broker.server.handlers import (
     CLOSE_CONNECTION,
     NO_RESPONSE,
@@ -190,7 +191,7 @@ class KafkaApis:
     def __init__(self, state: ServerState) -> None:
         self.state = state
         self.handlers = dict(HANDLERS)
-        protocols = (state.config or {}).get("group.coordinator.rebalance.protocols") or ["classic", "consumer"]
+        protocols = GroupConfig.from_config(state.config or {}).rebalance_protocols
         if "consumer" not in protocols:  # KIP-848 switched off: neither advertised nor served
             for key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):
                 self.handlers.pop(key, None)
@@ -206,6 +207,7 @@ class KafkaApis:
         holding file slices), ``NO_RESPONSE`` or ``CLOSE_CONNECTION``."""
         # Produce, the hot request, is parsed by its own codec (``produce_fast``); anything
         # that codec declines (tags, malformed bytes) takes the generic path below.
+        body: Any  # the request: produce_fast's ProduceRequestData, or a generated struct
         fast = parse_produce_request(frame) if len(frame) > 10 and frame[1] == 0 and frame[0] == 0 else None
         if fast is not None:
             header, body = fast

@@ -3,8 +3,9 @@
 
 Owns the lifecycle:
 
-* ``KafkaBroker(props)`` parses the configuration (``broker.config.server_config`` for
-  the broker's keys, ``LogConfig`` for the topic defaults such as log.segment.bytes) and
+* ``KafkaBroker(props)`` parses the configuration (``broker.server.config.server_config``
+  for the broker's keys, each part reading its own through its owner's frozen config
+  object; ``LogConfig`` for the topic defaults such as log.segment.bytes) and
   raises ``ConfigError`` naming the server.properties key for anything invalid, before
   touching a file or a socket.
 * ``start()``: topic registry (``metadata.TopicRegistry``), producer-id blocks,
@@ -44,11 +45,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError, parse_protocol_map, server_config
+from broker.config import BrokerConfig, ConfigError, load_properties
 from broker.log.config import (
     LOG_CONFIG_DEF,
     SERVER_DEFAULT_KEYS,
@@ -57,9 +58,11 @@ from broker.log.config import (
     validate_topic_config,
 )
 from broker.log.manager import LogManager
+from broker.log.remote.config import RemoteLogManagerConfig
 from broker.log.remote.log_manager import RemoteLogManager
 from broker.server.apis import KafkaApis, advertised_versions
 from broker.server.cluster_metadata import ClusterMetadataStore
+from broker.server.config import server_config
 from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.group import GroupCoordinator
 from broker.server.handlers import ServerState
@@ -70,11 +73,13 @@ from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.quota.connection_quotas import ConnectionQuotas
 from broker.server.quota.remote_log_quota import RLMQuotaManager
 from broker.server.security.authorizer import StandardAuthorizer
+from broker.server.security.config import AuthorizerConfig
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
 from broker.server.socket_server import Listener, SocketServer, parse_listeners
 from broker.server.ssl_context import SSL_PROTOCOLS, PrincipalMapper, listener_ssl_values, server_context
 from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
+from broker.server.telemetry.config import TelemetryConfig
 from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
 from broker.server.txn import TransactionCoordinator
 
@@ -90,19 +95,19 @@ def _topic_key_to_server_keys(topic_key: str) -> list[str]:
 def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
     """The broker's typed config; ConfigError names the server.properties key at fault."""
     config = server_config(props)
-    protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
+    core = BrokerConfig.from_config(config)
     try:
-        listeners = parse_listeners(config["listeners"], protocol_map)
+        listeners = parse_listeners(list(core.listeners), core.protocol_map())
     except ValueError as exc:
-        raise ConfigError("listeners", ",".join(config["listeners"]), str(exc)) from None
+        raise ConfigError("listeners", ",".join(core.listeners), str(exc)) from None
     names = {listener.name for listener in listeners}
-    if config.get("advertised.listeners"):
-        any_name = {item.split("://", 1)[0].upper(): "PLAINTEXT" for item in config["advertised.listeners"]}
-        for adv in parse_listeners(config["advertised.listeners"], any_name):  # names checked here:
+    if core.advertised_listeners:
+        any_name = {item.split("://", 1)[0].upper(): "PLAINTEXT" for item in core.advertised_listeners}
+        for adv in parse_listeners(list(core.advertised_listeners), any_name):  # names checked here:
             if adv.name not in names:
-                raise ConfigError("advertised.listeners", ",".join(config["advertised.listeners"]),
+                raise ConfigError("advertised.listeners", ",".join(core.advertised_listeners),
                                   f"listener {adv.name} is not in listeners")
-    inter = config.get("inter.broker.listener.name")
+    inter = core.inter_broker_listener_name
     if inter and inter.upper() not in names:
         raise ConfigError("inter.broker.listener.name", inter, f"listener {inter} is not in listeners")
     try:
@@ -123,8 +128,9 @@ def validate_config(props: Mapping[str, Any]) -> dict[str, Any]:
                 except (TypeError, ValueError):
                     raise ConfigError(key, props[key], "Expected value to be a long") from None
         raise
-    if config.get("remote.log.storage.system.enable"):
-        prefix = config.get("remote.log.storage.manager.impl.prefix") or "rsm.config."
+    remote = RemoteLogManagerConfig.from_config(config)
+    if remote.enabled:
+        prefix = remote.storage_manager_prefix
         if not config.get(prefix + "storage.uri") and not config.get(prefix + "dir"):
             raise ConfigError(prefix + "storage.uri", None,
                               "remote.log.storage.system.enable=true needs the remote storage location "
@@ -141,10 +147,15 @@ class KafkaBroker:
     def __init__(self, props: Mapping[str, Any]) -> None:
         self.props = dict(props)
         self.config = validate_config(self.props)
-        self.node_id = int(self.config["node.id"])
-        protocol_map = parse_protocol_map(self.config["listener.security.protocol.map"])
-        self.listeners = parse_listeners(self.config["listeners"], protocol_map)
-        self.advertised = {adv.name: adv for adv in parse_listeners(self.config.get("advertised.listeners") or [],
+        # each part's settings, read once (ConfigError naming a bad key came from validate_config)
+        self.core = BrokerConfig.from_config(self.config)
+        self.remote_config = RemoteLogManagerConfig.from_config(self.config)
+        self.authorizer_config = AuthorizerConfig.from_config(self.config)
+        self.telemetry_config = TelemetryConfig.from_config(self.config)
+        self.node_id = self.core.node_id
+        protocol_map = self.core.protocol_map()
+        self.listeners = parse_listeners(list(self.core.listeners), protocol_map)
+        self.advertised = {adv.name: adv for adv in parse_listeners(list(self.core.advertised_listeners),
                                                                     protocol_map)}
         # TLS contexts are built here, so a bad key store or password fails before any file
         # or socket is touched, with a ConfigError naming the key.
@@ -182,8 +193,6 @@ class KafkaBroker:
 
     @classmethod
     def from_properties_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
-        from broker.config import load_properties
-
         props = load_properties(path) if path is not None else {}
         props.update(overrides or {})
         return cls(props)
@@ -195,88 +204,105 @@ class KafkaBroker:
             return
         self._started = True
         config = self.config
+        core = self.core
         try:
-            self.log_manager = LogManager.from_server_config(config, topic_configs=self._topic_config)
-            self.topics = TopicManager(self.log_manager, config)
-            self.topics.load()
-            producer_ids = ProducerIdManager(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
+            log_manager = LogManager.from_server_config(config, topic_configs=self._topic_config)
+            self.log_manager = log_manager
+            topics = TopicManager(log_manager, config)
+            self.topics = topics
+            topics.load()
+            producer_ids = ProducerIdManager(log_manager.log_dirs, lambda: log_manager.live_log_dirs)
             producer_ids.load()
-            self.credentials = CredentialStore(self.log_manager.log_dirs, lambda: self.log_manager.live_log_dirs)
-            self.credentials.load()
-            self.log_manager.startup()
+            credentials = CredentialStore(log_manager.log_dirs, lambda: log_manager.live_log_dirs)
+            self.credentials = credentials
+            credentials.load()
+            log_manager.startup()
             self._logs_started = True
-            if config.get("remote.log.storage.system.enable"):
+            if self.remote_config.enabled:
                 # tiered storage: manifests listed and garbage swept before any request
-                self.remote_log_manager = RemoteLogManager.from_server_config(
-                    config, self.log_manager.all_logs, copy_quota=RLMQuotaManager.from_config(config, "copy"),
-                    fetch_quota=RLMQuotaManager.from_config(config, "fetch"))
-                self.log_manager.remote_log_manager = self.remote_log_manager
-                self.remote_log_manager.startup(dedicated_thread=True)
-            self.topics.startup()
-            self.group_coordinator = GroupCoordinator(self.topics, config, scheduler=self.log_manager.scheduler,
-                                                      on_append=self.watchers.notify)
-            self.group_coordinator.startup()  # loads __consumer_offsets before any connection
-            self.txn_coordinator = TransactionCoordinator(
-                self.topics, config, producer_ids, self.group_coordinator,
-                scheduler=self.log_manager.scheduler, on_append=self.watchers.notify)
-            self.txn_coordinator.startup()  # loads __transaction_state, completes Prepare* transactions
-            self.cluster_metadata = ClusterMetadataStore(self.log_manager.log_dirs, self.node_id,
-                                                         lambda: self.log_manager.live_log_dirs)
-            self.cluster_metadata.load()
-            self.dynamic_config = DynamicBrokerConfig(self.cluster_metadata, config, self.node_id)
-            self.dynamic_config.load()
+                remote_log_manager = RemoteLogManager.from_server_config(
+                    config, log_manager.all_logs, copy_quota=RLMQuotaManager.from_config(self.remote_config, "copy"),
+                    fetch_quota=RLMQuotaManager.from_config(self.remote_config, "fetch"))
+                self.remote_log_manager = remote_log_manager
+                log_manager.remote_log_manager = remote_log_manager
+                remote_log_manager.startup(dedicated_thread=True)
+            topics.startup()
+            group_coordinator = GroupCoordinator(topics, config, scheduler=log_manager.scheduler,
+                                                 on_append=self.watchers.notify)
+            self.group_coordinator = group_coordinator
+            group_coordinator.startup()  # loads __consumer_offsets before any connection
+            txn_coordinator = TransactionCoordinator(
+                topics, config, producer_ids, group_coordinator,
+                scheduler=log_manager.scheduler, on_append=self.watchers.notify)
+            self.txn_coordinator = txn_coordinator
+            txn_coordinator.startup()  # loads __transaction_state, completes Prepare* transactions
+            cluster_metadata = ClusterMetadataStore(log_manager.log_dirs, self.node_id,
+                                                    lambda: log_manager.live_log_dirs)
+            self.cluster_metadata = cluster_metadata
+            cluster_metadata.load()
+            dynamic_config = DynamicBrokerConfig(cluster_metadata, config, self.node_id)
+            self.dynamic_config = dynamic_config
+            dynamic_config.load()
             if self.remote_log_manager is not None:  # KIP-956's byte rates are dynamic
-                self.dynamic_config.remote_quotas = {"copy": self.remote_log_manager.copy_quota,
-                                                     "fetch": self.remote_log_manager.fetch_quota}
-            self.quotas = QuotaManagers(config)
-            self.client_quotas = ClientQuotaStore(self.cluster_metadata, self.quotas)
-            self.client_quotas.load()
-            self.quotas.start()
-            self.telemetry = ClientMetricsManager(telemetry_max_bytes=config["telemetry.max.bytes"])
-            self.client_metrics = SubscriptionStore(self.cluster_metadata, self.telemetry)
-            self.client_metrics.load()
-            if config.get("authorizer.class.name"):
-                self.authorizer = StandardAuthorizer(config, self.cluster_metadata)
-                self.authorizer.load()
-            self.stats = BrokerStats()
+                dynamic_config.remote_quotas = {"copy": self.remote_log_manager.copy_quota,
+                                                "fetch": self.remote_log_manager.fetch_quota}
+            quotas = QuotaManagers(config)
+            self.quotas = quotas
+            client_quotas = ClientQuotaStore(cluster_metadata, quotas)
+            self.client_quotas = client_quotas
+            client_quotas.load()
+            quotas.start()
+            telemetry = ClientMetricsManager(telemetry_max_bytes=self.telemetry_config.max_bytes)
+            self.telemetry = telemetry
+            client_metrics = SubscriptionStore(cluster_metadata, telemetry)
+            self.client_metrics = client_metrics
+            client_metrics.load()
+            if self.authorizer_config.enabled:
+                authorizer = StandardAuthorizer(self.authorizer_config, cluster_metadata)
+                self.authorizer = authorizer
+                authorizer.load()
+            stats = BrokerStats()
+            self.stats = stats
             state = ServerState(
-                node_id=self.node_id, config=config, topics=self.topics, log_manager=self.log_manager,
+                node_id=self.node_id, config=config, topics=topics, log_manager=log_manager,
                 producer_ids=producer_ids, watchers=self.watchers,
-                advertised_endpoint=self.advertised_endpoint, cluster_id=self.log_manager.cluster_id,
-                static_keys=frozenset(self.props), group_coordinator=self.group_coordinator,
-                credentials=self.credentials, quotas=self.quotas, client_quotas=self.client_quotas,
-                telemetry=self.telemetry, client_metrics=self.client_metrics, stats=self.stats,
-                txn_coordinator=self.txn_coordinator, authorizer=self.authorizer,
-                dynamic_config=self.dynamic_config)
+                advertised_endpoint=self.advertised_endpoint, cluster_id=log_manager.cluster_id,
+                static_keys=frozenset(self.props), group_coordinator=group_coordinator,
+                credentials=credentials, quotas=quotas, client_quotas=client_quotas,
+                telemetry=telemetry, client_metrics=client_metrics, stats=stats,
+                txn_coordinator=txn_coordinator, authorizer=self.authorizer,
+                dynamic_config=dynamic_config)
             if self.sasl_gate is not None:
                 state.api_versions = advertised_versions(sasl=True)
-            self.apis = KafkaApis(state)
+            apis = KafkaApis(state)
+            self.apis = apis
             # The SASL hook: on a broker with a SASL listener every frame passes the gate.
-            handler = self.apis.handle
+            handler: Callable[[Any, memoryview], Any] = apis.handle
             if self.sasl_gate is not None:
-                handler = self.sasl_gate.wrap(self.apis.handle, self.credentials)
+                handler = self.sasl_gate.wrap(apis.handle, credentials)
             connection_quotas = ConnectionQuotas(
-                config, self.quotas.metrics, [listener.name for listener in self.listeners],
-                protected_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
-                ip_rate=self.quotas.ip_connection_rate)
-            self.socket_server = SocketServer(
+                config, quotas.metrics, [listener.name for listener in self.listeners],
+                protected_listener=(core.inter_broker_listener_name or "").upper() or None,
+                ip_rate=quotas.ip_connection_rate)
+            socket_server = SocketServer(
                 self.listeners, handler,
-                max_request_bytes=config["socket.request.max.bytes"],
-                queued_max_requests=config["queued.max.requests"],
-                send_buffer_bytes=config["socket.send.buffer.bytes"],
-                receive_buffer_bytes=config["socket.receive.buffer.bytes"],
-                connections_max_idle_ms=config["connections.max.idle.ms"], tls=self.tls,
+                max_request_bytes=core.socket_request_max_bytes,
+                queued_max_requests=core.queued_max_requests,
+                send_buffer_bytes=core.socket_send_buffer_bytes,
+                receive_buffer_bytes=core.socket_receive_buffer_bytes,
+                connections_max_idle_ms=core.connections_max_idle_ms, tls=self.tls,
                 initial_frame_limits=self.sasl_gate.initial_frame_limits() if self.sasl_gate is not None else None,
                 connection_quotas=connection_quotas)
-            self.dynamic_config.connection_quotas = connection_quotas
-            self.dynamic_config.apply()  # dynamic limits stored earlier hold from the first connection
-            self.socket_server.startup()
-            if config.get("kafkalog.metrics.port") is not None:
-                collector = BrokerCollector(self.stats, connections=lambda: self.socket_server.connection_count,
-                                            logs=self.log_manager.all_logs, quotas=self.quotas,
-                                            telemetry=self.telemetry, remote=lambda: self.remote_log_manager)
-                self.metrics_endpoint = MetricsEndpoint(collector, config["kafkalog.metrics.host"],
-                                                        int(config["kafkalog.metrics.port"]))
+            self.socket_server = socket_server
+            dynamic_config.connection_quotas = connection_quotas
+            dynamic_config.apply()  # dynamic limits stored earlier hold from the first connection
+            socket_server.startup()
+            metrics_port = self.telemetry_config.metrics_port
+            if metrics_port is not None:
+                collector = BrokerCollector(stats, connections=lambda: socket_server.connection_count,
+                                            logs=log_manager.all_logs, quotas=quotas,
+                                            telemetry=telemetry, remote=lambda: self.remote_log_manager)
+                self.metrics_endpoint = MetricsEndpoint(collector, self.telemetry_config.metrics_host, metrics_port)
         except BaseException:
             self.shutdown()
             raise
@@ -307,7 +333,7 @@ class KafkaBroker:
                 self.quotas.shutdown()  # releases every throttled channel
             if self.remote_log_manager is not None:
                 self.remote_log_manager.close()
-            if self._logs_started:  # a failed startup must not write clean-shutdown markers
+            if self._logs_started and self.log_manager is not None:  # no clean-shutdown markers after a failed start
                 self.log_manager.shutdown()
             self._stopped.set()
             log.info("[KafkaServer id=%d] shut down completed", self.node_id)
@@ -324,10 +350,15 @@ class KafkaBroker:
 
     # --- addresses ---
 
+    def _socket_server(self) -> SocketServer:
+        if self.socket_server is None:
+            raise RuntimeError("the broker is not started")
+        return self.socket_server
+
     def bound_address(self, listener: str | None = None) -> tuple[str, int]:
         """(host, port) the listener (default: the first) is bound to."""
         name = listener or self.listeners[0].name
-        return self.socket_server.bound_address(name)
+        return self._socket_server().bound_address(name)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -342,7 +373,7 @@ class KafkaBroker:
     def listener_urls(self) -> str:
         out = []
         for listener in self.listeners:
-            host, port = self.socket_server.bound_address(listener.name)
+            host, port = self._socket_server().bound_address(listener.name)
             shown = listener.host or host
             if ":" in shown:
                 shown = f"[{shown}]"
@@ -351,7 +382,7 @@ class KafkaBroker:
 
     def advertised_endpoint(self, listener: str, local_address: tuple) -> tuple[str, int]:
         """The (host, port) Metadata gives clients that came in on ``listener``."""
-        bound_host, bound_port = self.socket_server.bound_address(listener)
+        bound_host, bound_port = self._socket_server().bound_address(listener)
         adv = self.advertised.get(listener)
         if adv is not None:
             host = adv.host

@@ -37,8 +37,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker.config import SERVER_CONFIG_DEF, ConfigError
+from broker.config import ConfigError
 from broker.protocol import ErrorCode
+from broker.server.config import SERVER_CONFIG_DEF
 from broker.server.errors import ApiError
 from broker.server.quota.connection_quotas import UNLIMITED, parse_overrides
 

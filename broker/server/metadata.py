@@ -56,7 +56,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from broker.config import ConfigError
+from broker.config import BrokerConfig, ConfigError
 from broker.log import files
 from broker.log.config import (
     LOG_CONFIG_DEF,
@@ -164,11 +164,12 @@ class TopicManager:
     def __init__(self, log_manager: LogManager, server_config: Mapping[str, Any]) -> None:
         self.log_manager = log_manager
         self.server_config = server_config
-        self.node_id = int(server_config.get("node.id", 1))
-        self.num_partitions = int(server_config.get("num.partitions", 1))
-        self.default_replication_factor = int(server_config.get("default.replication.factor", 1))
-        self.auto_create_enabled = bool(server_config.get("auto.create.topics.enable", True))
-        self.delete_enabled = bool(server_config.get("delete.topic.enable", True))
+        core = BrokerConfig.from_config(server_config)
+        self.node_id = core.node_id
+        self.num_partitions = core.num_partitions
+        self.default_replication_factor = core.default_replication_factor
+        self.auto_create_enabled = core.auto_create_topics_enable
+        self.delete_enabled = core.delete_topic_enable
         self.topic_defaults = topic_defaults_from_server(server_config)
         self.default_log_config = LogConfig.from_props(defaults=self.topic_defaults)
         self.registry = TopicRegistry(log_manager.log_dirs, self.node_id)
@@ -444,7 +445,8 @@ class TopicManager:
             if validate_only:
                 return info
             new = dict(topics)
-            new[name] = info._replace(configs=configs)
+            # validate_configs refused null values (INVALID_REQUEST): every value is a string
+            new[name] = info._replace(configs={k: v for k, v in configs.items() if v is not None})
             self.registry.save(new, self.log_manager.live_log_dirs)
             self._configs[name] = (new[name], config)
             self.log_manager.update_topic_config(name, config)

@@ -33,7 +33,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from broker.config import SERVER_CONFIG_DEF, ConfigError
+from broker.config import ConfigDef, ConfigError, define_ssl_keys
 from broker.ssl_stores import apply_protocols, hidden, load_key_store, load_trust_store
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 ANONYMOUS = "User:ANONYMOUS"
 SSL_PROTOCOLS = ("SSL", "SASL_SSL")
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+# the broker's TLS keys (also in broker.server.config.SERVER_CONFIG_DEF): what a
+# listener.name.<l>.ssl.* key is validated as
+SSL_CONFIG_DEF = define_ssl_keys(ConfigDef(), client=False)
 
 
 def listener_ssl_values(config: Mapping[str, Any], props: Mapping[str, Any], listener: str,
@@ -58,10 +61,10 @@ def listener_ssl_values(config: Mapping[str, Any], props: Mapping[str, Any], lis
     for key, raw in props.items():
         if key.startswith(prefix) and key[len(prefix):].startswith("ssl."):
             name = key[len(prefix):]
-            if name not in SERVER_CONFIG_DEF.keys:
+            if name not in SSL_CONFIG_DEF.keys:
                 raise ConfigError(key, hidden(key, raw), "unknown SSL configuration")
             try:
-                out[name] = SERVER_CONFIG_DEF.validate_value(name, raw)
+                out[name] = SSL_CONFIG_DEF.validate_value(name, raw)
             except ConfigError as exc:
                 raise ConfigError(key, hidden(key, raw), str(exc).split(": ", 1)[-1]) from None
     return out

@@ -44,45 +44,29 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...record.limits import INT64_MAX
 from ..clock import SYSTEM_TIME, Time
 from ..errors import KafkaStorageError
 from .checkpoint import CleanerCheckpoints
 from .cleaner import Cleaner, CleanerAbortedError, CleanerStats
+from .config import CleanerConfig
 from .offset_map import SkimpyOffsetMap
 from .throttler import Throttler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..unified_log import UnifiedLog
 
 __all__ = ["CleanerConfig", "LogToClean", "LogCleanerManager", "LogCleaner"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class CleanerConfig:
-    """The broker's log.cleaner.* keys (topic-level ones live in ``LogConfig``)."""
-    enable_cleaner: bool = True
-    num_threads: int = 1
-    dedupe_buffer_size: int = 134217728
-    dedupe_buffer_load_factor: float = 0.9
-    backoff_ms: int = 15000
-    max_io_bytes_per_second: float = float("inf")
-
-    @classmethod
-    def from_server(cls, server) -> CleanerConfig:
-        get = server.get
-        return cls(enable_cleaner=get("log.cleaner.enable", True),
-                   num_threads=get("log.cleaner.threads", 1),
-                   dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size", 134217728),
-                   dedupe_buffer_load_factor=get("log.cleaner.io.buffer.load.factor", 0.9),
-                   backoff_ms=get("log.cleaner.backoff.ms", 15000),
-                   max_io_bytes_per_second=get("log.cleaner.io.max.bytes.per.second", float("inf")))
-
-
 @dataclass
 class LogToClean:
     topic_partition: tuple[str, int]
-    log: object  # UnifiedLog
+    log: UnifiedLog
     first_dirty_offset: int
     first_uncleanable_offset: int
     clean_bytes: int

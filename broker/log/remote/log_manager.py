@@ -80,6 +80,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ...record.entries import iter_entry_headers
 from .. import files
@@ -87,6 +88,7 @@ from ..clock import SYSTEM_TIME, Time
 from ..errors import KafkaStorageError, LogOffsetOutOfRangeError
 from ..list_offsets import OffsetAndTimestamp
 from ..scheduler import KafkaScheduler
+from .config import RemoteLogManagerConfig
 from .errors import RemoteStorageError
 from .metadata import LEADER_EPOCH_SUFFIX, RemoteLogSegmentMetadata, object_name
 from .reader import RemoteSegmentReader
@@ -134,14 +136,14 @@ class RemoteLogManager:
         self.stats = RemoteStorageStats()  # Kafka's remote storage metrics (stats.py)
 
     @classmethod
-    def from_server_config(cls, config: Mapping, logs: Callable[[], list], time: Time = SYSTEM_TIME,
-                           copy_quota=None, fetch_quota=None) -> RemoteLogManager:
-        """From the broker's config: the keys under remote.log.storage.manager.impl.prefix
-        go to the storage manager, without the prefix; the quotas are built by the caller."""
-        prefix = config.get("remote.log.storage.manager.impl.prefix") or "rsm.config."
-        options = {k[len(prefix):]: str(v) for k, v in config.items() if k.startswith(prefix) and v is not None}
-        rsm = FileSystemRemoteStorageManager.from_config(options)
-        return cls(rsm, logs, task_interval_ms=int(config.get("remote.log.manager.task.interval.ms", 30000)),
+    def from_server_config(cls, config: Mapping[str, Any], logs: Callable[[], list], time: Time = SYSTEM_TIME,
+                           copy_quota: Any = None, fetch_quota: Any = None) -> RemoteLogManager:
+        """From the broker's config (``RemoteLogManagerConfig``): the keys under
+        remote.log.storage.manager.impl.prefix go to the storage manager, without the
+        prefix; the quotas are built by the caller."""
+        settings = RemoteLogManagerConfig.from_config(config)
+        rsm = FileSystemRemoteStorageManager.from_config(settings.storage_manager_options(config))
+        return cls(rsm, logs, task_interval_ms=settings.task_interval_ms,
                    time=time, copy_quota=copy_quota, fetch_quota=fetch_quota)
 
     # --- lifecycle ---
@@ -242,15 +244,15 @@ class RemoteLogManager:
             if lg.remote_reader is self and tp in self._segments:
                 if tp in self._needs_sweep:
                     self._needs_sweep.discard(tp)
-                    swept = self.rsm.sweep_garbage(*tp, topic_id=_topic_id(lg))
+                    swept = self.rsm.sweep_garbage(tp[0], tp[1], topic_id=_topic_id(lg))
                     log.info("%s: swept %d remote objects after a failed pass: %s", lg.name, len(swept), swept)
                 return
             topic_id = _topic_id(lg)
-            swept = self.rsm.sweep_garbage(*tp, topic_id=topic_id)
+            swept = self.rsm.sweep_garbage(tp[0], tp[1], topic_id=topic_id)
             if swept:
                 log.info("%s: swept %d remote objects no manifest of topic id %s names: %s", lg.name,
                          len(swept), topic_id, swept)
-            segments = tuple(self.rsm.list_segments(*tp, topic_id=topic_id))
+            segments = tuple(self.rsm.list_segments(tp[0], tp[1], topic_id=topic_id))
             self._segments[tp] = segments
             lg.highest_offset_in_remote_storage = segments[-1].end_offset if segments else -1
             earliest = segments[0].base_offset if segments else lg.local_log_start_offset
@@ -297,8 +299,8 @@ class RemoteLogManager:
         directory = lg.dir
         base = seg.base_offset
         end = next_offset - 1
-        txn = files.txn_index_file(directory, base)
-        txn = txn if txn.exists() and txn.stat().st_size > 0 else None
+        txn_file = files.txn_index_file(directory, base)
+        txn = txn_file if txn_file.exists() and txn_file.stat().st_size > 0 else None
         snapshot = lg.producer_state_manager.fetch_snapshot(next_offset)
         snapshot = snapshot if snapshot is not None and snapshot.exists() else None
         epochs: dict[int, int] = {}
@@ -450,16 +452,16 @@ class RemoteLogManager:
             return RemoteFetchResult(b"", [] if read_committed else None)
         try:
             records = self.reader.read(meta, offset, max_bytes, min_one_message)
-            aborted = None
+            aborted: list[tuple[int, int]] | None = None
             if read_committed:
-                aborted = []
+                overlapping = []
                 upper = _next_offset_of(records, offset)
                 for m in self._segments.get(lg.topic_partition, ()):
                     if m.base_offset >= meta.base_offset:
-                        aborted += self.reader.aborted_transactions(m, offset, upper)
-                aborted += [t for t in lg.collect_aborted_transactions(lg.local_log_start_offset, upper)
-                            if t.first_offset < upper and t.last_offset >= offset]
-                aborted = sorted({(t.producer_id, t.first_offset) for t in aborted}, key=lambda t: t[1])
+                        overlapping += self.reader.aborted_transactions(m, offset, upper)
+                overlapping += [t for t in lg.collect_aborted_transactions(lg.local_log_start_offset, upper)
+                                if t.first_offset < upper and t.last_offset >= offset]
+                aborted = sorted({(t.producer_id, t.first_offset) for t in overlapping}, key=lambda t: t[1])
         except BaseException:
             self.stats.record(topic, fetch_errors=1)
             raise

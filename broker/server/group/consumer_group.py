@@ -25,6 +25,9 @@ Members are keyed by member id; a static member (instance id) is also in
 ``static_members``. A static member that left with epoch -2 stays, with epoch -2, so that
 its instance id can come back and take its assignment over.
 
+A ``ConsumerGroup`` is a ``protocol.Group`` (``group_type`` "consumer"); its committed
+offsets are kept by the offsets part (``offsets.py``), not here.
+
 Thread-safety: none; the coordinator serialises every access under its membership lock.
 """
 
@@ -34,7 +37,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.protocol import ErrorCode
 from broker.server.coordinator.topic import INTERNAL_TOPICS
+from broker.server.group import consumer_records as cr
+from broker.server.group.protocol import GROUP_TYPE_CONSUMER, GroupSummary, OffsetExpiration, Record
 
 STATE_EMPTY = "Empty"
 STATE_ASSIGNING = "Assigning"
@@ -53,6 +59,7 @@ LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
 
 Assignment = dict[Any, frozenset[int]]  # topic id (uuid.UUID) -> partitions
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 @dataclass
@@ -100,6 +107,80 @@ class ConsumerGroup:
     # resolved at the group's NEXT heartbeat, so its topics come one heartbeat later.
     resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
     has_records: bool = False  # a ConsumerGroupMetadata record exists in the log
+
+    # --- the Group protocol ---
+
+    @property
+    def group_type(self) -> str:
+        return GROUP_TYPE_CONSUMER
+
+    @property
+    def protocol_type(self) -> str:
+        return CONSUMER_PROTOCOL_TYPE
+
+    def state_name(self) -> str:
+        return self.state()
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def is_shell(self) -> bool:
+        return not self.members and not self.has_records
+
+    def topics_in_use(self) -> set[str] | None:
+        return self.subscribed_topic_names() if self.members else set()
+
+    def offset_expiration(self) -> OffsetExpiration:
+        """The offsets of the topics no member subscribes to (all of them once it has no
+        members), counted from their commit."""
+        return OffsetExpiration(-1, frozenset(self.subscribed_topic_names()))
+
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
+                               transactional: bool = False) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit``: a commit with a negative epoch is
+        accepted only while the group has no member (admin tools, simple consumers);
+        otherwise the member must exist (UNKNOWN_MEMBER_ID) and send its epoch
+        (FENCED_MEMBER_EPOCH when newer, STALE_MEMBER_EPOCH when older). A TxnOffsetCommit
+        is checked as into an empty classic group (generation -1 accepted, any member
+        UNKNOWN_MEMBER_ID): the member epoch of a transactional commit is not checked."""
+        if transactional:
+            if generation_or_epoch < 0:
+                return ErrorCode.NONE
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return self._validate_member(member_id, generation_or_epoch, for_fetch=False)
+
+    def validate_offset_fetch(self, member_id: str, member_epoch: int) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetFetch``: epoch -1 is never checked."""
+        return self._validate_member(member_id, member_epoch, for_fetch=True)
+
+    def _validate_member(self, member_id: str, member_epoch: int, for_fetch: bool) -> int:
+        if for_fetch and member_epoch == -1:
+            return ErrorCode.NONE
+        if not for_fetch and member_epoch < 0 and not self.members:
+            return ErrorCode.NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch > member.member_epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if member_epoch < member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def tombstones(self) -> list[Record]:
+        """Every member's records, then the group's (Kafka's order)."""
+        out: list[Record] = []
+        for member_id in sorted(self.members):
+            out.extend(member_tombstones(self.group_id, member_id))
+        out.extend((cr.encode_consumer_key(cr.ConsumerGroupKey(t, self.group_id)), None)
+                   for t in (cr.TARGET_ASSIGNMENT_METADATA, cr.PARTITION_METADATA, cr.METADATA))
+        return out
+
+    def summary(self, members: bool = True) -> GroupSummary:
+        """ListGroups; DescribeGroups never shows a consumer group (ConsumerGroupDescribe does)."""
+        return GroupSummary(self.group_id, self.state(), CONSUMER_PROTOCOL_TYPE, "", group_type=GROUP_TYPE_CONSUMER)
+
+    # --- members and assignment ---
 
     def state(self) -> str:
         if not self.members:
@@ -166,6 +247,13 @@ class ConsumerGroup:
         if not counts:
             return default
         return max(sorted(counts), key=lambda a: counts[a])
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[Record]:
+    """A member's tombstones in Kafka's order: current assignment, target assignment, then
+    member metadata."""
+    return [(cr.encode_consumer_key(cr.ConsumerGroupKey(t, group_id, member_id)), None)
+            for t in (cr.CURRENT_MEMBER_ASSIGNMENT, cr.TARGET_ASSIGNMENT_MEMBER, cr.MEMBER_METADATA)]
 
 
 def compile_regex(pattern: str) -> re.Pattern:
@@ -241,7 +329,7 @@ def reconcile(group: ConsumerGroup, member: ConsumerGroupMember,
     return before != (member.member_epoch, member.state, member.assigned, member.pending_revocation)
 
 
-__all__ = ["Assignment", "ConsumerGroup", "ConsumerGroupMember", "LEAVE_EPOCH", "LEAVE_STATIC_EPOCH",
-           "MEMBER_STABLE", "MEMBER_UNRELEASED_PARTITIONS", "MEMBER_UNREVOKED_PARTITIONS", "STATE_ASSIGNING",
-           "STATE_DEAD", "STATE_EMPTY", "STATE_RECONCILING", "STATE_STABLE", "compile_regex",
-           "matching_topics", "reconcile"]
+__all__ = ["Assignment", "CONSUMER_PROTOCOL_TYPE", "ConsumerGroup", "ConsumerGroupMember", "LEAVE_EPOCH",
+           "LEAVE_STATIC_EPOCH", "MEMBER_STABLE", "MEMBER_UNRELEASED_PARTITIONS", "MEMBER_UNREVOKED_PARTITIONS",
+           "STATE_ASSIGNING", "STATE_DEAD", "STATE_EMPTY", "STATE_RECONCILING", "STATE_STABLE", "compile_regex",
+           "matching_topics", "member_tombstones", "reconcile"]

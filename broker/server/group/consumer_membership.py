@@ -1,17 +1,20 @@
-"""The KIP-848 consumer group protocol of ``GroupCoordinator``: ConsumerGroupHeartbeat,
-ConsumerGroupDescribe, the member epochs checks of OffsetCommit / OffsetFetch, the
-session and revocation timers, and the consumer-group records of ``__consumer_offsets``
-(Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``).
+"""The consumer groups part of the group coordinator: the KIP-848 consumer group protocol
+(ConsumerGroupHeartbeat, ConsumerGroupDescribe), the session and revocation timers, and
+the consumer-group records of ``__consumer_offsets`` (Kafka's
+``GroupMetadataManager.consumerGroupHeartbeat``).
 
-A consumer group is a ``GroupMetadata`` (its offsets) whose ``consumer`` attribute holds
-a ``ConsumerGroup`` (``consumer_group.py``: members, epochs, target assignment,
-reconciliation). A group id is either classic or consumer: a ConsumerGroupHeartbeat
+Owns ``ConsumerGroups``: it receives the ``GroupContext`` (configuration, runtime, clock,
+topics, membership lock, group map) and keeps only its own ``closed`` flag; the groups it
+serves are the ``ConsumerGroup`` entries of the group map (``consumer_group.py``: members,
+epochs, target assignment, reconciliation; the member epoch checks of OffsetCommit /
+OffsetFetch are ``ConsumerGroup.validate_offset_commit`` / ``validate_offset_fetch``,
+reached through the ``Group`` protocol). A group id is either classic or consumer: a ConsumerGroupHeartbeat
 for a classic group with members gets GROUP_ID_NOT_FOUND, a JoinGroup for a consumer
 group with members INCONSISTENT_GROUP_PROTOCOL; an EMPTY group of either kind is
 converted on the first request of the other protocol (its offsets stay). Online
 migration of a group with live members is not done.
 
-Heartbeat (one request, under ``_mlock``):
+Heartbeat (one request, under ``GroupContext.mlock``):
 
 1. validation (INVALID_REQUEST): group id, member epoch >= -2, a member id when epoch != 0,
    on join (epoch 0) a rebalance timeout, a subscription (names or regex) and no owned
@@ -55,8 +58,8 @@ the cache then runs ahead of the log until the next successful write, as the nex
 heartbeat rewrites the member's records). Replay at startup rebuilds groups, epochs and
 assignments; members get a full session to heartbeat again.
 
-Thread-safety: every method runs under the coordinator's ``_mlock`` (timers too); appends
-also take the group's partition lock.
+Thread-safety: every method runs under ``GroupContext.mlock`` (timers too); appends also
+take the group's partition lock (``GroupContext.append``), after ``mlock``.
 """
 
 from __future__ import annotations
@@ -68,11 +71,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from broker.log.scheduler import ScheduledTask
 from broker.protocol import ErrorCode
 from broker.server.errors import ApiError
 from broker.server.group import assignors as assignor_impl
 from broker.server.group import consumer_records as cr
 from broker.server.group.consumer_group import (
+    CONSUMER_PROTOCOL_TYPE,
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
     MEMBER_UNREVOKED_PARTITIONS,
@@ -80,16 +85,15 @@ from broker.server.group.consumer_group import (
     ConsumerGroup,
     ConsumerGroupMember,
     compile_regex,
+    member_tombstones,
     reconcile,
 )
-from broker.server.group.group import STATE_EMPTY, GroupMetadata
-from broker.server.group.records import GroupMetadataKey, encode_key
+from broker.server.group.context import GroupContext
+from broker.server.group.protocol import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, Record
 
 log = logging.getLogger(__name__)
 
-CONSUMER_PROTOCOL_TYPE = "consumer"
-GROUP_TYPE_CLASSIC = "classic"
-GROUP_TYPE_CONSUMER = "consumer"
+Records = list[Record]
 
 
 def new_consumer_member_id() -> str:
@@ -107,19 +111,16 @@ class HeartbeatResult:
     assignment: Assignment | None = None
 
 
-class ConsumerMembership:
-    """Mixed into ``GroupCoordinator`` (expects ``_groups``, ``_lock``, ``_mlock``, ``_timer``,
-    ``time``, ``topics``, ``partition_for``, ``runtime``)."""
+class ConsumerGroups:
+    """The consumer groups part (see the module docstring)."""
 
-    def _init_consumer(self, config) -> None:
-        self.consumer_heartbeat_interval_ms = int(config.get("group.consumer.heartbeat.interval.ms", 5000))
-        self.consumer_session_timeout_ms = int(config.get("group.consumer.session.timeout.ms", 45000))
-        self.consumer_max_size = int(config.get("group.consumer.max.size", 2147483647))
-        names = config.get("group.consumer.assignors", ["uniform", "range"])
-        if isinstance(names, str):
-            names = names.split(",")
-        self.consumer_assignors = [n.strip() for n in names if n.strip()]
-        for n in self.consumer_assignors:
+    def __init__(self, ctx: GroupContext) -> None:
+        self._ctx = ctx
+        self._closed = False
+        self._heartbeat_interval_ms = ctx.config.consumer_heartbeat_interval_ms
+        self._session_timeout_ms = ctx.config.consumer_session_timeout_ms
+        self.assignors = list(ctx.config.consumer_assignors)
+        for n in self.assignors:
             if n not in assignor_impl.ASSIGNORS:
                 raise ValueError(f"group.consumer.assignors: unknown assignor {n!r} (known: uniform, range)")
 
@@ -134,24 +135,24 @@ class ConsumerMembership:
                                           subscribed_topic_names, subscribed_topic_regex, owned)
         if invalid:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, invalid)
-        if server_assignor is not None and server_assignor not in self.consumer_assignors:
+        if server_assignor is not None and server_assignor not in self.assignors:
             return HeartbeatResult(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                    f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
-                                   f"{', '.join(self.consumer_assignors)}.")
+                                   f"{', '.join(self.assignors)}.")
         if subscribed_topic_regex:
             try:
                 compile_regex(subscribed_topic_regex)
             except re.error as exc:
                 return HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                        f"SubscribedTopicRegex {subscribed_topic_regex!r} is invalid: {exc}")
-        with self._mlock:
-            if self._membership_closed:
+        with self._ctx.mlock:
+            if self._closed:
                 return HeartbeatResult(ErrorCode.NOT_COORDINATOR)
             try:
-                group, cg = self._consumer_group_for(group_id, create=member_epoch == 0)
+                cg = self._consumer_group_for(group_id, create=member_epoch == 0)
             except ApiError as exc:
                 return HeartbeatResult(exc.code, str(exc))
-            records: list[tuple[bytes, bytes | None]] = []
+            records: Records = []
             if member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                 result = self._consumer_leave(cg, member_id, member_epoch, instance_id, records)
             else:
@@ -161,20 +162,18 @@ class ConsumerMembership:
                     client_host, records)
             if records:
                 try:
-                    self._append_consumer(group_id, records)
+                    self._ctx.append(group_id, records)
                     cg.has_records = True
                 except ApiError as exc:
                     log.warning("group %s: writing the consumer group records failed: %s", group_id, exc)
                     return HeartbeatResult(exc.code, str(exc))
-            if not cg.members and not cg.has_records and group.is_empty_shell():
-                with self._lock:
-                    if self._groups.get(group_id) is group:
-                        del self._groups[group_id]
+            self._ctx.groups.drop_if_unused(cg)
             return result
 
     @staticmethod
-    def _invalid_heartbeat(group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms, names, regex,
-                           owned) -> str | None:
+    def _invalid_heartbeat(group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+                           rebalance_timeout_ms: int, names: list[str] | None, regex: str | None,
+                           owned: Assignment | None) -> str | None:
         """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
         if not group_id:
             return "GroupId can't be empty."
@@ -193,34 +192,30 @@ class ConsumerMembership:
             return "InstanceId can't be null."
         return None
 
-    def _consumer_group_for(self, group_id: str, create: bool) -> tuple[GroupMetadata, ConsumerGroup]:
-        group = self._groups.get(group_id)
-        if group is not None and group.consumer is not None:
-            return group, group.consumer
-        if group is not None and (group.members or group.pending_members or group.state != STATE_EMPTY):
+    def _consumer_group_for(self, group_id: str, create: bool) -> ConsumerGroup:
+        cg = self._ctx.groups.consumer(group_id)
+        if cg is not None:
+            return cg
+        group = self._ctx.groups.get(group_id)  # None, or a classic group
+        if group is not None and not group.is_empty():
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if group is None:
-            group = GroupMetadata(group_id)
-            with self._lock:
-                self._groups[group_id] = group
-        elif group.has_metadata_record:  # an empty classic group becomes a consumer group
-            self._append_consumer(group_id, [(encode_key(GroupMetadataKey(group_id)), None)])
-            group.has_metadata_record = False
+        if group is not None and group.has_records:  # an empty classic group becomes a consumer group
+            self._ctx.append(group_id, group.tombstones())
             log.info("group %s: the empty classic group is converted to a consumer group", group_id)
-        group.protocol_type, group.protocol, group.generation, group.leader = CONSUMER_PROTOCOL_TYPE, None, 0, None
-        group.consumer = ConsumerGroup(group_id)
-        return group, group.consumer
+        cg = ConsumerGroup(group_id)
+        self._ctx.groups.put(cg)
+        return cg
 
     def _heartbeat_result(self, member: ConsumerGroupMember, assignment: Assignment | None = None,
-                epoch: int | None = None) -> HeartbeatResult:
+                          epoch: int | None = None) -> HeartbeatResult:
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id,
                                member.member_epoch if epoch is None else epoch,
-                               self.consumer_heartbeat_interval_ms, assignment)
+                               self._heartbeat_interval_ms, assignment)
 
     def _consumer_leave(self, cg: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None,
-                        records: list) -> HeartbeatResult:
+                        records: Records) -> HeartbeatResult:
         if instance_id is not None:
             current = cg.static_members.get(instance_id)
             if current is None:
@@ -238,20 +233,21 @@ class ConsumerMembership:
             self._cancel_revocation(member)
             records.extend(self._member_assignment_records(cg, member))
             return HeartbeatResult(ErrorCode.NONE, None, member_id, LEAVE_STATIC_EPOCH,
-                                   self.consumer_heartbeat_interval_ms)
+                                   self._heartbeat_interval_ms)
         log.info("group %s: member %s leaves", cg.group_id, member_id)
         self._remove_consumer_member(cg, member, records)
-        return HeartbeatResult(ErrorCode.NONE, None, member_id, LEAVE_EPOCH, self.consumer_heartbeat_interval_ms)
+        return HeartbeatResult(ErrorCode.NONE, None, member_id, LEAVE_EPOCH, self._heartbeat_interval_ms)
 
-    def _consumer_heartbeat(self, cg: ConsumerGroup, member_id, member_epoch, instance_id, rack_id,
-                            rebalance_timeout_ms, names, regex, server_assignor, owned, client_id, client_host,
-                            records: list) -> HeartbeatResult:
+    def _consumer_heartbeat(self, cg: ConsumerGroup, member_id: str, member_epoch: int, instance_id: str | None,
+                            rack_id: str | None, rebalance_timeout_ms: int, names: list[str] | None,
+                            regex: str | None, server_assignor: str | None, owned: Assignment | None,
+                            client_id: str, client_host: str, records: Records) -> HeartbeatResult:
         bump = False
         joined = member_epoch == 0
-        cg.resolve_regexes(self.topics.topics())  # those known before this request
+        cg.resolve_regexes(self._ctx.topics.topics())  # those known before this request
         if joined:
             member_id = member_id or new_consumer_member_id()
-            member = cg.members.get(member_id)
+            member: ConsumerGroupMember | None = cg.members.get(member_id)
             replaced = False
             if instance_id is not None:
                 current_id = cg.static_members.get(instance_id)
@@ -264,10 +260,11 @@ class ConsumerMembership:
                     member = self._replace_static_consumer_member(cg, current, member_id, records)
                     replaced = True
             if member is None:
-                if len(cg.members) >= self.consumer_max_size:
+                max_size = self._ctx.config.consumer_max_size
+                if len(cg.members) >= max_size:
                     return HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                            f"The consumer group has reached its maximum capacity of "
-                                           f"{self.consumer_max_size} members.")
+                                           f"{max_size} members.")
                 member = ConsumerGroupMember(member_id, instance_id)
                 cg.add_member(member)
                 bump = True
@@ -339,13 +336,13 @@ class ConsumerMembership:
         return self._heartbeat_result(member, dict(member.assigned) if send else None)
 
     def _replace_static_consumer_member(self, cg: ConsumerGroup, old: ConsumerGroupMember, new_id: str,
-                               records: list) -> ConsumerGroupMember:
+                                        records: Records) -> ConsumerGroupMember:
         """The instance id of a static member that left with -2 comes back under ``new_id``:
         it takes the old member's assignment and epoch over."""
         log.info("group %s: static member %s replaces %s (instance id %s)", cg.group_id, new_id, old.member_id,
                  old.instance_id)
         self._cancel_timers(old)
-        records.extend(self._member_tombstones(cg, old.member_id))
+        records.extend(member_tombstones(cg.group_id, old.member_id))
         target = cg.target.pop(old.member_id, None)
         cg.remove_member(old.member_id)
         new = ConsumerGroupMember(
@@ -362,10 +359,10 @@ class ConsumerMembership:
             records.append(self._target_member_record(cg, new_id))
         return new
 
-    def _remove_consumer_member(self, cg: ConsumerGroup, member: ConsumerGroupMember, records: list) -> None:
+    def _remove_consumer_member(self, cg: ConsumerGroup, member: ConsumerGroupMember, records: Records) -> None:
         self._cancel_timers(member)
         cg.remove_member(member.member_id)
-        records.extend(self._member_tombstones(cg, member.member_id))
+        records.extend(member_tombstones(cg.group_id, member.member_id))
         cg.group_epoch += 1
         records.append((cr.encode_consumer_key(cr.ConsumerGroupKey(cr.METADATA, cg.group_id)),
                         cr.encode_consumer_value(cr.METADATA, epoch=cg.group_epoch)))
@@ -385,19 +382,19 @@ class ConsumerMembership:
 
     def _subscribed_metadata(self, cg: ConsumerGroup) -> dict[str, tuple[Any, int]]:
         names = cg.subscribed_topic_names()
-        out = {}
+        out: dict[str, tuple[Any, int]] = {}
         for name in sorted(names):
-            info = self.topics.get(name)
+            info = self._ctx.topics.get(name)
             if info is not None:
                 out[name] = (info.topic_id, info.partitions)
         return out
 
-    def _compute_target(self, cg: ConsumerGroup, records: list) -> None:
+    def _compute_target(self, cg: ConsumerGroup, records: Records) -> None:
         ids = {name: tid for name, (tid, _) in cg.subscribed_metadata.items()}
         partitions = {tid: count for tid, count in cg.subscribed_metadata.values()}
         subscriptions = {m.member_id: {ids[n] for n in cg.member_topic_names(m) if n in ids}
                          for m in cg.members.values()}
-        name = cg.preferred_assignor(self.consumer_assignors[0])
+        name = cg.preferred_assignor(self.assignors[0])
         target = assignor_impl.assign(name, subscriptions, partitions, cg.target)
         changed = [m for m in target if target[m] != cg.target.get(m)]
         cg.target = target
@@ -444,37 +441,17 @@ class ConsumerMembership:
                      assigned_partitions=cr.topic_partitions(m.assigned),
                      partitions_pending_revocation=cr.topic_partitions(m.pending_revocation)))]
 
-    @staticmethod
-    def _member_tombstones(cg: ConsumerGroup, member_id: str) -> list[tuple[bytes, None]]:
-        """Kafka's order: current assignment, target assignment, then member metadata."""
-        return [(cr.encode_consumer_key(cr.ConsumerGroupKey(t, cg.group_id, member_id)), None)
-                for t in (cr.CURRENT_MEMBER_ASSIGNMENT, cr.TARGET_ASSIGNMENT_MEMBER, cr.MEMBER_METADATA)]
-
-    def _group_tombstones(self, cg: ConsumerGroup) -> list[tuple[bytes, None]]:
-        out: list[tuple[bytes, None]] = []
-        for member_id in sorted(cg.members):
-            out.extend(self._member_tombstones(cg, member_id))
-        out.extend((cr.encode_consumer_key(cr.ConsumerGroupKey(t, cg.group_id)), None)
-                   for t in (cr.TARGET_ASSIGNMENT_METADATA, cr.PARTITION_METADATA, cr.METADATA))
-        return out
-
-    def _append_consumer(self, group_id: str, records: list) -> None:
-        p = self.partition_for(group_id)
-        with self.runtime.partition_lock(p):
-            self.runtime.append(p, records)
-
-    def _replay_consumer(self, key: cr.ConsumerGroupKey, value_bytes: bytes | None) -> None:
-        """Apply one loaded consumer-group record (under no lock: startup)."""
-        group = self._groups.get(key.group)
+    def replay(self, key: cr.ConsumerGroupKey, value_bytes: bytes | None) -> None:
+        """Apply one loaded consumer-group record (under no lock: startup). A record of a
+        group that is a classic group now replaces it (the later record wins); a tombstone
+        of one leaves it alone."""
+        groups = self._ctx.groups
         if value_bytes is None:
-            if group is None or group.consumer is None:
+            cg = groups.consumer(key.group)
+            if cg is None:
                 return
-            cg = group.consumer
             if key.type == cr.METADATA:
-                group.consumer = None
-                group.protocol_type = None
-                if group.is_empty_shell():
-                    del self._groups[key.group]
+                groups.forget(cg)  # a simple group stays while the offsets do
             elif key.type == cr.MEMBER_METADATA:
                 cg.remove_member(key.member_id or "")
             elif key.type == cr.TARGET_ASSIGNMENT_MEMBER:
@@ -485,12 +462,10 @@ class ConsumerMembership:
                     m.assigned, m.pending_revocation = {}, {}
             return
         value = cr.decode_consumer_value(key.type, value_bytes)
-        if group is None:
-            group = self._groups[key.group] = GroupMetadata(key.group)
-        if group.consumer is None:
-            group.consumer = ConsumerGroup(key.group)
-            group.protocol_type = CONSUMER_PROTOCOL_TYPE
-        cg = group.consumer
+        cg = groups.consumer(key.group)
+        if cg is None:
+            cg = ConsumerGroup(key.group)
+            groups.put(cg)
         cg.has_records = True
         if key.type == cr.METADATA:
             cg.group_epoch = value.epoch
@@ -520,12 +495,9 @@ class ConsumerMembership:
                 m.assigned = cr.from_topic_partitions(value.assigned_partitions)
                 m.pending_revocation = cr.from_topic_partitions(value.partitions_pending_revocation)
 
-    def _resume_consumer_members(self) -> None:
+    def resume(self) -> None:
         """After loading: every consumer-group member gets a full session to come back."""
-        for group in self._groups.values():
-            cg = group.consumer
-            if cg is None:
-                continue
+        for cg in self._ctx.groups.consumer_groups():
             for m in list(cg.members.values()):
                 self._touch_consumer(cg, m)
                 if m.state == MEMBER_UNREVOKED_PARTITIONS:
@@ -539,25 +511,25 @@ class ConsumerMembership:
         gid, mid = cg.group_id, member.member_id
 
         def expire() -> None:
-            with self._mlock:
+            with self._ctx.mlock:
                 current = self._consumer_member(gid, mid)
                 if current is None or current.session_task is not task:
                     return
                 log.info("group %s: member %s's session expired (%d ms without heartbeat); fencing it", gid, mid,
-                         self.consumer_session_timeout_ms)
+                         self._session_timeout_ms)
                 self._fence_consumer_member(gid, current)
 
-        task = self._timer.schedule_once(f"consumer-session-{mid}", expire, self.consumer_session_timeout_ms)
+        task = self._ctx.runtime.timer.schedule_once(f"consumer-session-{mid}", expire, self._session_timeout_ms)
         member.session_task = task
 
     def _schedule_revocation(self, cg: ConsumerGroup, member: ConsumerGroupMember) -> None:
         if member.revocation_task is not None:
             return
         gid, mid, epoch = cg.group_id, member.member_id, member.member_epoch
-        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.consumer_session_timeout_ms
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self._session_timeout_ms
 
         def expire() -> None:
-            with self._mlock:
+            with self._ctx.mlock:
                 current = self._consumer_member(gid, mid)
                 if current is None or current.revocation_task is not task:
                     return
@@ -567,7 +539,7 @@ class ConsumerMembership:
                              gid, mid, timeout)
                     self._fence_consumer_member(gid, current)
 
-        task = self._timer.schedule_once(f"consumer-revocation-{mid}", expire, timeout)
+        task: ScheduledTask = self._ctx.runtime.timer.schedule_once(f"consumer-revocation-{mid}", expire, timeout)
         member.revocation_task = task
 
     @staticmethod
@@ -583,65 +555,46 @@ class ConsumerMembership:
             member.session_task = None
 
     def _consumer_member(self, gid: str, mid: str) -> ConsumerGroupMember | None:
-        group = self._groups.get(gid)
-        if group is None or group.consumer is None:
-            return None
-        return group.consumer.members.get(mid)
+        cg = self._ctx.groups.consumer(gid)
+        return None if cg is None else cg.members.get(mid)
 
     def _fence_consumer_member(self, gid: str, member: ConsumerGroupMember) -> None:
-        cg = self._groups[gid].consumer
-        records: list = []
+        cg = self._ctx.groups.consumer(gid)
+        if cg is None:
+            return
+        records: Records = []
         self._remove_consumer_member(cg, member, records)
         try:
-            self._append_consumer(gid, records)
+            self._ctx.append(gid, records)
         except ApiError as exc:
             log.warning("group %s: writing the removal of member %s failed: %s", gid, member.member_id, exc)
 
-    def _close_consumer_membership(self) -> None:
-        with self._mlock:
-            for group in self._groups.values():
-                if group.consumer is not None:
-                    for m in group.consumer.members.values():
-                        self._cancel_timers(m)
+    def close(self) -> None:
+        """Refuse heartbeats from now on and stop every member's timers (shutdown)."""
+        with self._ctx.mlock:
+            self._closed = True
+            for cg in self._ctx.groups.consumer_groups():
+                for m in cg.members.values():
+                    self._cancel_timers(m)
 
-    # --- offsets, listing, description, deletion ---
+    # --- description ---
 
-    @staticmethod
-    def validate_consumer_commit(cg: ConsumerGroup, member_id: str, member_epoch: int,
-                                 for_fetch: bool = False) -> int:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``: a commit
-        with a negative epoch is accepted only while the group has no member (admin tools,
-        simple consumers); a fetch with epoch -1 is never checked; otherwise the member
-        must exist (UNKNOWN_MEMBER_ID) and send its epoch (FENCED_MEMBER_EPOCH when newer,
-        STALE_MEMBER_EPOCH when older)."""
-        if for_fetch and member_epoch == -1:
-            return ErrorCode.NONE
-        if not for_fetch and member_epoch < 0 and not cg.members:
-            return ErrorCode.NONE
-        member = cg.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch > member.member_epoch:
-            return ErrorCode.FENCED_MEMBER_EPOCH
-        if member_epoch < member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
-
-    def describe_consumer_group(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
+    def describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
         """(error code, message, a consistent view) for ConsumerGroupDescribe."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, "the group id is empty", None
-        with self._mlock:
-            group = self._groups.get(group_id)
-            if group is None or group.consumer is None:
+        with self._ctx.mlock:
+            cg = self._ctx.groups.consumer(group_id)
+            if cg is None:
+                group = self._ctx.groups.classic(group_id)
                 if group is not None and (group.members or group.protocol_type):
                     return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
                 return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
-            return ErrorCode.NONE, None, group.consumer
+            return ErrorCode.NONE, None, cg
 
-    def topic_name_of(self, topic_id) -> str | None:
-        for name in self.topics.topics():
-            info = self.topics.get(name)
+    def topic_name_of(self, topic_id: Any) -> str | None:
+        for name in self._ctx.topics.topics():
+            info = self._ctx.topics.get(name)
             if info is not None and info.topic_id == topic_id:
                 return name
         return None
@@ -651,5 +604,5 @@ def _subset(a: Assignment, b: Assignment) -> bool:
     return all(set(ps) <= set(b.get(t, ())) for t, ps in a.items())
 
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "ConsumerMembership", "GROUP_TYPE_CLASSIC", "GROUP_TYPE_CONSUMER",
+__all__ = ["CONSUMER_PROTOCOL_TYPE", "ConsumerGroups", "GROUP_TYPE_CLASSIC", "GROUP_TYPE_CONSUMER",
            "HeartbeatResult", "new_consumer_member_id"]

@@ -1,5 +1,6 @@
 """``GroupMetadata``: one consumer group of the classic protocol (Kafka's ``GroupMetadata``
-/ ``ClassicGroup``): its committed offsets, and its membership state machine.
+/ ``ClassicGroup``): its membership state machine, and its answers to the ``Group``
+protocol (``protocol.py``).
 
 States (``ClassicGroupState``, Kafka's ``ClassicGroupState``) and the transitions the
 coordinator makes::
@@ -38,6 +39,10 @@ member once the generation completed; ``static_members`` maps each static member
 instance id to its current member id; ``pending_members`` are the member ids handed out
 with MEMBER_ID_REQUIRED (JoinGroup v4+) that have not joined yet.
 
+A ``GroupMetadata`` is a ``protocol.Group`` (``group_type`` "classic"): a simple group
+that only commits offsets (``protocol_type`` None) is one too. Its committed offsets are
+not here: the offsets part (``offsets.py``) keeps them by group id.
+
 Thread-safety: none of its own; the coordinator changes groups under its membership lock.
 """
 
@@ -48,10 +53,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.protocol import ErrorCode
 from broker.protocol.errors import ProtocolDecodeError
 from broker.protocol.primitives import Reader
 from broker.server.coordinator.state import check_transition
 from broker.server.group.member import Member
+from broker.server.group.protocol import (
+    GROUP_TYPE_CLASSIC,
+    GroupSummary,
+    OffsetExpiration,
+    Record,
+    SummaryMember,
+)
+from broker.server.group.records import GroupMetadataKey, encode_key
 
 
 class ClassicGroupState(enum.StrEnum):
@@ -91,7 +105,8 @@ class OffsetAndMetadata:
 
 @dataclass
 class GroupMetadata:
-    """One group in the cache. ``protocol_type`` None: a simple group (offsets only)."""
+    """One classic group in the cache (a ``protocol.Group``). ``protocol_type`` None: a
+    simple group (offsets only)."""
 
     group_id: str
     protocol_type: str | None = None
@@ -100,7 +115,6 @@ class GroupMetadata:
     leader: str | None = None
     current_state_timestamp: int = -1
     has_metadata_record: bool = False
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     state: ClassicGroupState = STATE_EMPTY  # changed by transition_to (restore_state when loading)
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group_instance_id -> member_id
@@ -109,8 +123,6 @@ class GroupMetadata:
     sync_task: Any = None  # removes the members that never sync (the rebalance timeout after the join)
     new_member_added: bool = False
     join_task: Any = None  # the scheduled completion of the current join phase
-    # a KIP-848 consumer group (``consumer_group.ConsumerGroup``); None for classic / simple groups
-    consumer: Any = None
 
     @property
     def leader_id(self) -> str | None:
@@ -126,10 +138,90 @@ class GroupMetadata:
         """Loading: the state a replayed record implies (not a transition)."""
         self.state = state
 
-    def is_empty_shell(self) -> bool:
-        """No offsets, no group record and no members: the group no longer exists."""
-        return not self.offsets and not self.has_metadata_record and not self.members and not self.pending_members \
-            and (self.consumer is None or (not self.consumer.members and not self.consumer.has_records))
+    # --- the Group protocol ---
+
+    @property
+    def group_type(self) -> str:
+        return GROUP_TYPE_CLASSIC
+
+    @property
+    def has_records(self) -> bool:
+        return self.has_metadata_record
+
+    def state_name(self) -> str:
+        return str(self.state)
+
+    def is_empty(self) -> bool:
+        return self.state == STATE_EMPTY and not self.members and not self.pending_members
+
+    def is_shell(self) -> bool:
+        """No group record and no members: the group exists only through its offsets."""
+        return not self.has_metadata_record and not self.members and not self.pending_members
+
+    def topics_in_use(self) -> set[str] | None:
+        if not self.members:
+            return set()
+        return self.subscribed_topics()
+
+    def offset_expiration(self) -> OffsetExpiration | None:
+        """Kafka's ``ClassicGroup.offsetExpirationCondition``: without members every offset,
+        counted from the group becoming Empty (from each commit for a simple group); a
+        Stable group of the "consumer" protocol the offsets of the topics no member
+        subscribes to, counted from their commit (KIP-496); otherwise none."""
+        if self.state == STATE_EMPTY and not self.members and not self.pending_members:
+            since = self.current_state_timestamp if self.protocol_type and self.current_state_timestamp >= 0 else -1
+            return OffsetExpiration(since, frozenset())
+        if self.state == STATE_STABLE:
+            subscribed = self.subscribed_topics()
+            if subscribed is not None:
+                return OffsetExpiration(-1, frozenset(subscribed))
+        return None
+
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
+                               transactional: bool = False) -> int:
+        """Kafka's ``ClassicGroup.validateOffsetCommit`` (and ``validateMember``): an Empty
+        group accepts generation -1; a commit naming a member (generation >= 0, a member id
+        or an instance id) gets UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for a member not in
+        the group, ILLEGAL_GENERATION for another generation; an anonymous commit into a
+        group with members UNKNOWN_MEMBER_ID; then REBALANCE_IN_PROGRESS while
+        CompletingRebalance."""
+        generation_id = generation_or_epoch
+        if generation_id < 0 and self.state == STATE_EMPTY:
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group_instance_id is not None:
+                current = self.static_member_id(group_instance_id)
+                if current is None:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if current != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in self.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != self.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif self.state != STATE_EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit into a group with members
+        if self.state == STATE_COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def validate_offset_fetch(self, member_id: str, member_epoch: int) -> int:
+        return ErrorCode.NONE  # classic groups ignore OffsetFetch v9's member, as Kafka
+
+    def tombstones(self) -> list[Record]:
+        return [(encode_key(GroupMetadataKey(self.group_id)), None)]
+
+    def summary(self, members: bool = True) -> GroupSummary:
+        """Kafka's ``GroupMetadata.summary``: the protocol name, the members' metadata of the
+        selected protocol and their assignments only when the group is Stable."""
+        protocol = self.protocol if self.state == STATE_STABLE else None
+        listed: tuple[SummaryMember, ...] = ()
+        if members:
+            listed = tuple(
+                (m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                 m.metadata(protocol) if protocol is not None else b"", m.assignment if protocol is not None else b"")
+                for m in self.members.values())
+        return GroupSummary(self.group_id, str(self.state), self.protocol_type or "", protocol or "", listed)
 
     # --- members ---
 

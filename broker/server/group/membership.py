@@ -1,7 +1,17 @@
-"""Group membership of the classic protocol (Kafka's ``GroupCoordinator`` for JoinGroup,
-SyncGroup, Heartbeat and LeaveGroup), mixed into ``GroupCoordinator``.
+"""The classic groups part of the group coordinator: the membership of the classic protocol
+(Kafka's ``GroupCoordinator`` for JoinGroup, SyncGroup, Heartbeat and LeaveGroup) and the
+classic group record.
 
-Owns the rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
+Owns ``ClassicGroups``: it receives the ``GroupContext`` (configuration, runtime, clock,
+membership lock, group map) and keeps only its own ``closed`` flag; the classic groups it
+serves are the ``GroupMetadata`` entries of the group map. It writes and replays the
+``GroupMetadataValue`` of a group (v3, Kafka's layout: generation, protocol, leader, each
+member's subscription and assignment): written when a generation becomes Stable (the
+leader's SyncGroup), when a rebalance ends with no member (Empty, members []), and when a
+static member is replaced; loaded back at startup, a group with members is Stable with
+them (each gets a full session to heartbeat again, as in Kafka), otherwise Empty.
+
+The rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
 
 * JoinGroup: a member without an id gets ``client_id-uuid``; at v4+ (``require_known_member_id``)
   it first gets MEMBER_ID_REQUIRED with that id and must rejoin with it (a pending member,
@@ -35,8 +45,9 @@ Owns the rebalance protocol over ``GroupMetadata`` (states in ``group.py``):
 * KIP-848 consumer groups (``consumer_membership.py``): a JoinGroup for one with members
   gets INCONSISTENT_GROUP_PROTOCOL (Kafka 4 would let the classic member join the
   consumer group; that online migration is not done here); an empty one is converted to
-  a classic group (its consumer-group records become tombstones, its offsets stay). The
-  other classic requests find no classic member there (UNKNOWN_MEMBER_ID).
+  a classic group (its consumer-group records become tombstones, its offsets stay, and a
+  new ``GroupMetadata`` takes its place in the group map). The other classic requests find
+  no classic member there (UNKNOWN_MEMBER_ID).
 
 Timers run on the coordinator's own ``KafkaScheduler`` thread (``group-coordinator-timer``):
 join completion (rebalance timeout, initial delay), pending syncs, pending members and
@@ -44,9 +55,10 @@ session expiry. A request that waits
 blocks its connection's thread on a ``Waiter`` (the socket server has one thread per
 connection, and Kafka too answers a connection's requests in order).
 
-Thread-safety: every change of membership state is made under ``self._mlock`` (an RLock,
-taken before the partition locks of the offsets topic); waiters are completed under it and
-waited on outside it.
+Thread-safety: every change of membership state is made under ``GroupContext.mlock`` (an
+RLock, taken before the partition locks of the offsets topic, which ``GroupContext.append``
+takes around a record's append); waiters are completed under it and waited on outside it.
+The group map's own lock is a leaf (``context.py``).
 """
 
 from __future__ import annotations
@@ -54,8 +66,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from broker.log.scheduler import ScheduledTask
 from broker.protocol import ErrorCode
 from broker.server.errors import ApiError
+from broker.server.group.context import GroupContext
 from broker.server.group.group import (
     STATE_COMPLETING_REBALANCE,
     STATE_DEAD,
@@ -65,6 +79,14 @@ from broker.server.group.group import (
     GroupMetadata,
 )
 from broker.server.group.member import Member, Waiter, new_member_id
+from broker.server.group.protocol import Group
+from broker.server.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    encode_group_metadata_value,
+    encode_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +114,15 @@ class SyncResult:
     assignment: bytes = b""
 
 
-class ClassicMembership:
-    """The membership half of ``GroupCoordinator`` (see the module docstring). Expects
-    ``_groups``, ``_mlock``, ``_timer``, ``time``, ``_store_group`` and the config
-    attributes set by ``_init_membership``."""
+Protocols = list[tuple[str, bytes]]
 
-    def _init_membership(self, config) -> None:
-        self.initial_rebalance_delay_ms = int(config.get("group.initial.rebalance.delay.ms", 3000))
-        self.min_session_timeout_ms = int(config.get("group.min.session.timeout.ms", 6000))
-        self.max_session_timeout_ms = int(config.get("group.max.session.timeout.ms", 1800000))
-        self.max_group_size = int(config.get("group.max.size", 2147483647))
-        self._membership_closed = False
+
+class ClassicGroups:
+    """The classic groups part (see the module docstring)."""
+
+    def __init__(self, ctx: GroupContext) -> None:
+        self._ctx = ctx
+        self._closed = False
 
     # --- JoinGroup ---
 
@@ -115,42 +135,45 @@ class ClassicMembership:
                             client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
         if isinstance(waiter, JoinResult):
             return waiter
-        with self._mlock:  # the join phase lasts at most the group's rebalance timeout (+ delays)
-            group = self._groups.get(group_id)
+        with self._ctx.mlock:  # the join phase lasts at most the group's rebalance timeout (+ delays)
+            group = self._ctx.groups.classic(group_id)
             longest = max(rebalance_timeout_ms, group.rebalance_timeout_ms if group is not None else 0)
-        timeout = (2 * longest + self.initial_rebalance_delay_ms) / 1000.0
+        timeout = (2 * longest + self._ctx.config.initial_rebalance_delay_ms) / 1000.0
         result = waiter.wait(timeout + _WAIT_SLACK_S)
         if result is None:
             log.warning("JoinGroup of %s in group %s was not answered in time", member_id, group_id)
             return JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id)
         return result
 
-    def _join(self, group_id, member_id, instance_id, require_known, client_id, client_host,
-              rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols) -> JoinResult | Waiter:
+    def _join(self, group_id: str, member_id: str, instance_id: str | None, require_known: bool, client_id: str,
+              client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+              protocols: Protocols) -> JoinResult | Waiter:
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
-        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+        if not self._ctx.config.min_session_timeout_ms <= session_timeout_ms <= self._ctx.config.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         names = [name for name, _ in protocols]
-        with self._mlock:
-            if self._membership_closed:
+        with self._ctx.mlock:
+            if self._closed:
                 return JoinResult(ErrorCode.NOT_COORDINATOR, member_id)
-            group = self._groups.get(group_id)
-            if group is None:
+            existing = self._ctx.groups.get(group_id)
+            group = self._ctx.groups.classic(group_id)
+            if existing is None:
                 if member_id:
                     return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-                group = self._groups[group_id] = GroupMetadata(group_id)
-            if group.consumer is not None:
-                if group.consumer.members:
+                group = GroupMetadata(group_id)
+                self._ctx.groups.put(group)
+            elif group is None:  # a KIP-848 consumer group
+                if not existing.is_empty():
                     return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-                self._convert_to_classic(group)
+                group = self._convert_to_classic(existing)
             if not group.supports_protocols(protocol_type, names) or len(set(names)) != len(names):
                 self._drop_if_shell(group)
                 return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
             if not member_id:
-                if len(group.members) + len(group.pending_members) >= self.max_group_size and \
+                if len(group.members) + len(group.pending_members) >= self._ctx.config.max_group_size and \
                         group.static_member_id(instance_id) is None:
                     self._drop_if_shell(group)
                     return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
@@ -159,8 +182,9 @@ class ClassicMembership:
             return self._join_known_member(group, member_id, instance_id, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
 
-    def _join_new_member(self, group, instance_id, require_known, client_id, client_host, rebalance_timeout_ms,
-                         session_timeout_ms, protocol_type, protocols) -> JoinResult | Waiter:
+    def _join_new_member(self, group: GroupMetadata, instance_id: str | None, require_known: bool, client_id: str,
+                         client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                         protocols: Protocols) -> JoinResult | Waiter:
         new_id = new_member_id(client_id)
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
@@ -168,7 +192,7 @@ class ClassicMembership:
                 return self._replace_static_member(group, instance_id, old_id, new_id, client_id, client_host,
                                                    rebalance_timeout_ms, session_timeout_ms, protocols)
         elif require_known:
-            task = self._timer.schedule_once(
+            task = self._ctx.runtime.timer.schedule_once(
                 f"pending-member-{new_id}", lambda: self._expire_pending(group.group_id, new_id), session_timeout_ms)
             group.pending_members[new_id] = task
             log.debug("group %s: new member %s must rejoin with its id (MEMBER_ID_REQUIRED)", group.group_id, new_id)
@@ -177,8 +201,9 @@ class ClassicMembership:
                         protocol_type, list(protocols))
         return self._add_member_and_rebalance(group, member)
 
-    def _join_known_member(self, group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-                           session_timeout_ms, protocol_type, protocols) -> JoinResult | Waiter:
+    def _join_known_member(self, group: GroupMetadata, member_id: str, instance_id: str | None, client_id: str,
+                           client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                           protocols: Protocols) -> JoinResult | Waiter:
         if member_id in group.pending_members:
             group.pending_members.pop(member_id).cancel()
             member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
@@ -186,9 +211,10 @@ class ClassicMembership:
             return self._add_member_and_rebalance(group, member)
         if group.is_static_member_fenced(member_id, instance_id):
             return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
-        member = group.members.get(member_id)
-        if member is None:
+        known = group.members.get(member_id)
+        if known is None:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        member = known
         if group.state == STATE_PREPARING_REBALANCE:
             return self._update_member_and_rebalance(group, member, rebalance_timeout_ms, session_timeout_ms,
                                                      protocols)
@@ -212,10 +238,12 @@ class ClassicMembership:
 
     @staticmethod
     def _member_list(group: GroupMetadata) -> list[tuple[str, str | None, bytes]]:
-        return [(m.member_id, m.group_instance_id, m.metadata(group.protocol)) for m in group.members.values()]
+        protocol = group.protocol or ""  # selected once the join phase completed
+        return [(m.member_id, m.group_instance_id, m.metadata(protocol)) for m in group.members.values()]
 
-    def _replace_static_member(self, group, instance_id, old_id, new_id, client_id, client_host,
-                               rebalance_timeout_ms, session_timeout_ms, protocols) -> JoinResult | Waiter:
+    def _replace_static_member(self, group: GroupMetadata, instance_id: str, old_id: str, new_id: str,
+                               client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                               protocols: Protocols) -> JoinResult | Waiter:
         old = group.members[old_id]
         fenced = JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id)
         if old.join_waiter is not None:
@@ -268,8 +296,8 @@ class ClassicMembership:
             self._try_complete_join(group)
         return waiter
 
-    def _update_member_and_rebalance(self, group, member, rebalance_timeout_ms, session_timeout_ms,
-                                     protocols) -> Waiter:
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: Member, rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, protocols: Protocols) -> Waiter:
         member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
         member.protocols = list(protocols)
         if member.join_waiter is not None:  # a repeated join replaces the one waiting
@@ -298,39 +326,39 @@ class ClassicMembership:
         group.pending_sync = set()
         gid = group.group_id
         if group.state == STATE_EMPTY:
-            delay = min(self.initial_rebalance_delay_ms, max(group.rebalance_timeout_ms, 0))
+            delay = min(self._ctx.config.initial_rebalance_delay_ms, max(group.rebalance_timeout_ms, 0))
             remaining = max(group.rebalance_timeout_ms - delay, 0)
             group.new_member_added = False
             group.join_task = self._schedule_initial_join(gid, delay, remaining)
         else:
-            group.join_task = self._timer.schedule_once(
+            group.join_task = self._ctx.runtime.timer.schedule_once(
                 f"join-{gid}", lambda: self._join_expired(gid), group.rebalance_timeout_ms)
         group.transition_to(STATE_PREPARING_REBALANCE)
         log.info("group %s: preparing to rebalance (generation %d): %s", gid, group.generation, reason)
         self._try_complete_join(group)  # e.g. the last member left: nobody to wait for
 
-    def _schedule_initial_join(self, gid: str, delay_ms: int, remaining_ms: int):
-        holder: list = []
+    def _schedule_initial_join(self, gid: str, delay_ms: int, remaining_ms: int) -> ScheduledTask:
+        holder: list[ScheduledTask] = []
 
         def expire() -> None:
-            with self._mlock:
-                group = self._groups.get(gid)
+            with self._ctx.mlock:
+                group = self._ctx.groups.classic(gid)
                 if group is None or group.join_task is not holder[0] or group.state != STATE_PREPARING_REBALANCE:
                     return
                 if group.new_member_added and remaining_ms > 0:
                     group.new_member_added = False
-                    delay = min(self.initial_rebalance_delay_ms, remaining_ms)
+                    delay = min(self._ctx.config.initial_rebalance_delay_ms, remaining_ms)
                     group.join_task = self._schedule_initial_join(gid, delay, remaining_ms - delay)
                     return
                 self._complete_join(group)
 
-        task = self._timer.schedule_once(f"initial-join-{gid}", expire, delay_ms)
+        task = self._ctx.runtime.timer.schedule_once(f"initial-join-{gid}", expire, delay_ms)
         holder.append(task)
         return task
 
     def _join_expired(self, gid: str) -> None:
-        with self._mlock:
-            group = self._groups.get(gid)
+        with self._ctx.mlock:
+            group = self._ctx.groups.classic(gid)
             if group is not None and group.state == STATE_PREPARING_REBALANCE:
                 self._complete_join(group)
 
@@ -349,7 +377,7 @@ class ClassicMembership:
         for failed in group.not_yet_rejoined():
             log.info("group %s: member %s did not rejoin in time; removing it", group.group_id, failed.member_id)
             self._remove_member(group, failed, ErrorCode.UNKNOWN_MEMBER_ID)
-        now = self.time.milliseconds()
+        now = self._ctx.time.milliseconds()
         group.generation += 1
         group.current_state_timestamp = now
         if not group.members:
@@ -387,8 +415,8 @@ class ClassicMembership:
         gid, generation = group.group_id, group.generation
 
         def expire() -> None:
-            with self._mlock:
-                g = self._groups.get(gid)
+            with self._ctx.mlock:
+                g = self._ctx.groups.classic(gid)
                 if g is None or g.sync_task is not task or g.generation != generation:
                     return
                 g.sync_task = None
@@ -402,7 +430,7 @@ class ClassicMembership:
                     self._remove_member(g, member, ErrorCode.UNKNOWN_MEMBER_ID)
                 self._prepare_rebalance(g, "members did not sync in time")
 
-        task = self._timer.schedule_once(f"sync-{gid}", expire, group.rebalance_timeout_ms)
+        task = self._ctx.runtime.timer.schedule_once(f"sync-{gid}", expire, group.rebalance_timeout_ms)
         group.sync_task = task
 
     # --- SyncGroup ---
@@ -414,20 +442,21 @@ class ClassicMembership:
                             assignments)
         if isinstance(waiter, SyncResult):
             return waiter
-        with self._mlock:
-            group = self._groups.get(group_id)
+        with self._ctx.mlock:
+            group = self._ctx.groups.classic(group_id)
             timeout = group.rebalance_timeout_ms if group is not None else 0
         result = waiter.wait(timeout / 1000.0 + _WAIT_SLACK_S)
         return result if result is not None else SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
 
-    def _sync(self, group_id, generation, member_id, instance_id, protocol_type, protocol,
-              assignments) -> SyncResult | Waiter:
+    def _sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+              protocol_type: str | None, protocol: str | None,
+              assignments: list[tuple[str, bytes]]) -> SyncResult | Waiter:
         if not group_id:
             return SyncResult(ErrorCode.INVALID_GROUP_ID)
-        with self._mlock:
-            if self._membership_closed:
+        with self._ctx.mlock:
+            if self._closed:
                 return SyncResult(ErrorCode.NOT_COORDINATOR)
-            group = self._groups.get(group_id)
+            group = self._ctx.groups.classic(group_id)
             if group is None:
                 return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
             if group.is_static_member_fenced(member_id, instance_id):
@@ -489,10 +518,10 @@ class ClassicMembership:
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        with self._mlock:
-            if self._membership_closed:
+        with self._ctx.mlock:
+            if self._closed:
                 return ErrorCode.NOT_COORDINATOR
-            group = self._groups.get(group_id)
+            group = self._ctx.groups.classic(group_id)
             if group is None or group.state == STATE_EMPTY:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             if group.is_static_member_fenced(member_id, group_instance_id):
@@ -513,13 +542,13 @@ class ClassicMembership:
         """Remove each (member id, instance id); one error code each."""
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(leaving)
-        with self._mlock:
-            if self._membership_closed:
+        with self._ctx.mlock:
+            if self._closed:
                 return [ErrorCode.NOT_COORDINATOR] * len(leaving)
-            group = self._groups.get(group_id)
+            group = self._ctx.groups.classic(group_id)
             if group is None:
                 return [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
-            codes = []
+            codes: list[int] = []
             for member_id, instance_id in leaving:
                 if instance_id is not None:
                     current = group.static_member_id(instance_id)
@@ -547,7 +576,7 @@ class ClassicMembership:
 
     def _touch(self, member: Member) -> None:
         """A sign of life: the session restarts; schedules the expiry check if none."""
-        member.heartbeat_deadline_ms = self.time.milliseconds() + member.session_timeout_ms
+        member.heartbeat_deadline_ms = self._ctx.time.milliseconds() + member.session_timeout_ms
         if member.heartbeat_task is None:
             self._schedule_session_check(member, member.session_timeout_ms)
 
@@ -555,14 +584,14 @@ class ClassicMembership:
         m = member
 
         def check() -> None:
-            with self._mlock:
+            with self._ctx.mlock:
                 if m.heartbeat_task is not task:
                     return
                 m.heartbeat_task = None
                 group = self._find_group_of(m)
                 if group is None:
                     return
-                now = self.time.milliseconds()
+                now = self._ctx.time.milliseconds()
                 if m.awaiting_join or m.awaiting_sync or now < m.heartbeat_deadline_ms:
                     keep = max(m.heartbeat_deadline_ms - now, 0) or m.session_timeout_ms
                     self._schedule_session_check(m, keep)
@@ -571,16 +600,16 @@ class ClassicMembership:
                          group.group_id, m.member_id, m.session_timeout_ms)
                 self._remove_member_and_update(group, m, f"member {m.member_id}'s session expired")
 
-        task = self._timer.schedule_once(f"heartbeat-{member.member_id}", check, delay_ms)
+        task = self._ctx.runtime.timer.schedule_once(f"heartbeat-{member.member_id}", check, delay_ms)
         member.heartbeat_task = task
 
     def _find_group_of(self, member: Member) -> GroupMetadata | None:
-        group = self._groups.get(member.group_id)
+        group = self._ctx.groups.classic(member.group_id)
         return group if group is not None and group.members.get(member.member_id) is member else None
 
     def _expire_pending(self, gid: str, member_id: str) -> None:
-        with self._mlock:
-            group = self._groups.get(gid)
+        with self._ctx.mlock:
+            group = self._ctx.groups.classic(gid)
             if group is None or member_id not in group.pending_members:
                 return
             del group.pending_members[member_id]
@@ -608,35 +637,95 @@ class ClassicMembership:
         elif group.state == STATE_PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _convert_to_classic(self, group: GroupMetadata) -> None:
+    def _convert_to_classic(self, other: Group) -> GroupMetadata:
         """An empty KIP-848 consumer group becomes a classic group (its records become
         tombstones; its offsets stay), as Kafka 4 does for an empty group."""
-        cg = group.consumer
-        if cg.has_records:
-            self._append_consumer(group.group_id, self._group_tombstones(cg))
-        group.consumer = None
-        group.protocol_type = None
+        if other.has_records:
+            self._ctx.append(other.group_id, other.tombstones())
+        group = GroupMetadata(other.group_id)
+        self._ctx.groups.put(group)
         log.info("group %s: the empty consumer group is converted to a classic group", group.group_id)
+        return group
 
     def _drop_if_shell(self, group: GroupMetadata) -> None:
-        if group.state == STATE_EMPTY and group.is_empty_shell() and group.join_task is None:
-            with self._lock:
-                if self._groups.get(group.group_id) is group:
-                    del self._groups[group.group_id]
+        if group.state == STATE_EMPTY and group.join_task is None:
+            self._ctx.groups.drop_if_unused(group)
+
+    # --- the group record ---
+
+    def _store_group(self, group: GroupMetadata) -> None:
+        """Write the group's GroupMetadataValue (its generation and, when it has members,
+        their subscriptions and assignments). Under ``mlock``; raises ApiError."""
+        protocol = group.protocol
+        members = tuple(
+            MemberMetadata(m.member_id, m.client_id, m.client_host, m.session_timeout_ms, m.rebalance_timeout_ms,
+                           m.group_instance_id, m.metadata(protocol) if protocol else b"", m.assignment)
+            for m in group.members.values())
+        value = GroupMetadataValue(group.protocol_type or "", group.generation, group.protocol,
+                                   group.leader if group.members else None,
+                                   group.current_state_timestamp, members)
+        self._ctx.append(group.group_id,
+                         [(encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value))])
+        group.has_metadata_record = True
+
+    def replay(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> None:
+        """Apply one loaded group record (startup, in log order; None: a tombstone). A
+        record of a group that is a consumer group now replaces it (the later record wins);
+        a tombstone of one leaves it alone."""
+        groups = self._ctx.groups
+        if value is None:
+            group = groups.classic(key.group)
+            if group is not None:
+                group.has_metadata_record = False
+                group.protocol_type, group.generation = None, 0
+                group.members.clear()
+                group.static_members.clear()
+                group.restore_state(STATE_EMPTY)
+                group.protocol, group.leader = None, None
+                groups.drop_if_unused(group)
+            return
+        group = groups.classic(key.group)
+        if group is None:
+            group = GroupMetadata(key.group)
+            groups.put(group)
+        self._restore_group(group, value)
+
+    @staticmethod
+    def _restore_group(group: GroupMetadata, gm: GroupMetadataValue) -> None:
+        """Apply a loaded GroupMetadataValue: Stable with its members, or Empty."""
+        group.protocol_type = gm.protocol_type or None
+        group.generation = gm.generation
+        group.protocol = gm.protocol
+        group.current_state_timestamp = gm.current_state_timestamp
+        group.has_metadata_record = True
+        group.members.clear()
+        group.static_members.clear()
+        group.leader = None
+        for mm in gm.members:
+            group.add(Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
+                             mm.rebalance_timeout, mm.session_timeout, gm.protocol_type,
+                             [(gm.protocol or "", bytes(mm.subscription))], bytes(mm.assignment), is_new=False))
+        if gm.leader in group.members:
+            group.leader = gm.leader
+        group.restore_state(STATE_STABLE if group.members and gm.protocol else STATE_EMPTY)
+        if group.state == STATE_EMPTY:
+            group.members.clear()
+            group.static_members.clear()
+            group.leader = None
 
     # --- loading and shutdown ---
 
-    def _resume_loaded_members(self) -> None:
+    def resume(self) -> None:
         """After loading: a Stable group's members get a full session to come back."""
-        for group in self._groups.values():
+        for group in self._ctx.groups.classic_groups():
             for member in group.members.values():
                 self._touch(member)
 
-    def _close_membership(self) -> None:
+    def close(self) -> None:
         """Answer every waiting request with NOT_COORDINATOR (the broker is stopping)."""
-        with self._mlock:
-            self._membership_closed = True
-            for group in self._groups.values():
+        with self._ctx.mlock:
+            self._closed = True
+            for group in self._ctx.groups.classic_groups():
                 if group.join_task is not None:
                     group.join_task.cancel()
                 for m in group.members.values():
@@ -648,4 +737,4 @@ class ClassicMembership:
                         m.sync_waiter = None
 
 
-__all__ = ["ClassicMembership", "JoinResult", "STATE_DEAD", "SyncResult"]
+__all__ = ["ClassicGroups", "JoinResult", "STATE_DEAD", "SyncResult"]

@@ -191,7 +191,7 @@ def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
         flexible = version >= _FIRST_FLEXIBLE
         offset = r.int64()
         leader_epoch = r.int32() if version >= 3 else -1
-        metadata = _read_string(r, flexible, nullable=False)
+        metadata = _read_string(r, flexible)
         commit_timestamp = r.int64()
         expire_timestamp = r.int64() if version == 1 else -1
         if flexible:
@@ -252,10 +252,10 @@ def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
         if version < 0:
             raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
         flexible = version >= _FIRST_FLEXIBLE
-        protocol_type = _read_string(r, flexible, nullable=False)
+        protocol_type = _read_string(r, flexible)
         generation = r.int32()
-        protocol = _read_string(r, flexible, nullable=True)
-        leader = _read_string(r, flexible, nullable=True)
+        protocol = _read_nullable_string(r, flexible)
+        leader = _read_nullable_string(r, flexible)
         current_state_timestamp = r.int64() if version >= 2 else -1
         count = r.uvarint() - 1 if flexible else r.int32()
         if count < 0:
@@ -263,10 +263,10 @@ def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
         r.check_count(count, 10)  # a lower bound of one member's encoded size
         members = []
         for _ in range(count):
-            member_id = _read_string(r, flexible, nullable=False)
-            instance_id = _read_string(r, flexible, nullable=True) if version >= 3 else None
-            client_id = _read_string(r, flexible, nullable=False)
-            client_host = _read_string(r, flexible, nullable=False)
+            member_id = _read_string(r, flexible)
+            instance_id = _read_nullable_string(r, flexible) if version >= 3 else None
+            client_id = _read_string(r, flexible)
+            client_host = _read_string(r, flexible)
             rebalance_timeout = r.int32() if version >= 1 else -1
             session_timeout = r.int32()
             if flexible:
@@ -304,12 +304,13 @@ def _write_nullable_string(w: Writer, value: str | None, flexible: bool) -> None
         w.nullable_string(value)
 
 
-def _read_string(r: Reader, flexible: bool, *, nullable: bool) -> str | None:
-    if flexible:
-        value = r.compact_nullable_string()
-    else:
-        value = r.nullable_string()
-    if value is None and not nullable:
+def _read_nullable_string(r: Reader, flexible: bool) -> str | None:
+    return r.compact_nullable_string() if flexible else r.nullable_string()
+
+
+def _read_string(r: Reader, flexible: bool) -> str:
+    value = _read_nullable_string(r, flexible)
+    if value is None:
         raise RecordFormatError("a null string in a non-nullable field")
     return value
 

@@ -1,13 +1,14 @@
 """Transactional offset commits (TxnOffsetCommit): the group coordinator's side of a
 transaction, kept apart from ``coordinator.py`` so that the two evolve separately.
 
-Owns ``TransactionalOffsets``, one per ``GroupCoordinator`` (its ``txn_offsets``), and its
-state: the pending offsets, producer id -> {(group id, topic, partition):
+Owns ``TransactionalOffsets``, one per ``GroupCoordinator`` (its ``txn_offsets``), a part
+that receives the ``GroupContext`` and the offsets part (``offsets.GroupOffsets``) and owns
+its state: the pending offsets, producer id -> {(group id, topic, partition):
 OffsetAndMetadata}, written in an open transaction and not visible to OffsetFetch yet.
 
 * ``commit``: validates the group / member / generation as an OffsetCommit
-  (``GroupCoordinator._validate_commit``; a request without a generation and member, as
-  TxnOffsetCommit v0-v2 send, skips it as Kafka does), appends ONE transactional batch
+  (``GroupOffsets.validate_commit``, transactional; a request without a generation and
+  member, as TxnOffsetCommit v0-v2 send, skips it as Kafka does), appends ONE transactional batch
   (the producer's id and epoch, no sequence) of OffsetCommit records to the group's
   ``__consumer_offsets`` partition through the coordinator's ``RecordWriter``, and keeps
   the offsets pending. The log fences an older producer epoch (INVALID_PRODUCER_EPOCH;
@@ -15,16 +16,17 @@ OffsetAndMetadata}, written in an open transaction and not visible to OffsetFetc
   OffsetCommit map is not applied, ``_AS_RAISED``).
 * ``complete``: called by the transaction coordinator right after it wrote the COMMIT or
   ABORT marker of ``producer_id`` to a ``__consumer_offsets`` partition: on COMMIT the
-  pending offsets of the groups hashing there become the committed offsets, on ABORT they
-  are dropped.
+  pending offsets of the groups hashing there become the committed offsets
+  (``GroupOffsets.apply``), on ABORT they are dropped.
 * ``restore``: at startup, the transactions the loader found open at the end of a
   partition (``LoadResult.open_transactions``: written before a restart, marker not yet
   written) become pending again, so that their marker completes them as if the broker had
   not stopped. Transactions that ended before the restart are applied (COMMIT) or dropped
   (ABORT) by the loader itself.
 
-Thread-safety: ``commit`` and ``complete`` run under the coordinator's ``_mlock`` and the
-partition's lock, like its commits; the pending map has its own lock (short moments).
+Thread-safety: ``commit`` and ``complete`` run under ``GroupContext.mlock`` and the
+partition's lock, like the offsets part's commits; the pending map has its own leaf lock
+(short moments, never held while another leaf lock is taken).
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from typing import Any
 
 from broker.protocol import ErrorCode
 from broker.server.coordinator import CoordinatorRecord
 from broker.server.errors import ApiError
-from broker.server.group.group import GroupMetadata, OffsetAndMetadata
+from broker.server.group.context import GroupContext
+from broker.server.group.group import OffsetAndMetadata
+from broker.server.group.offsets import GroupOffsets, OffsetEntry, TopicPartition
 from broker.server.group.records import OffsetCommitKey, RecordFormatError, decode_key, decode_offset_commit_value
 
 log = logging.getLogger(__name__)
@@ -48,12 +51,12 @@ PendingKey = tuple[str, str, int]  # (group id, topic, partition)
 
 
 class TransactionalOffsets:
-    """The TxnOffsetCommit path of ``coordinator`` (a ``GroupCoordinator``: its ``_mlock``,
-    ``_lock``, ``_groups``, ``runtime``, ``time``, ``_validate_commit`` and
-    ``_offset_entries``) and its pending offsets (module docstring)."""
+    """The TxnOffsetCommit path over ``ctx`` and ``offsets`` (the offsets part), and its
+    pending offsets (module docstring)."""
 
-    def __init__(self, coordinator: Any) -> None:
-        self._coordinator = coordinator
+    def __init__(self, ctx: GroupContext, offsets: GroupOffsets) -> None:
+        self._ctx = ctx
+        self._offsets = offsets
         self._pending: dict[int, dict[PendingKey, OffsetAndMetadata]] = {}
         self._lock = threading.Lock()
 
@@ -63,27 +66,28 @@ class TransactionalOffsets:
             return dict(self._pending.get(producer_id, {}))
 
     def commit(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
-               group_instance_id: str | None, offsets: Iterable[tuple[str, int, int, int, str | None]]) -> list[int]:
+               group_instance_id: str | None, offsets: Iterable[OffsetEntry]) -> list[int]:
         """Append ``offsets`` ((topic, partition, offset, leader_epoch, metadata)) in the
         producer's transaction; one error code per entry."""
-        gc = self._coordinator
+        ctx = self._ctx
         entries = list(offsets)
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
-        gc.ensure_offsets_topic()
-        p = gc.partition_for(group_id)
-        with gc._mlock, gc.runtime.partition_lock(p):
-            group = gc._groups.get(group_id)
+        ctx.runtime.topic.ensure()
+        p = ctx.partition_for(group_id)
+        with ctx.mlock, ctx.runtime.partition_lock(p):
+            group = ctx.groups.get(group_id)
             if generation_id >= 0 or member_id or group_instance_id is not None:
-                code = gc._validate_commit(group, generation_id, member_id, group_instance_id)
+                code = GroupOffsets.validate_commit(group, generation_id, member_id, group_instance_id,
+                                                    transactional=True)
                 if code != ErrorCode.NONE:
                     return [code] * len(entries)
-            now = gc.time.milliseconds()
-            results, records, accepted = gc._offset_entries(group_id, entries, now, -1)
+            now = ctx.time.milliseconds()
+            results, records, accepted = self._offsets.entries(group_id, entries, now, -1)
             if not records:
                 return results
             try:
-                gc.runtime.append(p, records, timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
+                ctx.runtime.append(p, records, timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
                                   errors=_AS_RAISED)
             except ApiError as exc:
                 log.info("transactional offset commit of group %s failed: %s", group_id, exc)
@@ -98,24 +102,23 @@ class TransactionalOffsets:
         """Apply (commit) or drop (abort) the producer's pending offsets of the groups in
         ``__consumer_offsets``-``partition``, whose marker is at ``marker_offset``. Returns
         the number of offsets made visible."""
-        gc = self._coordinator
-        with gc._mlock, gc.runtime.partition_lock(partition):
+        ctx = self._ctx
+        with ctx.mlock, ctx.runtime.partition_lock(partition):
             with self._lock:
                 mine = self._pending.get(producer_id, {})
-                found = {k: v for k, v in mine.items() if gc.partition_for(k[0]) == partition}
+                found = {k: v for k, v in mine.items() if ctx.partition_for(k[0]) == partition}
                 for k in found:
                     del mine[k]
                 if not mine:
                     self._pending.pop(producer_id, None)
             if not commit:
                 return 0
-            with gc._lock:
-                for (group_id, topic, p), om in found.items():
-                    group = gc._groups.get(group_id)
-                    if group is None:
-                        group = gc._groups[group_id] = GroupMetadata(group_id)
-                    group.offsets[(topic, p)] = om
-            log.debug("%s-%d: %d offsets of producer %d committed at offset %d", gc.runtime.topic.name, partition,
+            by_group: dict[str, list[tuple[TopicPartition, OffsetAndMetadata]]] = {}
+            for (group_id, topic, p), om in found.items():
+                by_group.setdefault(group_id, []).append(((topic, p), om))
+            for group_id, committed in by_group.items():
+                self._offsets.apply(group_id, committed)
+            log.debug("%s-%d: %d offsets of producer %d committed at offset %d", ctx.runtime.topic.name, partition,
                       len(found), producer_id, marker_offset)
             return len(found)
 
@@ -133,7 +136,7 @@ class TransactionalOffsets:
                     v = decode_offset_commit_value(rec.value)
                 except RecordFormatError as exc:
                     log.warning("%s-%d: skipping an unreadable transactional offset record at %d: %s",
-                                self._coordinator.runtime.topic.name, rec.partition, rec.offset, exc)
+                                self._ctx.runtime.topic.name, rec.partition, rec.offset, exc)
                     continue
                 pending[(key.group, key.topic, key.partition)] = OffsetAndMetadata(
                     v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)

@@ -26,6 +26,8 @@ Thread-safety: handlers keep no state; the coordinator is thread-safe.
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.protocol import ErrorCode
 from broker.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE_RESPONSE
 from broker.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT_RESPONSE
@@ -55,7 +57,7 @@ def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
             response = heartbeat_error_response(state, ctx, body, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             response.error_message = f"Topic authorization failed for topics {sorted(denied)}"
             return response
-    owned = None
+    owned: dict[Any, frozenset[int]] | None = None  # topic id -> partitions
     if body.topic_partitions is not None:
         owned = {}
         for tp in body.topic_partitions:
@@ -77,7 +79,7 @@ def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
                              heartbeat_interval_ms=r.heartbeat_interval_ms, assignment=assignment)
 
 
-def heartbeat_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> object:
+def heartbeat_error_response(state: ServerState, ctx: RequestContext, body, code: int) -> Any:
     return HeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=None, member_id=None,
                              member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
 
@@ -103,7 +105,7 @@ def handle_describe(state: ServerState, ctx: RequestContext, body) -> object:
                                          assignor_name="", members=[], authorized_operations=INT32_MIN))
             continue
         ops = authorized_operations(state, ctx, ResourceType.GROUP, group_id, body.include_authorized_operations)
-        with coordinator._mlock:  # a consistent view of the group while it is copied out
+        with coordinator.mlock:  # a consistent view of the group while it is copied out
             code, message, cg = coordinator.describe_consumer_group(group_id)
             if cg is None:
                 groups.append(DescribedGroup(error_code=code, error_message=message, group_id=group_id,

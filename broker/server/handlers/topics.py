@@ -45,13 +45,14 @@ import logging
 from collections import Counter
 from typing import Any
 
-from broker.config import BOOLEAN, DOUBLE, INT, LIST, LONG, PASSWORD, SERVER_CONFIG_DEF, STRING
+from broker.config import BOOLEAN, DOUBLE, INT, LIST, LONG, PASSWORD, STRING
 from broker.log.config import INTERNAL_KEYS, LOG_CONFIG_DEF
 from broker.protocol import ErrorCode
 from broker.protocol.messages.create_partitions import CREATE_PARTITIONS_RESPONSE
 from broker.protocol.messages.create_topics import CREATE_TOPICS_RESPONSE
 from broker.protocol.messages.delete_topics import DELETE_TOPICS_RESPONSE
 from broker.protocol.messages.describe_configs import DESCRIBE_CONFIGS_RESPONSE
+from broker.server.config import SERVER_CONFIG_DEF
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group import INTERNAL_TOPICS
 from broker.server.handlers import RequestContext, ServerState, throttling

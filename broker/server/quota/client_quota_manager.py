@@ -50,6 +50,7 @@ from enum import Enum
 from time import time_ns as _time_ns
 from typing import Any, NamedTuple
 
+from .config import QuotaConfig
 from .metrics import (
     DEFAULT_INACTIVE_SENSOR_EXPIRATION_MS,
     Avg,
@@ -107,9 +108,8 @@ class ClientQuotaManagerConfig:
 
     @staticmethod
     def from_broker(config: Any) -> ClientQuotaManagerConfig:
-        get = config.get if hasattr(config, "get") else (lambda k, d=None: d)
-        return ClientQuotaManagerConfig(int(get("quota.window.num", 11) or 11),
-                                        int(get("quota.window.size.seconds", 1) or 1))
+        quotas = QuotaConfig.from_config(config or {})
+        return ClientQuotaManagerConfig(quotas.quota_window_num, quotas.quota_window_size_seconds)
 
 
 class ClientSensors(NamedTuple):

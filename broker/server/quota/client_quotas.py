@@ -45,6 +45,7 @@ from .client_quota_manager import (
     QuotaEntity,
     QuotaType,
 )
+from .config import QuotaConfig
 from .controller_mutation import ControllerMutationQuotaManager
 from .metrics import Metrics, Time
 
@@ -116,12 +117,11 @@ class QuotaManagers:
     """The client quota managers of a broker (see the module docstring)."""
 
     def __init__(self, config: Any, time: Time | None = None) -> None:
-        get = config.get if hasattr(config, "get") else (lambda k, d=None: d)
+        quotas = config if isinstance(config, QuotaConfig) else QuotaConfig.from_config(config or {})
         self.metrics = Metrics(time=time)
-        client_cfg = ClientQuotaManagerConfig(int(get("quota.window.num", 11) or 11),
-                                              int(get("quota.window.size.seconds", 1) or 1))
-        mutation_cfg = ClientQuotaManagerConfig(int(get("controller.quota.window.num", 11) or 11),
-                                                int(get("controller.quota.window.size.seconds", 1) or 1))
+        client_cfg = ClientQuotaManagerConfig(quotas.quota_window_num, quotas.quota_window_size_seconds)
+        mutation_cfg = ClientQuotaManagerConfig(quotas.controller_quota_window_num,
+                                                quotas.controller_quota_window_size_seconds)
         self.produce = ClientQuotaManager(client_cfg, self.metrics, QuotaType.PRODUCE, time)
         self.fetch = ClientQuotaManager(client_cfg, self.metrics, QuotaType.FETCH, time)
         self.request = ClientQuotaManager(client_cfg, self.metrics, QuotaType.REQUEST, time)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from .config import QuotaConfig
 from .metrics import (
     DEFAULT_INACTIVE_SENSOR_EXPIRATION_MS,
     MetricConfig,
@@ -86,14 +87,15 @@ class ConnectionQuotas:
                  protected_listener: str | None = None,
                  ip_rate: Callable[[str], float | None] = lambda ip: None) -> None:
         get = config.get if hasattr(config, "get") else (lambda k, d=None: d)
+        quotas = QuotaConfig.from_config(config if isinstance(config, Mapping) else {})
         self.metrics = metrics
         self.time = metrics.time
-        self.max_connections = int(get("max.connections", UNLIMITED) or UNLIMITED)
-        self.max_per_ip = int(get("max.connections.per.ip", UNLIMITED) or UNLIMITED)
-        self.per_ip_overrides = parse_overrides(get("max.connections.per.ip.overrides", "") or "")
-        self.broker_rate = int(get("max.connection.creation.rate", UNLIMITED) or UNLIMITED)
-        self.window = MetricConfig(samples=int(get("quota.window.num", 11) or 11),
-                                   time_window_ms=int(get("quota.window.size.seconds", 1) or 1) * 1000)
+        self.max_connections = quotas.max_connections or UNLIMITED
+        self.max_per_ip = quotas.max_connections_per_ip or UNLIMITED
+        self.per_ip_overrides = parse_overrides(quotas.max_connections_per_ip_overrides)
+        self.broker_rate = quotas.max_connection_creation_rate or UNLIMITED
+        self.window = MetricConfig(samples=quotas.quota_window_num,
+                                   time_window_ms=quotas.quota_window_size_seconds * 1000)
         self.max_throttle_ms = self.window.time_window_ms
         self.listener_max: dict[str, int] = {}
         self.listener_rate: dict[str, int] = {}

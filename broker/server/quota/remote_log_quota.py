@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from broker.log.remote.config import RemoteLogManagerConfig
 from broker.record.limits import INT64_MAX
 
 from .metrics import MetricConfig, MetricName, Metrics, Quota, QuotaViolationError, Rate, Time, throttle_time
@@ -48,11 +49,12 @@ class RLMQuotaManager:
         self.update_quota(max_bytes_per_second)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], kind: str, time: Time | None = None) -> RLMQuotaManager:
-        prefix = f"remote.log.manager.{kind}"
-        return cls(kind, int(config.get(f"{prefix}.max.bytes.per.second", INT64_MAX)),
-                   int(config.get(f"{prefix}.quota.window.num", 11)),
-                   int(config.get(f"{prefix}.quota.window.size.seconds", 1)), time)
+    def from_config(cls, config: Mapping[str, Any] | RemoteLogManagerConfig, kind: str,
+                    time: Time | None = None) -> RLMQuotaManager:
+        """The ``kind`` quota of tiered storage's settings (or of a server config)."""
+        settings = config if isinstance(config, RemoteLogManagerConfig) else RemoteLogManagerConfig.from_config(config)
+        quota = settings.quota(kind)
+        return cls(kind, quota.max_bytes_per_second, quota.window_num, quota.window_size_seconds, time)
 
     @property
     def bounded(self) -> bool:

@@ -39,7 +39,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.config import AUTHORIZER_CLASS_NAMES, STANDARD_AUTHORIZER
 from broker.record.limits import INT32_MIN
 from broker.server.security.acls import (
     SUPPORTED_OPERATIONS,
@@ -55,6 +54,7 @@ from broker.server.security.acls import (
     implied_by,
     validate_new,
 )
+from broker.server.security.config import AUTHORIZER_CLASS_NAMES, STANDARD_AUTHORIZER, AuthorizerConfig
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("kafka.authorizer.logger")
@@ -95,9 +95,10 @@ class StandardAuthorizer:
     """See the module docstring. ``store`` is a ``ClusterMetadataStore`` (or None: the ACLs
     live in memory only, for tests of the decision rules)."""
 
-    def __init__(self, config: Mapping[str, Any], store: Any = None) -> None:
-        self.super_users = parse_super_users(config.get("super.users"))
-        self.allow_everyone_if_no_acl_found = bool(config.get("allow.everyone.if.no.acl.found"))
+    def __init__(self, config: AuthorizerConfig | Mapping[str, Any], store: Any = None) -> None:
+        settings = config if isinstance(config, AuthorizerConfig) else AuthorizerConfig.from_config(config)
+        self.super_users = parse_super_users(settings.super_users)
+        self.allow_everyone_if_no_acl_found = settings.allow_everyone_if_no_acl_found
         self.store = store
         self._index = _Index(())
         self._lock = threading.Lock()
@@ -251,9 +252,11 @@ class StandardAuthorizer:
 
 
 def _resource_name(resource_type: int) -> str:
-    return {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
-            ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken",
-            ResourceType.USER: "User"}.get(resource_type, str(resource_type))
+    names: dict[int, str] = {
+        ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
+        ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken",
+        ResourceType.USER: "User"}
+    return names.get(resource_type, str(resource_type))
 
 
 __all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "AUTHORIZER_CLASS_NAMES", "STANDARD_AUTHORIZER", "StandardAuthorizer",

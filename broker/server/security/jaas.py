@@ -28,6 +28,7 @@ from typing import Any
 
 from broker.config import ConfigError, JaasEntry, parse_jaas_config
 from broker.protocol.scram import MECHANISMS as SCRAM_MECHANISMS
+from broker.server.security.config import SaslConfig
 
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
@@ -54,10 +55,10 @@ def listener_security_protocols(config: Mapping[str, Any], listeners: list[str])
         mapping[name.strip().upper()] = protocol.strip().upper()
     out = {}
     for name in listeners:
-        protocol = mapping.get(name.upper(), name.upper() if raw is None else None)
-        if protocol is None or protocol not in SECURITY_PROTOCOLS:
+        found = mapping.get(name.upper(), name.upper() if raw is None else None)
+        if found is None or found not in SECURITY_PROTOCOLS:
             raise ConfigError(PROTOCOL_MAP_KEY, raw, f"no security protocol defined for listener {name}")
-        out[name] = protocol
+        out[name] = found
     return out
 
 
@@ -69,7 +70,7 @@ def enabled_mechanisms(config: Mapping[str, Any], listener: str) -> list[str]:
     key = _listener_key(listener, "sasl.enabled.mechanisms")
     raw = config.get(key)
     if raw is None:
-        key, raw = "sasl.enabled.mechanisms", config.get("sasl.enabled.mechanisms") or []
+        key, raw = "sasl.enabled.mechanisms", list(SaslConfig.from_config(config).enabled_mechanisms)
     values = raw if isinstance(raw, (list, tuple)) else [m for m in str(raw).split(",")]
     mechanisms = [m.strip().upper() for m in values if m.strip()]
     if not mechanisms:

@@ -52,12 +52,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker.config import BrokerConfig
 from broker.protocol import ApiKey, ErrorCode, ProtocolDecodeError, Reader, encode_response, parse_request_header
 from broker.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE_RESPONSE
 from broker.protocol.messages.sasl_handshake import SASL_HANDSHAKE_RESPONSE
 from broker.protocol.schema import decode
 from broker.protocol.versions import request_schema
 from broker.server.handlers import CLOSE_CONNECTION
+from broker.server.security.config import SaslConfig
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.errors import SaslAuthenticationFailed
 from broker.server.security.jaas import (
@@ -125,10 +127,11 @@ class SaslGate:
                 oauth = oauthbearer_options(config, name) if OAUTHBEARER in mechanisms else None
                 jwks = jwks_validator(config, name) if OAUTHBEARER in mechanisms else None
                 self.listeners[name] = ListenerSasl(name, mechanisms, users, oauth, jwks)
-        self.reauth_ms = int(config.get("connections.max.reauth.ms") or 0)
-        self.max_receive_size = int(config.get("sasl.server.max.receive.size") or 524288)
-        self.max_request_bytes = int(config.get("socket.request.max.bytes") or 104857600)
-        self.failed_delay_s = int(config.get("connection.failed.authentication.delay.ms") or 0) / 1000.0
+        sasl = SaslConfig.from_config(config)
+        self.reauth_ms = sasl.connections_max_reauth_ms
+        self.max_receive_size = sasl.server_max_receive_size
+        self.max_request_bytes = BrokerConfig.from_config(config).socket_request_max_bytes
+        self.failed_delay_s = sasl.failed_authentication_delay_ms / 1000.0
 
     def wrap(self, handler: Callable[[Any, memoryview], Any],
              store: CredentialStore) -> Callable[[Any, memoryview], Any]:
@@ -152,11 +155,11 @@ class SaslGate:
         if auth is None:
             sasl = self.listeners.get(conn.listener)
             auth = conn.authenticator = ServerAuthenticator(self, sasl) if sasl is not None else _NOT_SASL
-        if auth is _NOT_SASL:
+        if not isinstance(auth, ServerAuthenticator):  # _NOT_SASL: a listener without SASL
             key = _api_key(frame)
             if key == _SASL_HANDSHAKE or key == _SASL_AUTHENTICATE:
                 return _illegal_state(conn, frame, "SASL is not enabled on this listener")
-            return self._handler(conn, frame)
+            return self._next(conn, frame)
         if auth.state == AUTHENTICATED:
             if auth.session_expiry and time.monotonic() >= auth.session_expiry:
                 log.info("closing connection %s (%s): SASL session of %s expired without re-authentication",
@@ -168,10 +171,16 @@ class SaslGate:
             if key == _SASL_AUTHENTICATE:
                 return _illegal_state(conn, frame, "SaslAuthenticate request received after successful "
                                                    "authentication")
-            return self._handler(conn, frame)
+            return self._next(conn, frame)
         return auth.handle(conn, frame)
 
     def api_versions(self, conn: Any, frame: memoryview) -> Any:
+        return self._next(conn, frame)
+
+    def _next(self, conn: Any, frame: memoryview) -> Any:
+        """The wrapped handler (KafkaApis.handle), set by ``wrap`` before any connection."""
+        if self._handler is None:
+            raise RuntimeError("SaslGate.wrap was not called")
         return self._handler(conn, frame)
 
 
@@ -276,6 +285,8 @@ class ServerAuthenticator:
         elif mechanism == OAUTHBEARER:
             self.server = OAuthBearerServer(self.listener.oauthbearer_options, self.listener.jwks)
         else:
+            if self.gate.store is None:
+                raise RuntimeError("SaslGate.wrap was not called: no credential store")
             self.server = ScramServer(mechanism, self.gate.store)
         if reauth:
             self.state = REAUTHENTICATE

@@ -105,6 +105,7 @@ from broker.server.coordinator import (
 )
 from broker.server.errors import ApiError, is_expected
 from broker.server.txn import log as txn_log
+from broker.server.txn.config import TransactionConfig
 from broker.server.txn.markers import crash_point, write_marker
 from broker.server.txn.state import (
     MAX_PRODUCER_EPOCH,
@@ -144,17 +145,15 @@ class TransactionCoordinator:
         self.runtime = CoordinatorRuntime(
             TRANSACTION_STATE_TOPIC_SPEC, topics, config, time=time, scheduler=scheduler, on_append=on_append,
             append_errors=storage_error_map(ErrorCode.UNKNOWN_SERVER_ERROR))
-        self.max_timeout_ms = int(config.get("transaction.max.timeout.ms", 900000))
-        self.id_expiration_ms = int(config.get("transactional.id.expiration.ms", 604800000))
-        self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                                                10000))
-        self.expire_interval_ms = int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms",
-                                                 3600000))
-        self.transaction_version = int(config.get("kafkalog.feature.transaction.version", 2))
-        if not 0 <= self.transaction_version <= 2:
-            raise ValueError(f"kafkalog.feature.transaction.version must be 0, 1 or 2, not {self.transaction_version}")
+        settings = TransactionConfig.from_config(config)  # ConfigError naming a bad key
+        self.settings = settings
+        self.max_timeout_ms = settings.max_timeout_ms
+        self.id_expiration_ms = settings.id_expiration_ms
+        self.abort_interval_ms = settings.abort_interval_ms
+        self.expire_interval_ms = settings.expire_interval_ms
+        self.transaction_version = settings.transaction_version
         self.features_epoch = self.time.milliseconds()
-        self.marker_retry_interval_ms = int(config.get("kafkalog.transaction.marker.retry.interval.ms", 1000))
+        self.marker_retry_interval_ms = settings.marker_retry_interval_ms
         self._pending_completion: set[str] = set()
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_pid: dict[int, TransactionMetadata] = {}
