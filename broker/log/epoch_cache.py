@@ -264,7 +264,8 @@ class LeaderEpochFileCache:
                 return
             if if_dir_exists and not self._file.parent.is_dir():
                 return
-            files.write_epoch_checkpoint(self._file, [tuple(e) for e in self._entries], fsync=self._fsync)
+            files.write_epoch_checkpoint(self._file, [(e.epoch, e.start_offset) for e in self._entries],
+                                         fsync=self._fsync)
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self._entries})"

@@ -47,6 +47,10 @@ class InvalidRecordError(LogError, record_errors.InvalidRecordError):
     """A batch that breaks a rule of the log (INVALID_RECORD, 87): a control batch from a
     client, lastOffsetDelta + 1 != records count, a producer id with a negative sequence..."""
 
+    # (index of the record in its batch, message), when the validator names the records
+    # at fault (set on the instance; absent otherwise)
+    record_errors: list[tuple[int, str]]
+
 
 class CorruptRecordError(LogError, record_errors.CorruptRecordError):
     """A batch whose CRC or sizes are wrong (CORRUPT_MESSAGE, 2)."""
@@ -58,6 +62,8 @@ class UnsupportedForMessageFormatError(LogError):
 
 class InvalidTimestampError(LogError):
     """A timestamp outside message.timestamp.*.max.ms (INVALID_TIMESTAMP, 32)."""
+
+    record_errors: list[tuple[int, str]]  # as InvalidRecordError's
 
 
 class OutOfOrderSequenceError(LogError):

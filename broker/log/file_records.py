@@ -34,7 +34,7 @@ import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 from ..record.batch import (
     CURRENT_MAGIC,
@@ -245,6 +245,14 @@ class FileRecords:
         position = min(position, end)
         return FileSlice(self, position, min(size, end - position))
 
+    @overload
+    def iter_batches(self, start: int = 0, end: int | None = None, *, with_bytes: Literal[False] = False,
+                     chunk_size: int = READ_CHUNK) -> Iterator[tuple[int, BatchHeader, None]]: ...
+
+    @overload
+    def iter_batches(self, start: int = 0, end: int | None = None, *, with_bytes: Literal[True],
+                     chunk_size: int = READ_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]: ...
+
     def iter_batches(self, start: int = 0, end: int | None = None, *, with_bytes: bool = False,
                      chunk_size: int = READ_CHUNK
                      ) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
@@ -265,29 +273,29 @@ class FileRecords:
             try:
                 for rel, header in iter_entry_headers(buf, 0, len(buf)):
                     size = header.batch_length + LOG_OVERHEAD
-                    yield pos + rel, header, view[rel:rel + size] if with_bytes else None
+                    yield pos + rel, header, view[rel:rel + size] if view is not None else None
                     consumed = rel + size
                 if consumed == 0:
-                    header = entry_header(buf, 0)
+                    first = entry_header(buf, 0)
             except DecodeError as exc:
                 raise CorruptRecordError(
                     f"{self._path}: invalid batch after position {pos + consumed}: {exc}") from exc
             if consumed:
                 pos += consumed
                 continue
-            if header is None:
+            if first is None:
                 return  # a trailing partial header
             # the first batch is larger than the chunk
-            size = header.size_in_bytes
+            size = first.size_in_bytes
             if size > end - pos:
                 return
             if with_bytes:
                 data = self.pread(pos, size)
                 if len(data) < size:
                     return
-                yield pos, header, memoryview(data)
+                yield pos, first, memoryview(data)
             else:
-                yield pos, header, None
+                yield pos, first, None
             pos += size
 
     def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:

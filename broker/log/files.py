@@ -36,7 +36,7 @@ import base64
 import os
 import re
 import uuid
-from pathlib import Path
+from pathlib import Path, PosixPath, PurePath
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -71,27 +71,29 @@ def offset_from_file_name(name: str) -> int:
     return int(Path(name).name.split(".", 1)[0])
 
 
-def segment_file(directory: Path, base_offset: int, suffix: str, extra: str = "") -> Path:
-    return Path(directory) / (filename_prefix_from_offset(base_offset) + suffix + extra)
+def segment_file(directory: str | PurePath, base_offset: int, suffix: str, extra: str = "") -> PosixPath:
+    """The file of a segment in ``directory``: a local ``Path`` (``PosixPath``, also a
+    ``PurePosixPath``, so the object-store reader names its files with the same helpers)."""
+    return PosixPath(directory) / (filename_prefix_from_offset(base_offset) + suffix + extra)
 
 
-def log_file(directory: Path, base_offset: int, extra: str = "") -> Path:
+def log_file(directory: str | PurePath, base_offset: int, extra: str = "") -> PosixPath:
     return segment_file(directory, base_offset, LOG_FILE_SUFFIX, extra)
 
 
-def offset_index_file(directory: Path, base_offset: int, extra: str = "") -> Path:
+def offset_index_file(directory: str | PurePath, base_offset: int, extra: str = "") -> PosixPath:
     return segment_file(directory, base_offset, INDEX_FILE_SUFFIX, extra)
 
 
-def time_index_file(directory: Path, base_offset: int, extra: str = "") -> Path:
+def time_index_file(directory: str | PurePath, base_offset: int, extra: str = "") -> PosixPath:
     return segment_file(directory, base_offset, TIME_INDEX_FILE_SUFFIX, extra)
 
 
-def txn_index_file(directory: Path, base_offset: int, extra: str = "") -> Path:
+def txn_index_file(directory: str | PurePath, base_offset: int, extra: str = "") -> PosixPath:
     return segment_file(directory, base_offset, TXN_INDEX_FILE_SUFFIX, extra)
 
 
-def producer_snapshot_file(directory: Path, offset: int) -> Path:
+def producer_snapshot_file(directory: str | PurePath, offset: int) -> PosixPath:
     return segment_file(directory, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX)
 
 

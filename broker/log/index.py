@@ -117,6 +117,14 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+class LoadedBytes(bytes):
+    """An index file's bytes as read once, held in place of a mapping (the object-store
+    reader's indexes, broker/log/reader.py); ``close`` stands for an mmap's."""
+
+    def close(self) -> None:
+        pass
+
+
 def _round_down(number: int, factor: int) -> int:
     return factor * (number // factor)
 
@@ -139,7 +147,7 @@ class AbstractIndex:
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
-        self._mmap: mmap.mmap | None = None
+        self._mmap: mmap.mmap | LoadedBytes | None = None
         self._write_fd: int | None = None  # opened by the first append (_write_entry)
         self._length = 0
         self._closed = False
@@ -325,7 +333,7 @@ class AbstractIndex:
 
     # --- mutation ---
 
-    def _require_open(self) -> mmap.mmap:
+    def _require_open(self) -> mmap.mmap | LoadedBytes:
         mm = self._mmap
         if mm is None:
             if self._closed:
@@ -631,7 +639,7 @@ class TimeIndex(AbstractIndex):
         with self._remap_lock:
             mm, n = self._readable()
             first_ts = self._key_at(mm, 0) if n else None
-        if n != 0 and last_ts < first_ts:
+        if first_ts is not None and last_ts < first_ts:  # first_ts is None when empty
             raise CorruptIndexError(
                 f"corrupt time index found, time index file {self._file} has non-zero size but "
                 f"the last timestamp is {last_ts} which is less than the first timestamp {first_ts}")

@@ -140,8 +140,9 @@ def rebuild_producer_state(psm: ProducerStateManager, segments: LogSegments, log
                            on_segment_read: Callable[[LogSegment], None] | None = None) -> None:
     """Kafka's ``UnifiedLog.rebuildProducerState``: bring ``psm`` to ``last_offset`` from
     its newest usable snapshot, replaying only the log after it, then snapshot."""
-    if segments.non_empty():
-        last_base = segments.active_segment.base_offset
+    active = segments.active_segment
+    if active is not None:
+        last_base = active.base_offset
         lower = segments.lower_segment(last_base)
         offsets_to_snapshot = ([lower.base_offset] if lower is not None else []) + [last_base, last_offset]
     else:
@@ -218,14 +219,20 @@ class LogLoader:
         self._snapshots_found = set(self.dir.glob("*" + files.PRODUCER_SNAPSHOT_FILE_SUFFIX))
         self._load_segment_files()
         recovery_point, next_offset = self._recover_log()
-        self.segments.active_segment.resize_indexes(self.config.max_index_size)
+        active = self.segments.active_segment
+        assert active is not None, "_recover_log leaves at least one segment"
+        active.resize_indexes(self.config.max_index_size)
         cache = self.leader_epoch_cache
         if cache is not None:
             cache.truncate_from_end(next_offset)
         # A remote-storage log keeps its checkpointed start below its first local segment
         # (those offsets are in remote storage); a local log cannot start before its data.
-        new_log_start = (self.log_start_offset_checkpoint if self.remote_log_enabled
-                         else max(self.log_start_offset_checkpoint, self.segments.first_segment_base_offset()))
+        if self.remote_log_enabled:
+            new_log_start = self.log_start_offset_checkpoint
+        else:
+            first_base = self.segments.first_segment_base_offset()
+            assert first_base is not None, "_recover_log leaves at least one segment"
+            new_log_start = max(self.log_start_offset_checkpoint, first_base)
         if cache is not None:
             cache.truncate_from_start(self.log_start_offset_checkpoint)
         psm = self.producer_state_manager
@@ -236,6 +243,7 @@ class LogLoader:
                                reload_from_clean_shutdown=self.had_clean_shutdown,
                                now_ms=self.time.milliseconds(), on_segment_read=self._count_read)
         active = self.segments.active_segment
+        assert active is not None
         return LoadedLogOffsets(new_log_start, recovery_point,
                                 LogOffsetMetadata(next_offset, active.base_offset, active.size))
 
@@ -391,7 +399,9 @@ class LogLoader:
         if self.had_clean_shutdown and log_end_offset is not None:
             return log_end_offset, log_end_offset
         if log_end_offset is None:
-            log_end_offset = segments.active_segment.read_next_offset()
+            active = segments.active_segment
+            assert active is not None  # one was added above when there was none
+            log_end_offset = active.read_next_offset()
         return min(self.recovery_point_checkpoint, log_end_offset), log_end_offset
 
     def _delete_recovery_snapshots(self, before: set[Path]) -> None:
@@ -421,9 +431,10 @@ class LogLoader:
 
     def _delete_segments_if_log_start_greater_than_log_end(self) -> int | None:
         segments = self.segments
-        if segments.is_empty():
+        active = segments.active_segment
+        if active is None:
             return None
-        log_end_offset = segments.active_segment.read_next_offset()
+        log_end_offset = active.read_next_offset()
         if log_end_offset >= self.log_start_offset_checkpoint:
             return log_end_offset
         log.warning("deleting all segments of %s because the log end offset %d is smaller than the "

@@ -235,6 +235,7 @@ class LocalLog:
 
     def update_log_end_offset(self, end_offset: int) -> None:
         active = self.segments.active_segment
+        assert active is not None, "a loaded log always has an active segment"
         self._next_offset_metadata = LogOffsetMetadata(end_offset, active.base_offset, active.size)
         if self._recovery_point > end_offset:
             self._recovery_point = end_offset
@@ -245,6 +246,7 @@ class LocalLog:
                batches=None) -> None:
         """Write whole batches (offsets assigned) to the active segment and move the LEO."""
         active = self.segments.active_segment
+        assert active is not None, "a loaded log always has an active segment"
         active.append(last_offset, largest_timestamp, offset_of_max_timestamp, records, batches)
         self._next_offset_metadata = LogOffsetMetadata(last_offset + 1, active.base_offset, active.size)
 
@@ -263,7 +265,9 @@ class LocalLog:
         """``LogSegment.append_batch_unless_roll`` on the active segment: None (nothing
         written) when it should roll first, else the new LEO metadata, published as
         ``append_batch`` publishes it."""
-        metadata = self.segments.last_segment().append_batch_unless_roll(
+        active = self.segments.last_segment()
+        assert active is not None, "a loaded log always has an active segment"
+        metadata = active.append_batch_unless_roll(
             buf, first_offset, last_offset, batch_max_timestamp, largest_timestamp, max_segment_ms,
             max_segment_bytes, now)
         if metadata is not None:
@@ -365,6 +369,7 @@ class LocalLog:
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.segments.active_segment
         if self.segments.contains(new_offset):
+            assert active is not None  # a segment holds new_offset
             if active.base_offset == new_offset and active.size == 0:
                 log.warning("%s: rolling onto the empty active segment %d (index full?); recreating it",
                             self.name, new_offset)
@@ -411,7 +416,9 @@ class LocalLog:
         caller checks ``target_offset`` lies within [first segment base, LEO)."""
         deletable = [s for s in self.segments.values() if s.base_offset > target_offset]
         self.remove_and_delete_segments(deletable, async_delete=True, reason="log truncation")
-        self.segments.active_segment.truncate_to(target_offset)
+        active = self.segments.active_segment
+        assert active is not None, "truncation keeps the segment holding target_offset"
+        active.truncate_to(target_offset)
         self.update_log_end_offset(target_offset)
         return deletable
 

@@ -94,7 +94,7 @@ from ..record.entries import decode_entry, entry_header
 from ..record.errors import DecodeError
 from . import files
 from .errors import CorruptIndexError, CorruptRecordError, CorruptSnapshotError
-from .index import OffsetIndex, TimeIndex
+from .index import AbstractIndex, LoadedBytes, OffsetIndex, TimeIndex
 from .producer_state import decode_snapshot
 from .remote.metadata import MANIFEST_SUFFIX
 from .storage import LOCAL, SegmentFile, Storage, open_location
@@ -712,15 +712,9 @@ def _checkpoint_entry(storage: Storage, root: PurePosixPath, topic: str, partiti
     return _read_checkpoint(storage, root).get((topic, partition))
 
 
-class _LoadedBytes(bytes):
-    """An index file's bytes as read once; ``close`` stands for an mmap's."""
-
-    def close(self) -> None:
-        pass
-
-
-class _LoadedIndex:
-    """Mixin: the index's entries come from one read of the file through its storage
+class _LoadedIndex(AbstractIndex):
+    """Mixin (before OffsetIndex or TimeIndex in the bases; the same method order as
+    without ``AbstractIndex`` here): the index's entries come from one read of the file through its storage
     (``Storage.read_index``: locally up to the first hole of a preallocated index)
     instead of a mapping (see the module docstring); a file cut short meanwhile gives
     fewer entries."""
@@ -732,7 +726,7 @@ class _LoadedIndex:
         super().__init__(Path(str(path)), base_offset, -1, writable=False)
 
     def _create_and_map(self) -> bool:
-        data = _LoadedBytes(self._storage.read_index(self._source, self.entry_size, self._listed_size))
+        data = LoadedBytes(self._storage.read_index(self._source, self.entry_size, self._listed_size))
         self._length = len(data)
         self._mmap = data if data else None
         return False

@@ -9,7 +9,7 @@ ranged read of the bytes asked for), ``open_location`` (a path or URI plus
 configuration -> a storage and the root path in it) and ``s3_options`` (Hadoop's
 ``fs.s3a.*`` keys, as Spark users know them, -> ``pyarrow.fs.S3FileSystem`` arguments).
 
-Paths: ``LocalStorage`` paths are ``pathlib.Path``; ``ArrowStorage`` paths are
+Paths: ``LocalStorage`` paths are ``pathlib.Path``\\ s (``PosixPath``); ``ArrowStorage`` paths are
 ``PurePosixPath``\\ s inside the file system (``bucket/prefix/topic-0/...log`` for S3, as
 pyarrow names them); both are ``PurePosixPath``\\ s, so ``.name``, ``.parent`` and ``/``
 work the same for the readers. ``Storage.uri(path)`` gives the user-facing name
@@ -54,8 +54,11 @@ import mmap
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
-from typing import NamedTuple
+from pathlib import Path, PosixPath, PurePosixPath
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # pragma: no cover - imported lazily by _ArrowFile
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["Storage", "LocalStorage", "ArrowStorage", "SegmentFile", "Entry", "open_location",
            "s3_options", "S3A_KEYS", "is_uri", "LOCAL"]
@@ -200,8 +203,8 @@ class LocalStorage(Storage):
     def __hash__(self) -> int:
         return hash(LocalStorage)
 
-    def path(self, text: str) -> Path:
-        return Path(text)
+    def path(self, text: str) -> PosixPath:
+        return PosixPath(text)
 
     def uri(self, path: PurePosixPath) -> str:
         return str(path)
@@ -220,7 +223,7 @@ class LocalStorage(Storage):
                         continue
                 except FileNotFoundError:  # renamed or deleted since the scan saw it
                     continue
-                out.append(Entry(entry.name, Path(entry.path), is_dir, size))
+                out.append(Entry(entry.name, PosixPath(entry.path), is_dir, size))
         return out
 
     def open(self, path: PurePosixPath, size: int | None = None) -> SegmentFile:
@@ -264,8 +267,8 @@ class _ArrowFile(SegmentFile):
         self._handle = handle
         self.size = handle.size()
         self._last: tuple[int, bytes] | None = None      # (position, bytes) of the last window
-        self._ahead: tuple[int, object] | None = None    # (position, Future[bytes]) read ahead
-        self._pool = None
+        self._ahead: tuple[int, Future[bytes]] | None = None    # (position, bytes) read ahead
+        self._pool: ThreadPoolExecutor | None = None
 
     def read_at(self, position: int, length: int) -> bytes:
         length = max(0, min(length, self.size - position))
@@ -430,9 +433,9 @@ def open_location(location: str, config: Mapping[str, str] | None = None
         parsed = urlparse(text)
         if parsed.netloc not in ("", "localhost"):
             raise ValueError(f"{location}: a file: URI names a local path (file:///dir)")
-        return LOCAL, Path(unquote(parsed.path))
+        return LOCAL, PosixPath(unquote(parsed.path))
     if not is_uri(text):
-        return LOCAL, Path(text)
+        return LOCAL, PosixPath(text)
     scheme = text.split("://", 1)[0].lower()
     import pyarrow.fs as pafs
     if scheme in _S3_SCHEMES:
@@ -453,6 +456,6 @@ def open_location(location: str, config: Mapping[str, str] | None = None
         return ArrowStorage(filesystem, text, path), PurePosixPath(path)
     filesystem, path = pafs.FileSystem.from_uri(text)
     if isinstance(filesystem, pafs.LocalFileSystem):
-        return LOCAL, Path(path)
+        return LOCAL, PosixPath(path)
     path = path.rstrip("/") or "/"
     return ArrowStorage(filesystem, text, path), PurePosixPath(path)

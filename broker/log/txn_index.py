@@ -90,10 +90,10 @@ class TransactionIndex:
         self._last_offset: int | None = None
         if self._file.exists():
             with self._lock:
-                self._open()
+                fd = self._open()
                 whole = self._size - self._size % ABORTED_TXN_SIZE
                 if whole:
-                    buf = os.pread(self._fd, ABORTED_TXN_SIZE, whole - ABORTED_TXN_SIZE)
+                    buf = os.pread(fd, ABORTED_TXN_SIZE, whole - ABORTED_TXN_SIZE)
                     if len(buf) == ABORTED_TXN_SIZE:
                         self._last_offset = AbortedTxn.decode(buf).last_offset
 

@@ -285,7 +285,9 @@ class UnifiedLog:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._local.segments.active_segment
+        active = self._local.segments.active_segment
+        assert active is not None, "a loaded log always has an active segment"
+        return active
 
     @property
     def size(self) -> int:
@@ -362,6 +364,7 @@ class UnifiedLog:
                 self._check_open()  # raises
             try:
                 if header is None:
+                    assert analyzed is not None  # the general path validated the batches
                     return self._append_locked(buf, analyzed, leader_epoch, origin, now, vconfig)
                 # The fused path, inline (every produce runs it): the general path's steps in
                 # the same order, with the header values ``analyze_single_batch`` unpacked.
@@ -395,9 +398,11 @@ class UnifiedLog:
                     if no_producer:
                         first_unstable = psm.on_append_without_producer(next_offset)
                     else:
+                        assert entry is not None  # analyze_in_sequence found it in sequence
                         first_unstable = psm.apply_in_sequence(entry, info.batches[0][1], next_offset)
                 else:  # dedup, sequence and transaction checks, after the roll decision
                     segment = local.segments.last_segment()  # the active segment
+                    assert segment is not None, "a loaded log always has an active segment"
                     if segment.should_roll_for(self._segment_ms, segment_bytes, max_timestamp, last_offset, size,
                                                now):
                         segment = self.roll(first_offset)
@@ -449,6 +454,7 @@ class UnifiedLog:
             self._check_leader_epoch(leader_epoch, first_offset)
         last_offset, max_timestamp = info.last_offset, info.max_timestamp
         segment = local.segments.last_segment()  # the active segment
+        assert segment is not None, "a loaded log always has an active segment"
         if segment.should_roll_for(self._segment_ms, self._segment_bytes, max_timestamp, last_offset, size, now):
             segment = self.roll(first_offset)
         batches = info.batches

@@ -404,7 +404,7 @@ def analyze_and_validate_records(buf, config: ValidatorConfig = ValidatorConfig(
                     f"batch {index}: producer id/epoch {key} differs from the request's {producer}")
         elif header.records_count < 0:
             raise InvalidRecordError(f"batch {index}: negative records count {header.records_count}")
-        if leader:
+        if record_max is not None:  # as the leader
             batch_max = _check_records(buf, pos, header, index, config, now_ms)
             record_max.append(batch_max)
             batch_max_ts, batch_max_offset = batch_max[0], header.base_offset + batch_max[1]

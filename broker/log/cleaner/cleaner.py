@@ -73,6 +73,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import cast
 
 from ...record.batch import (
     CREATE_TIME,
@@ -274,7 +275,9 @@ class Cleaner:
 
     def _is_aborted(self, header) -> bool:
         ranges = self._aborted.get(header.producer_id) if header.is_transactional else None
-        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
+        if not ranges:
+            return False
+        return any(first <= header.base_offset <= last for first, last in ranges)
 
     # --- pass 1 ---
 
@@ -325,11 +328,12 @@ class Cleaner:
             idx = layout.np.flatnonzero(wanted).tolist()
             entries = [entries[i] for i in idx]
             offsets = offsets[wanted]
-        offsets = offsets.tolist()
+        offset_list = offsets.tolist()
         if len(omap) + len(entries) <= omap.max_entries:
-            omap.put_entries(entries, offsets)
+            omap.put_entries(entries, offset_list)
             return None
-        for entry, offset in zip(entries, offsets):
+        for entry, offset in zip(entries, offset_list):
+            assert entry is not None  # only keyed records are wanted
             if omap.is_full() and not omap.contains_entry(entry):
                 return omap.latest_offset + 1
             omap.put_entry(entry, offset)
@@ -450,6 +454,10 @@ class Cleaner:
                     out = bytes(batch)
             else:
                 j += 1
+                # a data batch: ``data`` holds it, so the layout and its arrays were built
+                assert (layout is not None and keep is not None and kept_count is not None
+                        and tomb_count is not None and run_starts is not None and run_ends is not None
+                        and run_ptr is not None and max_delta is not None)
                 count = header.records_count
                 stats.messages_read += count
                 kept = 0 if txns.on_data_batch(header) else kept_count[j]
@@ -504,7 +512,8 @@ class Cleaner:
             entries = layout.keys(below)
             if int(layout.key_len[below].max()) > RAW_KEY_MAX:
                 entries = entry_keys(entries)
-            mapped = np.fromiter(map(self.offset_map.entries.get, entries, repeat(-1)), np.int64, below.size)
+            keyed = cast(list[bytes], entries)  # ``below`` holds keyed records only: no None
+            mapped = np.fromiter(map(self.offset_map.entries.get, keyed, repeat(-1)), np.int64, below.size)
             out[below] = offsets[below] >= mapped
         return out
 

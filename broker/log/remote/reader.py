@@ -81,6 +81,7 @@ class RemoteSegmentReader:
                 self._cache.move_to_end(key)
                 return self._cache[key]
         data = self.rsm.fetch_index(meta, index_type)
+        value: list[tuple[int, int]] | list[AbortedTxn] | bytes
         if index_type is IndexType.OFFSET:
             value = _offset_entries(data)
         elif index_type is IndexType.TIMESTAMP:

@@ -71,11 +71,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import files
 from ..storage import s3_options
 from .errors import RemoteStorageError
 from .metadata import MANIFEST_SUFFIX, RemoteLogSegmentMetadata, manifest_name
+
+if TYPE_CHECKING:  # pragma: no cover - pyarrow.fs is imported where it is used
+    from pyarrow.fs import FileInfo
 
 __all__ = ["RemoteStorageManager", "FileSystemRemoteStorageManager", "LogSegmentData", "IndexType",
            "CRASH_ENV"]
@@ -299,7 +303,7 @@ class FileSystemRemoteStorageManager(RemoteStorageManager):
         except OSError as exc:
             raise RemoteStorageError(f"read of {self.uri(path)} failed: {exc}") from exc
 
-    def _list(self, topic: str, partition: int) -> list:
+    def _list(self, topic: str, partition: int) -> list[FileInfo]:
         from pyarrow import fs as pafs
         selector = pafs.FileSelector(self.partition_path(topic, partition), allow_not_found=True)
         try:
@@ -308,7 +312,7 @@ class FileSystemRemoteStorageManager(RemoteStorageManager):
             raise RemoteStorageError(f"listing of {self.uri(self.partition_path(topic, partition))} "
                                      f"failed: {exc}") from exc
 
-    def _manifests(self, infos: list) -> list[tuple[object, RemoteLogSegmentMetadata]]:
+    def _manifests(self, infos: list[FileInfo]) -> list[tuple[FileInfo, RemoteLogSegmentMetadata]]:
         out = []
         for info in infos:
             if info.base_name.endswith(MANIFEST_SUFFIX):
@@ -331,7 +335,7 @@ class FileSystemRemoteStorageManager(RemoteStorageManager):
         another topic id, first (module docstring); returns their names. Must not run
         concurrently with a copy into the same partition."""
         infos = self._list(topic, partition)
-        referenced = set()
+        referenced: set[str] = set()
         swept = []
         for info, meta in self._manifests(infos):
             if _same_topic(meta, topic_id):

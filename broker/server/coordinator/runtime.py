@@ -33,23 +33,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.log.clock import SYSTEM_TIME, Time
+from broker.log.scheduler import Scheduler
 from broker.protocol import ErrorCode
 from broker.server.coordinator.loader import CoordinatorLoader, LoadResult, Replay, TransactionEnd
 from broker.server.coordinator.timer import CoordinatorTimer
-from broker.server.coordinator.topic import InternalTopic, InternalTopicSpec
+from broker.server.coordinator.topic import InternalTopic, InternalTopicSpec, TopicSource
 from broker.server.coordinator.writer import RecordWriter
 from broker.server.errors import ApiError
 
 
 class CoordinatorRuntime:
     """The runtime of one coordinator over ``spec``'s topic (module docstring).
-    ``topics``: the broker's ``TopicManager``; ``config``: the server config;
+    ``topics``: the broker's ``TopicManager`` (a ``TopicSource``); ``config``: the server
+    config; ``scheduler``: the broker's (the ``LogManager``'s) for periodic tasks;
     ``append_errors``: the writer's error map; ``timer_thread``: the name of the
     coordinator's own timer thread (None: no one-shot timers of its own);
     ``on_append((topic, partition))``: wakes the fetches waiting on a partition."""
 
-    def __init__(self, spec: InternalTopicSpec, topics: Any, config: Mapping[str, Any], *,
-                 append_errors: Mapping[int, int], time: Time = SYSTEM_TIME, scheduler: Any = None,
+    def __init__(self, spec: InternalTopicSpec, topics: TopicSource, config: Mapping[str, Any], *,
+                 append_errors: Mapping[int, int], time: Time = SYSTEM_TIME, scheduler: Scheduler | None = None,
                  on_append: Callable[[tuple[str, int]], None] | None = None,
                  timer_thread: str | None = None) -> None:
         self.settings = spec.settings(config)

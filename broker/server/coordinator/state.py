@@ -14,14 +14,17 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Set
+from typing import TypeVar
+
+S = TypeVar("S", bound=Hashable)  # a state machine's state (an enum member)
 
 
 class IllegalStateTransition(RuntimeError):
     """A transition the state machine does not allow (a coordinator bug)."""
 
 
-def check_transition(subject: str, current: Hashable, new: Hashable, valid_previous: Mapping[Hashable, Set],
-                     name: Callable[[Hashable], str] = str) -> None:
+def check_transition(subject: str, current: S, new: S, valid_previous: Mapping[S, Set[S]],
+                     name: Callable[[S], str] = str) -> None:
     """Raise ``IllegalStateTransition`` unless ``current`` is one of the states ``new`` may
     be entered from; ``subject`` and ``name`` (a state's display name) word the message."""
     if current not in valid_previous[new]:

@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from broker.log.clock import SYSTEM_TIME, Time
-from broker.log.scheduler import KafkaScheduler, ScheduledTask
+from broker.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 
 
 class CoordinatorTimer:
     """One coordinator's timers (module docstring). ``scheduler``: the broker's shared one."""
 
-    def __init__(self, time: Time = SYSTEM_TIME, scheduler: Any = None, *, thread_name: str | None = None) -> None:
+    def __init__(self, time: Time = SYSTEM_TIME, scheduler: Scheduler | None = None, *,
+                 thread_name: str | None = None) -> None:
         self.time = time
         self.scheduler = scheduler
         self._own = KafkaScheduler(time, thread_name=thread_name) if thread_name is not None else None

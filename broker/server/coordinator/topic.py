@@ -23,6 +23,12 @@ Owns:
   units, int32 arithmetic; ``abs(Integer.MIN_VALUE)`` is 0), so a group or a transactional
   id lands on the partition Kafka would put it on, and a log written by Kafka loads here.
 
+``TopicSource`` is what ``InternalTopic`` needs of the ``TopicManager``
+(``broker.server.metadata``, which the runtime may not import: the coordinators' layer sits
+below the broker that wires them), as a ``typing.Protocol``: ``get(name)``, a
+``TopicDescription`` (the ``TopicInfo``) or None; ``create_topic(name, partitions,
+configs)``; ``get_log(topic, partition)``, the partition's ``UnifiedLog`` or None.
+
 Invariants: ``partition_for`` is pure and stable; the partition count changes only in
 ``resolve()`` (startup, before any request).
 
@@ -37,11 +43,14 @@ import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol import ErrorCode
 from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from broker.log.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,26 @@ def partition_for(key: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(key.hashCode) % partitions`` (abs(MIN_VALUE) is 0)."""
     h = java_string_hash(key)
     return (0 if h == INT32_MIN else abs(h)) % num_partitions
+
+
+class TopicDescription(Protocol):
+    """A topic as the ``TopicManager`` describes it (its ``TopicInfo``): what the runtime reads."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+
+class TopicSource(Protocol):
+    """The broker's topics as an ``InternalTopic`` uses them (module docstring)."""
+
+    def get(self, name: str) -> TopicDescription | None: ...
+
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicDescription: ...
+
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None: ...
 
 
 @dataclass(frozen=True)
@@ -119,14 +148,14 @@ class InternalTopicSpec:
 class InternalTopic:
     """The topic of ``settings`` over ``topics`` (the broker's ``TopicManager``)."""
 
-    def __init__(self, topics: Any, settings: InternalTopicSettings) -> None:
+    def __init__(self, topics: TopicSource, settings: InternalTopicSettings) -> None:
         self.topics = topics
         self.settings = settings
         self.name = settings.name
         self.num_partitions = settings.partitions
         self._create_lock = threading.Lock()
 
-    def resolve(self) -> Any:
+    def resolve(self) -> TopicDescription | None:
         """At startup: the existing topic's ``TopicInfo`` (its partition count is kept from
         now on), or None when the topic does not exist yet."""
         info = self.topics.get(self.name)
@@ -139,7 +168,7 @@ class InternalTopic:
     def exists(self) -> bool:
         return self.topics.get(self.name) is not None
 
-    def ensure(self) -> Any:
+    def ensure(self) -> TopicDescription:
         """The topic's ``TopicInfo``, created with the settings' configs if missing."""
         info = self.topics.get(self.name)
         if info is not None:
@@ -162,7 +191,7 @@ class InternalTopic:
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions)
 
-    def get_log(self, partition: int) -> Any:
+    def get_log(self, partition: int) -> UnifiedLog | None:
         """The partition's ``UnifiedLog``, or None."""
         return self.topics.get_log(self.name, partition)
 
@@ -171,4 +200,4 @@ class InternalTopic:
 
 
 __all__ = ["INTERNAL_TOPICS", "InternalTopic", "InternalTopicSettings", "InternalTopicSpec", "OFFSETS_TOPIC",
-           "TRANSACTION_STATE_TOPIC", "java_string_hash", "partition_for"]
+           "TRANSACTION_STATE_TOPIC", "TopicDescription", "TopicSource", "java_string_hash", "partition_for"]

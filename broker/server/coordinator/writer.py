@@ -37,15 +37,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.log.clock import SYSTEM_TIME, Time
-from broker.log.validator import AppendOrigin
+from broker.log.validator import AppendOrigin, LogAppendInfo
 from broker.protocol import ErrorCode
 from broker.record.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch
 from broker.server.coordinator.topic import InternalTopic
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.handlers import leader_epoch_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from broker.log.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ def storage_error_map(too_large: int) -> dict[int, int]:
     }
 
 
-def append_as_coordinator(lg: Any, batch: bytes) -> Any:
+def append_as_coordinator(lg: UnifiedLog, batch: bytes) -> LogAppendInfo:
     """Append ``batch`` to ``lg`` as its leader, from a coordinator; the ``LogAppendInfo``."""
     return lg.append_as_leader(batch, leader_epoch=leader_epoch_of(lg), origin=AppendOrigin.COORDINATOR)
 
@@ -81,7 +84,8 @@ class RecordWriter:
 
     def append(self, partition: int, records: Sequence[tuple[bytes | None, bytes | None]], *,
                timestamp: int | None = None, producer_id: int = NO_PRODUCER_ID,
-               producer_epoch: int = NO_PRODUCER_EPOCH, errors: Mapping[int, int] | None = None) -> Any:
+               producer_epoch: int = NO_PRODUCER_EPOCH, errors: Mapping[int, int] | None = None
+               ) -> LogAppendInfo:
         """Append ``records`` as one batch to ``partition``; the ``LogAppendInfo``. Raises
         ``ApiError`` with the mapped code (``errors`` replaces the writer's map)."""
         try:
@@ -101,7 +105,7 @@ class RecordWriter:
             if not is_expected(exc):
                 log.exception("appending to %s failed", self.topic.partition_name(partition))
             mapping = self.errors if errors is None else errors
-            raise ApiError(mapping.get(code, code), str(exc)) from exc
+            raise ApiError(ErrorCode(mapping.get(code, code)), str(exc)) from exc
         if self.on_append is not None:
             self.on_append((self.topic.name, partition))
         return info

@@ -12,8 +12,12 @@ Owns the handler contract used by ``broker.server.apis``:
   when ``handle`` raised something unexpected.
 
 ``ServerState`` is the broker-wide state handlers read (topics, logs, producer ids, the
-fetch waiters, the advertised endpoints); ``RequestContext`` describes one request
-(header, listener, addresses). Modules:
+fetch waiters, the advertised endpoints, the coordinators, quotas, telemetry, the
+authorizer), each member typed; ``RequestContext`` describes one request (header,
+listener, addresses). The two coordinators are typed by what the handlers call of them,
+``GroupCoordinatorApi`` and ``TxnCoordinatorApi`` (two ``typing.Protocol`` classes): their
+packages are written on the coordinator runtime, which imports this package, so naming
+their classes here would close a cycle. Modules:
 
     api_versions.py     ApiVersions (18)
     metadata.py         Metadata (3)
@@ -45,17 +49,28 @@ are thread-safe (each documents how); ``RequestContext`` belongs to one request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol import RequestHeader
 
 if TYPE_CHECKING:  # pragma: no cover
+    from broker.log.clock import Time
     from broker.log.manager import LogManager
+    from broker.log.unified_log import UnifiedLog
+    from broker.server.dynamic_config import DynamicBrokerConfig
     from broker.server.handlers.fetch import PartitionWatchers
     from broker.server.handlers.producer_id import ProducerIdManager
     from broker.server.metadata import TopicManager
+    from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
+    from broker.server.security.authorizer import StandardAuthorizer
+    from broker.server.security.credentials import CredentialStore
+    from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
+    from broker.server.telemetry.prometheus import BrokerStats
+    from broker.server.txn.state import TransactionMetadata
 
 
 class _Marker:
@@ -70,6 +85,110 @@ class _Marker:
 
 NO_RESPONSE = _Marker("NO_RESPONSE")
 CLOSE_CONNECTION = _Marker("CLOSE_CONNECTION")
+
+
+# (topic, partition, offset, leader epoch, metadata) of an offset commit
+OffsetCommitEntry = tuple[str, int, int, int, str | None]
+
+
+class TxnOffsetsApi(Protocol):
+    """The group coordinator's transactional offsets, as TxnOffsetCommit uses them."""
+
+    def commit(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
+               group_instance_id: str | None, offsets: Iterable[OffsetCommitEntry]) -> list[int]: ...
+
+
+class GroupCoordinatorApi(Protocol):
+    """What the group handlers call of ``broker.server.group.GroupCoordinator`` (module
+    docstring). Results that are the group package's own records (join, sync and heartbeat
+    results, group summaries, committed offsets, a consumer group's view) are ``Any`` here:
+    their classes live in that package."""
+
+    @property
+    def time(self) -> Time: ...
+
+    @property
+    def mlock(self) -> threading.RLock: ...
+
+    @property
+    def consumer_assignors(self) -> list[str]: ...
+
+    @property
+    def txn_offsets(self) -> TxnOffsetsApi: ...
+
+    def ensure_offsets_topic(self) -> Any: ...
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                       offsets: Iterable[OffsetCommitEntry], retention_time_ms: int = -1) -> list[int]: ...
+
+    def fetch_offsets(self, group_id: str, tps: Iterable[tuple[str, int]] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> dict[tuple[str, int], Any]: ...
+
+    def list_groups(self) -> list[Any]: ...
+
+    def describe_group(self, group_id: str) -> Any: ...
+
+    def delete_group(self, group_id: str) -> None: ...
+
+    def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
+
+    def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
+                   require_known_member_id: bool, client_id: str, client_host: str,
+                   rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]]) -> Any: ...
+
+    def sync_group(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                   protocol_type: str | None, protocol: str | None,
+                   assignments: list[tuple[str, bytes]]) -> Any: ...
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int: ...
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[int]: ...
+
+    def consumer_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+                                 rack_id: str | None, rebalance_timeout_ms: int,
+                                 subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+                                 server_assignor: str | None, owned: dict[Any, frozenset[int]] | None,
+                                 client_id: str = "", client_host: str = "") -> Any: ...
+
+    def describe_consumer_group(self, group_id: str) -> tuple[int, str | None, Any]: ...
+
+
+class TxnCoordinatorApi(Protocol):
+    """What the handlers call of ``broker.server.txn.TransactionCoordinator`` (module docstring)."""
+
+    @property
+    def time(self) -> Time: ...
+
+    @property
+    def transaction_version(self) -> int: ...
+
+    @property
+    def features_epoch(self) -> int: ...
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = ...,
+                         producer_epoch: int = ...) -> tuple[int, int]: ...
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: set[tuple[str, int]], client_transaction_version: int = 0) -> None: ...
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: set[tuple[str, int]]) -> set[tuple[str, int]]: ...
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None: ...
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        client_transaction_version: int = 0) -> tuple[int, int]: ...
+
+    def txn_offset_commit_guard(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                group_id: str, implicit_add: bool = False) -> AbstractContextManager[None]: ...
+
+    def produce_guard(self, producer_id: int, producer_epoch: int, topic: str, partition: int,
+                      implicit_add: bool = False) -> AbstractContextManager[None]: ...
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None: ...
+
+    def list_transactions(self) -> list[TransactionMetadata]: ...
 
 
 @dataclass
@@ -88,23 +207,23 @@ class ServerState:
     # the keys server.properties and --override set (DescribeConfigs' STATIC_BROKER_CONFIG)
     static_keys: frozenset = frozenset()
     # broker.server.group.GroupCoordinator (None: group APIs answer COORDINATOR_NOT_AVAILABLE)
-    group_coordinator: Any = None
-    # broker.server.security.credentials.CredentialStore (None: the SCRAM credential APIs fail)
-    credentials: Any = None
-    # broker.server.quota.client_quotas.QuotaManagers / ClientQuotaStore (None: no quotas)
-    quotas: Any = None
-    client_quotas: Any = None
-    # broker.server.telemetry.client_metrics.ClientMetricsManager / SubscriptionStore (None: no telemetry)
-    telemetry: Any = None
-    client_metrics: Any = None
-    # broker.server.telemetry.prometheus.BrokerStats (None: not counted)
-    stats: Any = None
+    group_coordinator: GroupCoordinatorApi | None = None
+    # None: the SCRAM credential APIs fail
+    credentials: CredentialStore | None = None
+    # None: no quotas
+    quotas: QuotaManagers | None = None
+    client_quotas: ClientQuotaStore | None = None
+    # None: no telemetry
+    telemetry: ClientMetricsManager | None = None
+    client_metrics: SubscriptionStore | None = None
+    # None: not counted
+    stats: BrokerStats | None = None
     # broker.server.txn.TransactionCoordinator (None: transaction APIs answer COORDINATOR_NOT_AVAILABLE)
-    txn_coordinator: Any = None
-    # broker.server.dynamic_config.DynamicBrokerConfig (None: broker configs are static)
-    dynamic_config: Any = None
-    # broker.server.security.authorizer.StandardAuthorizer (None: no authorizer, all allowed; handlers/authz.py)
-    authorizer: Any = None
+    txn_coordinator: TxnCoordinatorApi | None = None
+    # None: broker configs are static
+    dynamic_config: DynamicBrokerConfig | None = None
+    # None: no authorizer, all allowed (handlers/authz.py)
+    authorizer: StandardAuthorizer | None = None
 
     @property
     def auto_create_topics(self) -> bool:
@@ -127,7 +246,7 @@ class RequestContext:
         return self.header.api_version
 
 
-def leader_epoch_of(lg: Any) -> int:
+def leader_epoch_of(lg: UnifiedLog | None) -> int:
     """The partition's leader epoch: the latest in its epoch cache, 0 for a new log (a
     single node never changes leader, so the epoch only differs from 0 for logs written
     by another broker)."""

@@ -61,6 +61,7 @@ def handle_describe_acls(state: ServerState, ctx: RequestContext, body) -> objec
         return DescribeResponse(throttle_time_ms=0, error_code=refused[0], error_message=refused[1], resources=[])
     flt = AclBindingFilter(body.resource_type_filter, body.resource_name_filter, body.pattern_type_filter,
                            body.principal_filter, body.host_filter, body.operation, body.permission_type)
+    assert state.authorizer is not None  # else _refusal answered SECURITY_DISABLED
     try:
         found = state.authorizer.describe(flt)
     except InvalidAcl as exc:
@@ -88,6 +89,7 @@ def handle_create_acls(state: ServerState, ctx: RequestContext, body) -> object:
             CreationResult(error_code=refused[0], error_message=refused[1]) for _ in body.creations])
     bindings = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
                            c.operation, c.permission_type) for c in body.creations]
+    assert state.authorizer is not None  # else _refusal answered SECURITY_DISABLED
     results = state.authorizer.create(bindings)
     for b, message in zip(bindings, results, strict=True):
         if message:
@@ -110,6 +112,7 @@ def handle_delete_acls(state: ServerState, ctx: RequestContext, body) -> object:
     filters = [AclBindingFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                                 f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in body.filters]
+    assert state.authorizer is not None  # else _refusal answered SECURITY_DISABLED
     out = []
     for message, removed in state.authorizer.delete(filters):
         out.append(FilterResult(

@@ -55,6 +55,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from broker.config import LIST
 from broker.log.config import LOG_CONFIG_DEF
@@ -71,6 +72,9 @@ from broker.server.handlers.topics import (
     authorize_configs,
     config_text,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from broker.server.dynamic_config import DynamicBrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +109,14 @@ def _check_topic_name(state: ServerState, name: str) -> None:
     state.topics.validate_name(name)
 
 
-def _check_broker(state: ServerState, name: str, keys: list[str]) -> None:
+def _check_broker(state: ServerState, name: str, keys: list[str]) -> DynamicBrokerConfig:
+    """The broker's dynamic config, when ``name`` is this broker (or every broker) and it has one."""
     if name not in ("", str(state.node_id)):
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {state.node_id} but got {name}")
     if state.dynamic_config is None:
         raise ApiError(ErrorCode.INVALID_REQUEST,
                        f"Cannot update these configs dynamically: {', '.join(sorted(keys)) or '(none)'}")
+    return state.dynamic_config
 
 
 def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], update: Update,
@@ -121,9 +127,9 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
         _check_duplicate_keys(keys)
         state.topics.alter_topic_configs(name, update, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
-        _check_broker(state, name, keys)
+        dynamic_config = _check_broker(state, name, keys)
         _check_duplicate_keys(keys)
-        state.dynamic_config.alter(name, update, validate_only)
+        dynamic_config.alter(name, update, validate_only)
     elif resource_type == RESOURCE_CLIENT_METRICS and state.client_metrics is not None:
         _check_duplicate_keys(keys)
         try:

@@ -55,6 +55,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from broker.log.errors import LogOffsetOutOfRangeError
 from broker.log.remote.errors import OffsetMovedToTieredStorageError
@@ -126,7 +127,7 @@ class PartitionWatchers:
             return len({e for events in self._waiters.values() for e in events})
 
 
-def _error_partition(index: int, code: int) -> object:
+def _error_partition(index: int, code: int) -> Any:  # a generated struct (PartitionData)
     return PartitionData(partition_index=index, error_code=code, high_watermark=-1,
                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                          preferred_read_replica=-1, records=b"")

@@ -69,7 +69,7 @@ from broker.protocol.messages.offset_commit import OFFSET_COMMIT_RESPONSE
 from broker.protocol.messages.offset_fetch import OFFSET_FETCH_RESPONSE
 from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError, error_code_for, is_expected
-from broker.server.handlers import RequestContext, ServerState
+from broker.server.handlers import GroupCoordinatorApi, RequestContext, ServerState
 from broker.server.handlers.authz import (
     AclOperation,
     ResourceType,
@@ -104,7 +104,7 @@ KEY_TYPE_TRANSACTION = 1
 NO_METADATA = ""  # Kafka's OffsetFetchResponse.NO_METADATA
 
 
-def _coordinator(state: ServerState):
+def _coordinator(state: ServerState) -> GroupCoordinatorApi:
     coordinator = state.group_coordinator
     if coordinator is None:
         raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running")
@@ -327,7 +327,7 @@ def handle_delete_groups(state: ServerState, ctx: RequestContext, body) -> objec
             continue
         try:
             coordinator.delete_group(group_id)
-            code = ErrorCode.NONE
+            code: int = ErrorCode.NONE
         except Exception as exc:  # noqa: BLE001 - answered with its code
             code = _code(exc, f"DeleteGroups {group_id!r}")
         results.append(DeletableGroupResult(group_id=group_id, error_code=code))

@@ -41,6 +41,7 @@ def _client(ctx: RequestContext) -> dict[str, str]:
 
 
 def handle_get_telemetry_subscriptions(state: ServerState, ctx: RequestContext, body) -> Any:
+    assert state.telemetry is not None, "the broker always runs the client metrics manager"
     try:
         got = state.telemetry.get_subscriptions(body.client_instance_id, _client(ctx))
     except TelemetryError as exc:
@@ -60,6 +61,7 @@ def get_telemetry_subscriptions_error_response(state: ServerState, ctx: RequestC
 
 
 def handle_push_telemetry(state: ServerState, ctx: RequestContext, body) -> Any:
+    assert state.telemetry is not None, "the broker always runs the client metrics manager"
     try:
         state.telemetry.push(body.client_instance_id, body.subscription_id, body.terminating,
                              body.compression_type, bytes(body.metrics or b""), _client(ctx))

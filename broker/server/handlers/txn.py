@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Container
+from typing import Any
 
 from broker.protocol import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN_RESPONSE
@@ -61,7 +63,7 @@ from broker.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT_RESPONS
 from broker.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS_RESPONSE
 from broker.server.errors import ApiError, error_code_for, is_expected
 from broker.server.group.coordinator import INTERNAL_TOPICS
-from broker.server.handlers import RequestContext, ServerState, producer_id
+from broker.server.handlers import RequestContext, ServerState, TxnCoordinatorApi, producer_id
 from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
 from broker.server.txn.markers import write_marker
 from broker.server.txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionState
@@ -107,7 +109,7 @@ def _for_version(code: int, ctx: RequestContext) -> int:
     return code
 
 
-def _coordinator(state: ServerState):
+def _coordinator(state: ServerState) -> TxnCoordinatorApi:
     coordinator = state.txn_coordinator
     if coordinator is None:
         raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
@@ -173,7 +175,7 @@ def handle_add_partitions_to_txn(state: ServerState, ctx: RequestContext, body) 
         _coordinator(state).add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                                            body.v3_and_below_producer_epoch,
                                            {(name, p) for name, parts in requested for p in parts})
-        code = ErrorCode.NONE
+        code: int = ErrorCode.NONE
     except Exception as exc:  # noqa: BLE001 - answered with its code
         code = _for_version(_code(exc, "AddPartitionsToTxn"), ctx)
     return _add_partitions_response(requested, lambda name, p: code)
@@ -192,25 +194,32 @@ def _add_partitions_batched(state: ServerState, ctx: RequestContext, body) -> ob
     for txn in body.transactions:
         requested = [(t.name, list(t.partitions)) for t in txn.topics]
         wanted = {(name, p) for name, parts in requested for p in parts}
+        code_of: Callable[[str, int], int]
         try:
             if txn.verify_only:
                 missing = _coordinator(state).verify_partitions(txn.transactional_id, txn.producer_id,
                                                                 txn.producer_epoch, wanted)
-                code_of = (lambda name, p, missing=missing: not_in_txn if (name, p) in missing else ErrorCode.NONE)
+                code_of = _code_of(ErrorCode.NONE, missing, not_in_txn)
             else:
                 _coordinator(state).add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                                    wanted, client_transaction_version=2)
-                code_of = (lambda name, p: ErrorCode.NONE)
+                code_of = _code_of(ErrorCode.NONE)
         except Exception as exc:  # noqa: BLE001 - answered with its code
             code = _code(exc, "AddPartitionsToTxn")
-            code_of = (lambda name, p, code=code: code)
+            code_of = _code_of(code)
         results.append(AddPartitionsResult(
             transactional_id=txn.transactional_id,
             topic_results=_add_partitions_response(requested, code_of).results_by_topic_v3_and_below))
     return AddPartitionsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
 
 
-def _add_partitions_response(requested, code_of) -> object:
+def _code_of(code: int, missing: Container[tuple[str, int]] = (), missing_code: int = ErrorCode.NONE
+             ) -> Callable[[str, int], int]:
+    """The code of each (topic, partition): ``missing_code`` for those in ``missing``, else ``code``."""
+    return lambda name, p: missing_code if (name, p) in missing else code
+
+
+def _add_partitions_response(requested, code_of: Callable[[str, int], int]) -> Any:
     return AddPartitionsResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
         AddPartitionsTopic(name=name, results_by_partition=[
             AddPartitionsPartition(partition_index=p, partition_error_code=code_of(name, p)) for p in parts])
@@ -234,7 +243,7 @@ def handle_add_offsets_to_txn(state: ServerState, ctx: RequestContext, body) -> 
     try:
         _coordinator(state).add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                         body.group_id)
-        code = ErrorCode.NONE
+        code: int = ErrorCode.NONE
     except Exception as exc:  # noqa: BLE001 - answered with its code
         code = _for_version(_code(exc, "AddOffsetsToTxn"), ctx)
     return AddOffsetsResponse(throttle_time_ms=0, error_code=code)
@@ -254,7 +263,7 @@ def handle_end_txn(state: ServerState, ctx: RequestContext, body) -> object:
         pid, epoch = _coordinator(state).end_transaction(
             body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
             client_transaction_version=2 if ctx.api_version >= 5 else 0)
-        code = ErrorCode.NONE
+        code: int = ErrorCode.NONE
     except Exception as exc:  # noqa: BLE001 - answered with its code
         code = _for_version(_code(exc, "EndTxn"), ctx)
     return EndTxnResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
@@ -370,10 +379,11 @@ def handle_list_transactions(state: ServerState, ctx: RequestContext, body) -> o
     pids = set(body.producer_id_filters)
     duration = body.duration_filter if ctx.api_version >= 1 else -1
     try:
-        mds = _coordinator(state).list_transactions()
+        coordinator = _coordinator(state)
+        mds = coordinator.list_transactions()
     except Exception as exc:  # noqa: BLE001 - answered with its code
         return list_transactions_error_response(state, ctx, body, _code(exc, "ListTransactions"))
-    now = state.txn_coordinator.time.milliseconds()
+    now = coordinator.time.milliseconds()
     listed = []
     for md in sorted(mds, key=lambda m: m.transactional_id):
         if body.state_filters and md.state not in wanted:
@@ -449,7 +459,7 @@ def handle_write_txn_markers(state: ServerState, ctx: RequestContext, body) -> o
         for t in m.topics:
             partitions = []
             for index in t.partition_indexes:
-                code = ErrorCode.NONE
+                code: int = ErrorCode.NONE
                 if state.topics.get(t.name) is None or state.topics.get_log(t.name, index) is None:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:

@@ -517,11 +517,13 @@ class Sensor:
         metric = KafkaMetric(name, stat, config or self.config, self.lock)
         with self.lock:
             self.metrics.append(metric)
-            self.rate_only = (len(self.metrics) == 1 and not self.parents and type(stat) is Rate
-                              and type(stat.stat) is WindowedSum)
-            if self.rate_only:
-                self._rate_metric = metric
-                self._rate_stat = stat.stat
+            self.rate_only = False
+            if len(self.metrics) == 1 and not self.parents and type(stat) is Rate:
+                inner = stat.stat
+                if type(inner) is WindowedSum:
+                    self.rate_only = True
+                    self._rate_metric = metric
+                    self._rate_stat = inner
         self.registry._register(metric)
         return metric
 
@@ -538,6 +540,8 @@ class Sensor:
         with self.lock:
             self.last_record_time_ms = now
             metric = self._rate_metric
+            # a rate_only sensor: its one metric a Rate over the WindowedSum kept by ``add``
+            assert metric is not None and self._rate_stat is not None and isinstance(metric.stat, Rate)
             config = metric.config
             if config is not self._fast_config:
                 self._configure_fast(config)
@@ -574,6 +578,7 @@ class Sensor:
         """``record_rate``'s bound for ``config`` (recomputed when the config is replaced)."""
         quota = config.quota
         rate = self.metrics[0].stat
+        assert isinstance(rate, Rate)  # called for rate_only sensors
         if quota is None or not quota.upper or config.samples < 2:
             self._safe_total = -math.inf  # always measured
         else:  # a hair under, so that float rounding can never turn "at most" into "over"

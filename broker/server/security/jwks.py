@@ -171,12 +171,12 @@ class JwksValidator:
                 return True
             if alg[:2] == "ES" and jwk.get("kty") == "EC" and jwk.get("crv") in _CURVES:
                 curve = getattr(ec, _CURVES[jwk["crv"]])()
-                key = ec.EllipticCurvePublicNumbers(int.from_bytes(_b64url(jwk["x"]), "big"),
-                                                    int.from_bytes(_b64url(jwk["y"]), "big"), curve).public_key()
+                ec_key = ec.EllipticCurvePublicNumbers(int.from_bytes(_b64url(jwk["x"]), "big"),
+                                                       int.from_bytes(_b64url(jwk["y"]), "big"), curve).public_key()
                 half = len(signature) // 2
                 der = encode_dss_signature(int.from_bytes(signature[:half], "big"),
                                            int.from_bytes(signature[half:], "big"))
-                key.verify(der, signed, ec.ECDSA(hash_alg))
+                ec_key.verify(der, signed, ec.ECDSA(hash_alg))
                 return True
         except (InvalidSignature, KeyError, ValueError, TypeError):
             return False

@@ -30,6 +30,7 @@ from broker.protocol.scram import (
     DEFAULT_ITERATIONS,
     ClientFinalMessage,
     ClientFirstMessage,
+    ScramCredential,
     ScramError,
     ServerFinalMessage,
     ServerFirstMessage,
@@ -61,7 +62,7 @@ class ScramServer:
         self._first: ClientFirstMessage | None = None
         self._server_first = ""
         self._nonce = ""
-        self._credential = None
+        self._credential: ScramCredential | None = None
         self.complete = False
         self.authorization_id: str | None = None
 

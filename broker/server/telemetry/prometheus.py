@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -58,7 +58,7 @@ class BrokerStats:
         self.bytes_in: Counter[str] = Counter()
         self.bytes_out: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
-        self.request_seconds: Counter[str] = Counter()
+        self.request_seconds: defaultdict[str, float] = defaultdict(float)
 
     def record_request(self, api: str, seconds: float) -> None:
         with self._lock:
