@@ -10,7 +10,6 @@ joined, as in Kafka). No timed assertion: waits are bounded loops on a condition
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import confluent_kafka
@@ -20,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client.consumer import CommitFailedError, KafkaConsumer, TopicPartition
 from broker.client.consumer.group_driver import ConsumerRebalanceListener
 from broker.client.consumer.group_offsets import describe_groups, fetch_committed
+from tests.support.waits import wait_until
 
 PARTITIONS = 6
 FAST = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
@@ -91,12 +91,7 @@ class Ownership:
 
 
 def wait_for(cond, timeout: float = 120.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+    wait_until(cond, timeout, f"{what} not reached")
 
 
 class Member(threading.Thread):

@@ -12,6 +12,7 @@ from broker.client.errors import KafkaTimeoutError, NetworkError, RequestTimedOu
 from broker.client.metadata import Metadata, MetadataUpdater
 from broker.client.network import NetworkClient, now_ms
 from broker.protocol import ApiKey, FrameDecoder, decode_request, encode_response, request_schema
+from tests.support.waits import wait_until
 
 
 class FakeBroker:
@@ -169,12 +170,12 @@ def test_refused_connection_backs_off_exponentially():
     c.add_node(1, "127.0.0.1", port)
     delays = []
     for _ in range(3):
-        deadline = time.time() + 3
         c.ready(1, now_ms())
-        while c.state(1) != "DISCONNECTED" and time.time() < deadline:
-            c.poll(20)
+        wait_until(lambda: c.state(1) == "DISCONNECTED", 3, "the refused connection never failed",
+                   step=lambda: c.poll(20), interval=0)
         delays.append(c.connection_delay(1, now_ms()))
-        time.sleep(delays[-1] / 1000 + 0.01)
+        wait_until(lambda: c.connection_delay(1, now_ms()) == 0, 3, "the reconnect backoff never ended",
+                   interval=0.01)
     assert delays[0] < delays[2]
     c.close()
 

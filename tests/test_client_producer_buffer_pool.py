@@ -7,6 +7,7 @@ import pytest
 
 from broker.client.errors import BufferExhaustedError, IllegalStateError
 from broker.client.producer.buffer_pool import BufferPool
+from tests.support.waits import wait_until
 
 
 def test_poolable_buffers_are_recycled():
@@ -59,7 +60,7 @@ def test_partial_accumulation_is_returned_on_timeout():
     b = pool.allocate(200, 0)
 
     def give_back():
-        time.sleep(0.05)
+        wait_until(lambda: pool.queued() == 1, 5, "the allocation never waited", interval=0.001)
         pool.deallocate(a)  # 100 bytes reach the waiter, not enough for 250
 
     threading.Thread(target=give_back).start()
@@ -78,17 +79,15 @@ def test_waiters_are_served_fifo():
     def waiter(name, size):
         buf = pool.allocate(size, 5000)
         order.append(name)
-        time.sleep(0.02)
+        time.sleep(0.02)  # scenario: the buffer is in use a moment, as while its batch is sent
         pool.deallocate(buf)
 
     big = threading.Thread(target=waiter, args=("big", 100))
     big.start()
-    while pool.queued() < 1:
-        time.sleep(0.001)
+    wait_until(lambda: pool.queued() == 1, 5, "the big request never waited", interval=0.001)
     small = threading.Thread(target=waiter, args=("small", 10))
     small.start()
-    while pool.queued() < 2:
-        time.sleep(0.001)
+    wait_until(lambda: pool.queued() == 2, 5, "the small request never waited", interval=0.001)
     pool.deallocate(held)
     big.join(5)
     small.join(5)
@@ -109,8 +108,7 @@ def test_close_wakes_waiters():
 
     t = threading.Thread(target=waiter)
     t.start()
-    while pool.queued() < 1:
-        time.sleep(0.001)
+    wait_until(lambda: pool.queued() == 1, 5, "the request never waited", interval=0.001)
     pool.close()
     t.join(5)
     assert isinstance(errors[0], IllegalStateError)

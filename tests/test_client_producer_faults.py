@@ -107,7 +107,7 @@ def test_i9_black_hole_then_recovery_keeps_sequences(proxied):
         sent = produce(p, topic, 100, tracker, partitions=2)
         proxy.black_hole()
         sent += produce(p, topic, 100, tracker, partitions=2, start=100)
-        time.sleep(1.5)  # requests time out; retries go into the hole too
+        time.sleep(1.5)  # scenario: the hole outlasts request.timeout.ms; retries go into it too
         proxy.pass_through()
         proxy.reset()  # drop the black-holed connections
         proxy.pass_through()

@@ -89,7 +89,7 @@ def test_r14_sigkill_loop_keeps_every_acknowledged_record(tmp_path):
             ready = child.stdout.readline().split()
             assert ready and ready[0] == b"ready", ready
             assert int(ready[1]) == next_offset
-            time.sleep(rng.uniform(0.01, 0.3))
+            time.sleep(rng.uniform(0.01, 0.3))  # scenario: the kill comes at a random moment
         finally:
             child.kill()
             output = child.stdout.read()

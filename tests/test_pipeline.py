@@ -109,7 +109,7 @@ def test_ctrl_c_stops_spark_and_the_broker(tmp_path: Path) -> None:
         for line in proc.stdout:
             if line.startswith("batch job"):
                 break
-        time.sleep(0.5)
+        time.sleep(0.5)  # scenario: Ctrl-C comes in the middle of the batch job
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -286,7 +286,7 @@ def test_r14_crash_loop_keeps_every_acknowledged_record(broker_factory):
         iterations += 1
         producer = AckingProducer(broker.bootstrap, topic, partitions, f"r14-{it}")
         producer.start()
-        time.sleep(rng.uniform(0.0, 2.0))
+        time.sleep(rng.uniform(0.0, 2.0))  # scenario: the kill comes at a random moment
         broker.kill()
         kills += 1
         producer.stop.set()
@@ -715,10 +715,10 @@ def _kill_under_a_runner(broker: BrokerProcess, args: tuple, rng: random.Random)
     runner = TxnRunner(args, rng, timeout=2.0)
     runner.start()
     assert runner.initialised.wait(90), f"the runner's init_transactions did not succeed: {runner.error}"
-    time.sleep(rng.uniform(0.0, 2.0))
+    time.sleep(rng.uniform(0.0, 2.0))  # scenario: the kill comes at a random moment
     broker.kill()
     runner.stop.set()
-    time.sleep(rng.choice([0.0, rng.uniform(0.0, 3.0)]))  # down longer than the calls' timeout, or not
+    time.sleep(rng.choice([0.0, rng.uniform(0.0, 3.0)]))  # scenario: down longer than the calls' timeout, or not
     broker.start()
     runner.join(180)
     assert not runner.is_alive(), "the transactional producer did not finish"

@@ -76,7 +76,7 @@ def test_e3_pause_longer_than_request_timeout_loses_and_duplicates_nothing(broke
         for _ in range(pauses):
             os.kill(broker.pid, signal.SIGSTOP)
             try:
-                time.sleep(pause_s)
+                time.sleep(pause_s)  # scenario: paused for longer than request.timeout.ms
             finally:
                 os.kill(broker.pid, signal.SIGCONT)
             # the workload goes on with the same clients
@@ -102,7 +102,7 @@ def test_e4_partition_through_the_proxy_heals_without_a_client_restart(broker_fa
             before = proxy.connections
             proxy.black_hole()
             t0 = time.monotonic()
-            time.sleep(60.0 if SOAK else 12.0)
+            time.sleep(60.0 if SOAK else 12.0)  # scenario: the partition lasts past the clients' timeouts
             stalled = w.acked()
             proxy.pass_through()
             # recovered: the same producer objects get acks again
@@ -248,9 +248,11 @@ def test_e6_read_only_log_dir_goes_offline_and_acked_data_survives(broker_factor
                     assert _produce_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
                     assert _fetch_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
                     # the workload keeps trying against the offline dir: nothing is acknowledged
-                    time.sleep(0.5)  # the acks of appends made before the failure arrive first
+                    # scenario: a negative check: the acks of appends made before the failure
+                    # arrive first, then none for hold_s
+                    time.sleep(0.5)
                     acked_offline = w.acked()
-                    time.sleep(hold_s)
+                    time.sleep(hold_s)  # scenario: a negative check, nothing acknowledged meanwhile
                     assert w.acked() == acked_offline
                     assert _produce_error(client, w.e_topic) == ErrorCode.KAFKA_STORAGE_ERROR
                 assert broker.alive()  # the broker stays up, the dir offline

@@ -115,7 +115,7 @@ def _bounce(broker, hard: bool, down_s: float) -> None:
         broker.kill()
     else:
         broker.stop()
-    time.sleep(down_s)
+    time.sleep(down_s)  # scenario: the broker stays down for a while
     broker.start()
 
 

@@ -602,7 +602,7 @@ def test_reauthentication_kip_368(broker_factory):
         _handshake(c, "PLAIN")
         r = _authenticate(c, b"\x00alice\x00alice-secret", version=1)
         assert r.error_code == 0 and r.session_lifetime_ms == 1500
-        time.sleep(1.7)
+        time.sleep(1.7)  # scenario: the 1500 ms session lifetime expires
         c.send(ApiKey.API_VERSIONS, 0, {})
         assert c.is_closed_by_peer()
     with _raw(broker) as c:  # re-authentication mid-connection keeps it open
@@ -633,7 +633,7 @@ def test_reauthentication_kip_368(broker_factory):
         sent.append(str(len(sent)).encode())
         p.produce(topic, sent[-1])
         assert p.flush(30) == 0
-        time.sleep(0.8)
+        time.sleep(0.8)  # scenario: sends spread over the 1500 ms session lifetimes
     c = Consumer(_ck_conf(broker, "PLAIN", "alice", "alice-secret",
                           **{"group.id": unique("g"), "auto.offset.reset": "earliest"}))
     c.subscribe([topic])
@@ -766,7 +766,7 @@ def test_our_client_reauthenticates(broker_factory):
     with KafkaProducer(_our_conf(broker, "PLAIN", "alice", "alice-secret")) as producer:
         for i in range(5):
             assert producer.send(topic, str(i).encode()).get(30).offset == i
-            time.sleep(0.7)
+            time.sleep(0.7)  # scenario: the sends span several 1200 ms session lifetimes
     log = broker.stderr_text()
     assert "re-authenticated as User:alice with PLAIN" in log
     assert "expired without re-authentication" not in log

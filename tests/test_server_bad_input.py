@@ -108,7 +108,7 @@ def test_f1_large_announced_frame_is_not_preallocated(kafka_broker, guard):
     try:
         for c in clients:
             c.send_raw(struct.pack(">i", 104857600) + b"\x00\x00\x00\x08" + b"x" * 1020)
-        time.sleep(0.5)
+        time.sleep(0.5)  # scenario: a negative check: the broker got the bytes and allocated no more
         assert kafka_broker.rss_kb() < 10 * 1024 * 1024  # sanity: nowhere near 5 x 100 MiB
     finally:
         for c in clients:
@@ -225,7 +225,7 @@ def test_f7_chunking_invariance_byte_by_byte_and_coalesced(kafka_broker, guard):
         c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i in range(len(req)):
             c.send_raw(req[i:i + 1])
-            time.sleep(0.001)
+            time.sleep(0.001)  # scenario: one byte a TCP segment
         c.pending[5] = (ApiKey.API_VERSIONS, 3)
         cid, body = c.recv()
         assert cid == 5 and body.error_code == 0
@@ -247,4 +247,6 @@ def test_client_disconnect_mid_long_poll(kafka_broker, guard):
                                       {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
                                        "log_start_offset": -1, "partition_max_bytes": 1000}]}],
                                   "forgotten_topics_data": [], "rack_id": ""})
-    time.sleep(2.5)  # the worker wakes up, fails to send, and closes quietly
+    # scenario: past the 2 s max_wait_ms the worker wakes up, fails to send and closes quietly
+    # (nothing to observe: the guard checks afterwards that nothing went wrong)
+    time.sleep(2.5)

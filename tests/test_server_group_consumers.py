@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey
 from tests.support.broker import ROOT, RawClient
+from tests.support.waits import wait_until
 from tests.test_server_group_offsets import describe, fetched, unique
 
 PARTITIONS = 6
@@ -71,13 +72,13 @@ class Ownership:
             return {p for p, o in self.owner.items() if o == who}
 
 
-def wait_for(cond, step, timeout: float = 120.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        step()
-    raise AssertionError(f"{what} not reached in {timeout}s")
+def wait_for(cond, step=None, timeout: float = 120.0, what: str = "condition",
+             interval: float | None = None) -> None:
+    """Wait (bounded) until ``cond``; between checks ``step`` (e.g. a member's poll, which
+    takes its time) and a pause of ``interval`` s (default: 0.1 without a step, none with)."""
+    if interval is None:
+        interval = 0.1 if step is None else 0.0
+    wait_until(cond, timeout, f"{what} not reached", step=step, interval=interval)
 
 
 def make_topic(bootstrap: str) -> str:
@@ -229,7 +230,7 @@ def test_kafka_python_group(broker_factory):
 
     threads = {n: threading.Thread(target=run, args=(n,), daemon=True) for n in ("a", "b")}
     threads["a"].start()
-    idle = lambda: time.sleep(0.1)  # noqa: E731
+    idle = None  # wait_for pauses between its checks
     wait_for(lambda: len(owners.of("a")) == PARTITIONS, idle, what="a owns every partition")
     threads["b"].start()
     wait_for(lambda: owners.of("a") and owners.of("b") and len(owners.owner) == PARTITIONS, idle,

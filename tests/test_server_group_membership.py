@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import struct
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from broker.protocol import ApiKey, ErrorCode
+from tests.support import waits
 from tests.support.broker import RawClient
 from tests.test_server_group_offsets import (
     OFFSETS_TOPIC,
@@ -88,13 +88,7 @@ def leave(c: RawClient, group: str, members: list, version: int = 3):
 
 
 def wait_until(cond, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+    return waits.wait_until(cond, timeout, f"{what} not reached", interval=0.1)
 
 
 def state_of(c: RawClient, group: str) -> str:

@@ -24,7 +24,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 
 import confluent_kafka
 import pytest
@@ -249,15 +248,13 @@ def test_mixed_group_of_five_clients(broker_factory):
                         pass
             c.unsubscribe()  # revokes through the listener, then leaves
 
-    def idle() -> None:
-        time.sleep(0.1)
+    idle = None  # wait_for pauses between its checks
 
-    def everyone_healthy() -> None:
+    def everyone_healthy() -> None:  # a step of wait_for(..., interval=0.1)
         for m in members.values():
             assert m.error is None, f"{m.name}: {m.error!r}"
         assert kcat.proc.poll() is None, kcat.stderr_lines
         kcat.drain()
-        idle()
 
     members = {name: Member(name, body) for name, body in
                (("ck", ck), ("kp", kp), ("aio", aio), ("ours", ours))}
@@ -271,14 +268,14 @@ def test_mixed_group_of_five_clients(broker_factory):
                      what=f"{name} gets partitions")
         kcat = Kcat(bootstrap, group, topic, owners, seen)
         wait_for(lambda: owners.of("kcat") and len(owners.owner) == PARTITIONS, everyone_healthy,
-                 what="kcat gets partitions")
+                 what="kcat gets partitions", interval=0.1)
         names = ["ck", "kp", "aio", "ours", "kcat"]
         assert all(owners.of(n) for n in names), owners.history
         with RawClient(broker.host, broker.port) as c:
             d = describe(c, [group])[0]
         assert d.protocol_data == "range" and {m.client_id for m in d.members} == set(names)
         expected |= produce(bootstrap, topic, 600, 600)
-        wait_for(lambda: expected <= seen, everyone_healthy, what="every record consumed by the five")
+        wait_for(lambda: expected <= seen, everyone_healthy, what="every record consumed by the five", interval=0.1)
 
         # two members leave: their partitions move to the three that stay
         for name in ("kp", "aio"):
@@ -287,13 +284,13 @@ def test_mixed_group_of_five_clients(broker_factory):
             assert members[name].error is None, members[name].error
         wait_for(lambda: not owners.of("kp") and not owners.of("aio") and len(owners.owner) == PARTITIONS
                  and all(owners.of(n) for n in ("ck", "ours", "kcat")), everyone_healthy,
-                 what="the three remaining members share the partitions")
+                 what="the three remaining members share the partitions", interval=0.1)
         expected |= produce(bootstrap, topic, 1200, 60)
-        wait_for(lambda: expected <= seen, everyone_healthy, what="the last records consumed")
+        wait_for(lambda: expected <= seen, everyone_healthy, what="the last records consumed", interval=0.1)
         ends = end_offsets(broker, topic)
         assert ends == {p: 210 for p in range(PARTITIONS)}
         wait_for(lambda: committed_offsets(broker, group, topic) == ends, everyone_healthy,
-                 what="commits cover every record")
+                 what="commits cover every record", interval=0.1)
     finally:
         for m in members.values():
             m.stop.set()

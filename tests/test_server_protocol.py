@@ -189,7 +189,7 @@ def test_fetch_long_poll_returns_early_when_data_arrives(raw_client):
     create_topic(c, topic)
 
     def later():
-        time.sleep(0.3)
+        time.sleep(0.3)  # scenario: the data arrives while the fetch long-polls
         produce(producer, topic, batch_of(1))
 
     t = threading.Thread(target=later)
@@ -210,7 +210,7 @@ def test_fetch_min_bytes_keeps_waiting_until_enough(raw_client):
 
     def later():
         for _ in range(3):
-            time.sleep(0.2)
+            time.sleep(0.2)  # scenario: the bytes trickle in during the long poll
             produce(producer, topic, one)
 
     t = threading.Thread(target=later)

@@ -9,7 +9,6 @@ confluent-kafka's read_committed consumer."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from confluent_kafka import KafkaException, Producer
 
 from tests.support.broker import RawClient
 from tests.support.txn_protocol import committed_offset, create_topic, describe, fetch_partition
+from tests.support.waits import wait_until
 from tests.test_server_transactions_clients import consume_all
 
 
@@ -32,10 +32,7 @@ def _produce_plain(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def _wait_for(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    wait_until(condition, timeout, f"timed out waiting for {what}", interval=0.1)
 
 
 def test_aiokafka_consume_transform_produce_with_send_offsets(kafka_broker):

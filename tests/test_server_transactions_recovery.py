@@ -9,7 +9,6 @@ transactional id expires."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -25,6 +24,7 @@ from tests.support.txn_protocol import (
     describe,
     fetch_partition,
 )
+from tests.support.waits import wait_until
 
 CRASH_ENV = "KAFKALOG_TXN_CRASH_POINT"
 
@@ -34,13 +34,7 @@ def unique(prefix: str) -> str:
 
 
 def wait_for(predicate, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, timeout, f"timed out waiting for {what}", interval=0.1)
 
 
 @pytest.mark.parametrize("crash_point,commit", [

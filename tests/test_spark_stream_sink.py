@@ -26,6 +26,7 @@ from tests.support.spark_write import (  # noqa: E402
     recorded,
     unique_topic,
 )
+from tests.support.waits import wait_until  # noqa: E402
 
 ROWS_PER_FILE = 100
 
@@ -129,10 +130,14 @@ def test_rate_stream_stopped_and_restarted(wspark, sink_broker, tmp_path):
     rec.mkdir()
     df = (wspark.readStream.format("rate").option("rowsPerSecond", 400).option("numPartitions", 2)
           .load().selectExpr("CAST(value AS STRING) AS value"))
-    for seconds in (5, 4):
+    for batches in (4, 3):  # each run is stopped mid-flight, once it committed that many micro-batches
         q = sink(df, sink_broker, topic, chk, rec, **{"kafkalog.writeBatchHeaders": "true"}) \
             .trigger(processingTime="500 milliseconds").start()
-        time.sleep(seconds)
+        target = len(list(rec.glob("*-commit-*.pkl"))) + batches
+        wait_until(lambda q=q, target=target: q.exception() is None and q.isActive
+                   and len(list(rec.glob("*-commit-*.pkl"))) >= target,
+                   120, lambda q=q, n=batches: f"the query never committed {n} micro-batches: {q.exception()}",
+                   interval=0.2)
         q.stop()
     commits = [b for k, b, _ in recorded(rec) if k == "commit"]
     assert commits and all(b2 == b1 + 1 or b2 <= b1 for b1, b2 in zip(commits, commits[1:]))

@@ -23,11 +23,13 @@ Owns:
   ``abort`` of micro-batch N record, then raise without calling the sink: the driver
   "dies" between the tasks' writes and the commit (exactly-once sink tests). With
   ``test.failTaskAfterRows=N`` every attempt of a task hands the sink N rows or more, waits
-  1.5 s (the producer sends them), then fails (a task failing for good mid-write);
+  (bounded) until the producer got them into the topic, then fails (a task failing for
+  good mid-write);
   ``test.killTaskAfterRows=N`` the same, but the Python worker exits at once
   (``os._exit``: no cleanup, as when an executor is lost).
 * ``read_topic`` (the ``kafkalog`` source, direct mode on the broker's log directory) and
-  ``consume`` (confluent-kafka's Consumer) to read what was written.
+  ``consume`` (confluent-kafka's Consumer) to read what was written; ``wait_written``, a
+  failing task's bounded wait until the rows it handed on are in the topic.
 
 Invariants: this module is pickled by value (pyspark's ``cloudpickle.register_pickle_by_value``), so
 the Python workers need not import it; the test source's name never collides with
@@ -137,11 +139,11 @@ def _make_source_class():
     from spark_kafkalog.writers.batch import KafkaLogArrowWriter
     from spark_kafkalog.writers.stream import KafkaLogStreamArrowWriter
 
-    def failing(iterator, after: int, kill: bool):
+    def failing(iterator, after: int, kill: bool, options, since_ms: int):
         handed = 0
         for batch in iterator:
-            if handed >= after:
-                time.sleep(1.5)  # the task's producer sends what it was handed
+            if handed >= after:  # once the task's producer sent what it was handed
+                wait_written(options.bootstrap_servers, options.topic, since_ms, count=handed)
                 if kill:
                     os._exit(17)
                 raise RuntimeError(f"test.failTaskAfterRows: failing after {handed} rows")
@@ -151,7 +153,7 @@ def _make_source_class():
     def recorded_write(self, iterator):
         after = getattr(self, "fail_after", None)
         if after is not None:
-            iterator = failing(iterator, after[0], after[1])
+            iterator = failing(iterator, after[0], after[1], self.options, int(time.time() * 1000))
         try:
             return super(type(self), self).write(iterator)
         except BaseException as e:
@@ -221,6 +223,33 @@ def _make_source_class():
 
 
 WriteTestSource = _make_source_class()
+
+
+def wait_written(bootstrap: str, topic: str, since_ms: int, count: int = 1, below: int | None = None,
+                 partitions: int = 3, timeout: float = 60.0) -> None:
+    """In a task about to fail after handing rows on (the failure scenarios): wait (bounded)
+    until the writer got ``count`` of them into ``topic``: records produced at ``since_ms``
+    (epoch ms, the attempt's start) or later, read_uncommitted (a transactional writer's
+    too), with ``below``: only those whose key is an id below it. RuntimeError when they
+    do not arrive."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sink-tests-wait",
+                  "enable.auto.commit": False, "enable.partition.eof": False,
+                  "isolation.level": "read_uncommitted", "topic.metadata.refresh.interval.ms": 500})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for m in c.consume(1000, 0.2):
+                if m.error() is None and m.timestamp()[1] >= since_ms \
+                        and (below is None or m.key() is not None and int(m.key()) < below):
+                    seen += 1
+            if seen >= count:
+                return
+    finally:
+        c.close()
+    raise RuntimeError(f"{seen} of {count} rows reached {topic} within {timeout} s")
 
 
 # -- reading back --------------------------------------------------------------------------
