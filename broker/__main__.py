@@ -11,7 +11,10 @@ Behaviour:
 * Invalid configuration: exactly one line on stderr, ``error: Invalid value 'x' for
   configuration KEY: reason``, and exit code 1, before any file or socket is touched.
   Failing to start (address in use, unreadable log directory, another cluster's
-  meta.properties) also prints one ``error:`` line and exits 1.
+  meta.properties) also prints one ``error:`` line and exits 1; a listener that cannot
+  bind is named with its address: ``error: cannot listen on PLAINTEXT://127.0.0.1:9092:
+  address already in use (another broker or program holds the port; set listeners= to
+  another port)``.
 * Once every log is loaded and every listener accepts connections, exactly one line goes
   to stdout (flushed)::
 
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"invalid --log-level: {exc}")
 
     from broker.server.broker import KafkaBroker
+    from broker.server.socket_server import ListenerBindError
 
     try:
         broker = KafkaBroker(props)
@@ -101,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         broker.start()
-    except ConfigError as exc:
+    except (ConfigError, ListenerBindError) as exc:
         return _error(str(exc))
     except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
         logging.getLogger("broker").debug("startup failed", exc_info=True)

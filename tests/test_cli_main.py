@@ -70,7 +70,7 @@ def test_unknown_command_is_one_line_and_exit_1(capsys):
 def test_bad_options_name_the_subcommand(capsys):
     code, _, err = run(capsys, "dump-log", "--files", "x.log", "--bogus")
     assert code == 1
-    assert one_line(err) == ("kafkalog dump-log: error: unrecognized arguments: --bogus "
+    assert one_line(err) == ("kafkalog dump-log: error: unrecognized option '--bogus' "
                              "(see 'kafkalog dump-log --help')")
     code, _, err = run(capsys, "dump-log")
     assert code == 1
@@ -82,6 +82,54 @@ def test_bad_options_name_the_subcommand(capsys):
 def test_abbreviated_options_are_refused(capsys):
     code, _, err = run(capsys, "dump-log", "--fil", "x.log")
     assert code == 1 and one_line(err).startswith("kafkalog dump-log: error: ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    # argparse alone would first complain that one of --create, --list... is required
+    (["topics", "--creat", "--topic", "x"], "unrecognized option '--creat' (did you mean '--create'?)"),
+    (["topics", "--bootstrap-server=localhost:9092", "--lst"], "unrecognized option '--lst' (did you mean '--list'?)"),
+    (["dump-log", "--files", "x.log", "--deep-iteratoin"],
+     "unrecognized option '--deep-iteratoin' (did you mean '--deep-iteration'?)"),
+    (["groups", "--bootstrap-server", "h:1", "--describe", "--grup", "g"],
+     "unrecognized option '--grup' (did you mean '--group'?)"),
+    (["dump-log", "--files", "x.log", "--zzzzzz"], "unrecognized option '--zzzzzz'"),
+    (["topics", "--create", "--topic", "--creat"], "unrecognized option '--creat' (did you mean '--create'?)"),
+])
+def test_unknown_options_are_named_with_the_closest_one(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    assert one_line(err) == f"kafkalog {argv[0]}: error: {message} (see 'kafkalog {argv[0]} --help')"
+
+
+def test_values_and_tokens_after_double_dash_are_not_options():
+    from argparse import ArgumentParser
+    parser = ArgumentParser(allow_abbrev=False)
+    parser.add_argument("--topic")
+    parser.add_argument("--files", nargs="+")
+    parser.add_argument("-n", type=int)
+    parser.add_argument("--flag", action="store_true")
+    parser.add_argument("rest", nargs="*")
+    def unknown(parser, args):
+        found = cli_main.unknown_option(parser, args)
+        return None if found is None else found[1]
+    assert unknown(parser, ["--topic", "-x", "--flag"]) == "-x"  # argparse does not take -x as a value
+    assert unknown(parser, ["--topic", "--x=1"]) == "--x"
+    assert unknown(parser, ["--files", "a", "b", "-n", "-5", "--flag", "--", "--creat"]) is None
+    assert unknown(parser, ["-n5", "--topic=t", "file", "-"]) is None
+    assert unknown(parser, ["--flag", "--flg"]) == "--flg"
+
+
+def test_unknown_options_of_a_sub_subcommand_are_named(capsys):
+    """``transactions find-hanging`` has options of its own: they are options, and a
+    misspelt one is named with that sub-subcommand's closest option."""
+    code, out, err = run(capsys, "transactions", "--bootstrap-server", "127.0.0.1:1", "find-hanging",
+                         "--broker-idd", "1")
+    assert code == 1 and out == ""
+    assert one_line(err) == ("kafkalog transactions find-hanging: error: unrecognized option '--broker-idd' "
+                             "(did you mean '--broker-id'?) (see 'kafkalog transactions find-hanging --help')")
+    parser = cli_main.build_parser(cli_main._load_subcommands(), command="transactions")
+    child = parser.subcommands["transactions"]
+    assert cli_main.unknown_option(child, ["--bootstrap-server", "h:1", "find-hanging", "--broker-id", "1"]) is None
 
 
 # --- the common error path ---

@@ -244,7 +244,20 @@ def test_cli_missing_file_and_port_in_use(tmp_path):
     finally:
         busy.close()
     assert r.returncode == 1
-    assert r.stderr.strip().splitlines()[-1].startswith("error: the broker failed to start")
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"error: cannot listen on PLAINTEXT://127.0.0.1:{port}: address already in use (another broker "
+        f"or program holds the port; set listeners= to another port)")
+
+
+def test_second_broker_on_a_used_port_names_the_address(broker_factory, tmp_path):
+    first = broker_factory()
+    r = run_cli("--override", f"listeners=PLAINTEXT://127.0.0.1:{first.port}",
+                "--override", f"log.dirs={tmp_path}/second-logs")
+    assert r.returncode != 0 and r.stdout == ""
+    errors = [line for line in r.stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert errors == [f"error: cannot listen on PLAINTEXT://127.0.0.1:{first.port}: address already in use "
+                      f"(another broker or program holds the port; set listeners= to another port)"], r.stderr
+    assert first.alive()
 
 
 def test_conf_server_properties_and_console_script(tmp_path):

@@ -123,6 +123,37 @@ class Listener(NamedTuple):
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
 
 
+# errno -> what a bind failure means, and what to do about it
+_BIND_HINTS = {
+    errno.EADDRINUSE: "address already in use (another broker or program holds the port; "
+                      "set listeners= to another port)",
+    errno.EACCES: "permission denied (ports below 1024 need privileges; set listeners= to "
+                  "a port above 1023)",
+    errno.EADDRNOTAVAIL: "address not available (the host is not an address of this machine; "
+                         "set listeners= to one of its addresses, or 0.0.0.0)",
+}
+
+
+class ListenerBindError(OSError):
+    """A listener could not bind or listen; ``str()`` is one line naming the listener,
+    its address and the cause: ``cannot listen on PLAINTEXT://127.0.0.1:9092: address
+    already in use (...)``. ``errno`` is the cause's."""
+
+    def __init__(self, listener: Listener, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.listener = listener
+        host = f"[{listener.host}]" if ":" in listener.host else listener.host
+        if isinstance(cause, socket.gaierror):
+            reason = f"cannot resolve host {listener.host!r}: {cause.strerror}"
+        else:
+            hint = _BIND_HINTS.get(cause.errno) if cause.errno is not None else None
+            reason = hint or (cause.strerror or str(cause)).lower()
+        self.message = f"cannot listen on {listener.name}://{host}:{listener.port}: {reason}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def parse_listeners(values: list[str], protocol_map: dict[str, str] | None = None) -> list[Listener]:
     """``NAME://host:port`` entries (already validated by ``broker.config``), each with its
     security protocol from ``protocol_map`` (``listener.security.protocol.map``, Kafka's
@@ -240,8 +271,9 @@ class Connection:
             if not self._closing:
                 log.info("closing connection %s on %s: TLS handshake failed: %s", self.id, self.listener, exc)
             return False
+        cipher = self.sock.cipher()  # set once the handshake is done
         log.debug("connection %s on %s: %s %s, principal %s", self.id, self.listener, self.sock.version(),
-                  self.sock.cipher()[0], self.principal)
+                  cipher[0] if cipher is not None else None, self.principal)
         return True
 
     # --- throttling (quotas): the channel is muted while a throttle runs ---
@@ -355,7 +387,7 @@ class Connection:
     def _send_tls(self, buffers: list[Any]) -> None:
         """Write one response through TLS in large SSL writes (see TLS_WRITE_CHUNK)."""
         stage = self._stage
-        if not stage:
+        if not isinstance(stage, memoryview):  # b"" until the first TLS write
             stage = self._stage = memoryview(bytearray(TLS_WRITE_CHUNK))
         sendall = self.sock.sendall
         plain = _PLAIN_BUFFERS
@@ -493,11 +525,14 @@ class SocketServer:
     # --- lifecycle ---
 
     def startup(self) -> None:
-        """Bind and listen on every listener (raises OSError, e.g. address in use), then
-        start accepting."""
+        """Bind and listen on every listener (raises ``ListenerBindError``, an OSError naming
+        the listener, e.g. address in use), then start accepting."""
         try:
             for listener in self.listeners:
-                sock = self._bind(listener)
+                try:
+                    sock = self._bind(listener)
+                except OSError as exc:
+                    raise ListenerBindError(listener, exc) from exc
                 self._sockets[listener.name] = sock
                 host, port = sock.getsockname()[:2]
                 self._bound[listener.name] = (host, port)

@@ -8,7 +8,10 @@ Owns, one module per tool (``kafkalog <NAME>``, the Kafka tool it follows):
 - ``server_start``      ``broker``     kafka-server-start.sh: hands its arguments to
                                        ``python -m broker`` (``broker/__main__.py``)
 - ``dump_log``          ``dump-log``   kafka-dump-log.sh: the command; ``log_dumper`` is
-                                       its engine (reads and prints one log file)
+                                       its engine (reads and prints one log file),
+                                       ``coordinator_decoders`` its --offsets-decoder and
+                                       --transaction-log-decoder (on the tables of
+                                       ``coordinator_schemas``, generated)
 - ``topics``            ``topics``     kafka-topics.sh
 - ``console_producer``  ``produce``    kafka-console-producer.sh
 - ``console_consumer``  ``consume``    kafka-console-consumer.sh

@@ -47,7 +47,7 @@ import argparse
 import re
 import sys
 
-from .common import CliError, admin_config
+from .common import CliError, admin_config, report_unreachable
 
 NAME = "acls"
 SUMMARY = "add, remove and list ACLs of the broker's authorizer (like kafka-acls.sh)"
@@ -266,6 +266,12 @@ def _confirm(message: str, force: bool) -> bool:
 
 
 def run(args) -> int:
+    with report_unreachable(NAME, "default.api.timeout.ms",
+                            lambda: admin_config(args, NAME)["default.api.timeout.ms"]):
+        return _run(args)
+
+
+def _run(args) -> int:
     from broker.client.admin import AdminClient
     from broker.client.errors import KafkaError
 

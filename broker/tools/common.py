@@ -14,6 +14,14 @@ Owns:
 - ``admin_config``: the admin client settings of the admin tools (topics, configs, acls,
   transactions): ``--command-config``'s properties, ``--bootstrap-server`` over them, else
   ``DEFAULT_BOOTSTRAP``, and ``DEFAULT_API_TIMEOUT_MS``.
+- ``report_unreachable``: while a command waits for its first broker, one line on stderr
+  as soon as every address has failed, naming the cause and the wait's bound: ``kafkalog
+  consume: no broker of 127.0.0.1:1 reachable yet (connection refused); retrying until
+  default.api.timeout.ms (60000 ms)...`` (from the client's ``broker.client.network``
+  WARNING, which it replaces). A failure that is not retried (TLS, SASL) prints nothing
+  there: the command fails with it at once, in its error line. ``unreachable_message``
+  words the final error (``no broker of 127.0.0.1:1 reachable (connection refused);
+  waited 60000 ms (default.api.timeout.ms)``) with the bound the command applied.
 - ``progress``: a byte-count progress bar (``rich``) on stderr for long commands. It shows
   only when the work exceeds ``PROGRESS_THRESHOLD_BYTES`` and stderr is a terminal while
   stdout is not (a terminal filling with output lines already shows progress, and the bar
@@ -31,13 +39,17 @@ may be called from a monitoring thread).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_API_TIMEOUT_MS = 30000
 
 __all__ = ["CliError", "parse_key_value", "warn", "admin_config", "DEFAULT_BOOTSTRAP", "DEFAULT_API_TIMEOUT_MS",
+           "report_unreachable", "unreachable_message",
            "progress", "ByteProgress",
            "PROGRESS_THRESHOLD_BYTES", "offset_progress", "OffsetProgress"]
 
@@ -64,6 +76,69 @@ def admin_config(args, client_id: str) -> dict:
     config.setdefault("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
     config.setdefault("client.id", client_id)
     return config
+
+def _ms_text(value) -> str:
+    try:
+        return f"{float(value):.0f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class _UnreachableReport(logging.Filter):
+    """On logger ``broker.client.network``: the first "no broker ... reachable yet" record
+    of a client that never reached a broker becomes the command's one line; connection
+    failure records (the unreachable ones, and
+    those not retried, which the command raises) are not printed otherwise."""
+
+    def __init__(self, command: str, config: str, timeout_ms, file: TextIO | None) -> None:
+        super().__init__()
+        self.command = command
+        self.config = config
+        self.timeout_ms = timeout_ms
+        self.file = file
+        self.reported = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "kafka_unreachable", None) is not None:
+            # only while waiting for the first broker: a later outage is the command's to tell
+            if not self.reported and not getattr(record, "kafka_ever_ready", False):
+                self.reported = True
+                text = record.getMessage().removesuffix("; retrying")
+                if callable(self.timeout_ms):  # read once the client exists (its config was read)
+                    self.timeout_ms = self.timeout_ms()
+                print(f"kafkalog {self.command}: {text}; retrying until {self.config} "
+                      f"({_ms_text(self.timeout_ms)} ms)...", file=self.file or sys.stderr, flush=True)
+            return False
+        return getattr(record, "kafka_connection_failure", None) is None
+
+
+@contextlib.contextmanager
+def report_unreachable(command: str, config: str, timeout_ms, file: TextIO | None = None) -> Iterator[None]:
+    """While the block runs: the one "retrying" line of an unreachable cluster (module
+    docstring); ``config`` and ``timeout_ms`` (a value, or a function giving it) name the
+    bound of the wait."""
+    logger = logging.getLogger("broker.client.network")
+    report = _UnreachableReport(command, config, timeout_ms, file)
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    logger.addFilter(report)
+    try:
+        yield
+    finally:
+        logger.removeFilter(report)
+        logger.setLevel(level)
+
+
+def unreachable_message(exc: BaseException, config: str | None = None, timeout_ms=None) -> str:
+    """The error line's text: a ``BrokerUnreachableError`` naming ``config`` and
+    ``timeout_ms`` (the bound the command applied) when given; other errors as they are."""
+    from broker.client.errors import BrokerUnreachableError
+
+    if isinstance(exc, BrokerUnreachableError) and config is not None:
+        return str(exc.renamed(config, None if timeout_ms is None else float(timeout_ms)))
+    return str(exc)
+
 
 def parse_key_value(item: str, option: str) -> tuple[str, str]:
     """``"k=v"`` -> ``("k", "v")``, keys and values stripped; ``CliError`` naming ``option``

@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .common import CliError, admin_config
+from .common import CliError, admin_config, report_unreachable
 
 NAME = "configs"
 SUMMARY = "quotas, SCRAM credentials, client-metrics subscriptions, topic and broker configs (like kafka-configs.sh)"
@@ -143,8 +143,10 @@ def run(args) -> int:
         raise CliError("--alter needs --add-config or --delete-config")
     if args.entity_name and args.entity_default:
         raise CliError("--entity-name and --entity-default are exclusive")
+    config = admin_config(args, "kafkalog-configs")
     try:
-        with AdminClient(admin_config(args, "kafkalog-configs")) as admin:
+        with report_unreachable(NAME, "default.api.timeout.ms", config["default.api.timeout.ms"]), \
+                AdminClient(config) as admin:
             if entity_type in QUOTA_ENTITIES:
                 return _quotas(admin, args, entity_type)
             if entity_type == "client-metrics":

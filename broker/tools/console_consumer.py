@@ -50,8 +50,14 @@ Behaviour:
   on, start again with ``--partition P --offset <last offset + 1>``). With ``--group``
   the records printed are committed, so the group resumes at the bad batch.
 - Settings: ``--consumer.config FILE`` < ``--consumer-property K=V`` < dedicated options
-  (``--bootstrap-server``, ``--isolation-level``, ``--group``). The first offset lookups
-  wait at most ``default.api.timeout.ms`` (60 s) for the broker. While following, a lost
+  (``--bootstrap-server``, ``--isolation-level``, ``--group``). The first lookups (the
+  topic's partitions, the offsets) wait at most ``default.api.timeout.ms`` (60 s) for the
+  broker, or ``--timeout-ms`` when it is shorter: it bounds the whole wait, connecting
+  included. An unreachable broker is told at once in one line naming the cause (``no
+  broker of 127.0.0.1:1 reachable yet (connection refused); retrying until
+  default.api.timeout.ms (60000 ms)...``), and the error after the wait names it again
+  (``no broker of 127.0.0.1:1 reachable (connection refused); waited 3000 ms
+  (--timeout-ms)``); a TLS or SASL failure is an error at once. While following, a lost
   broker is retried for ever (one warning on stderr per outage), as Kafka's tool does.
 """
 
@@ -62,7 +68,7 @@ import importlib
 import sys
 from typing import Any
 
-from .common import CliError, warn
+from .common import CliError, report_unreachable, unreachable_message, warn
 from .records_format import (
     InterruptGuard,
     MessageFormatter,
@@ -203,23 +209,54 @@ def _group_error(exc: BaseException, group: str, servers: str) -> CliError:
 # --- run -------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace) -> int:
-    from broker.client.consumer import ConsumerConfig, ConsumerNetworkClient, partitions_for
-    from broker.client.consumer.offsets import EARLIEST, LATEST, TopicPartition
-    from broker.client.consumer.poller import PartitionPoller
-    from broker.client.errors import KafkaError
-    from broker.client.network import now_ms
-    from broker.record.errors import DecodeError
+    from broker.client.consumer import ConsumerConfig
 
     check_options(args)
     fmt = formatter(args)
     settings, sources = consumer_settings(args)
     cfg = build_config(ConsumerConfig, settings, sources)
+    bound = _Bound(args, cfg)
+    with report_unreachable(NAME, bound.config, bound.ms):
+        return _run(args, cfg, fmt, bound)
+
+
+class _Bound:
+    """The bound of the first lookups (module docstring): default.api.timeout.ms, or
+    --timeout-ms when shorter, counted from the start of the command."""
+
+    def __init__(self, args: argparse.Namespace, cfg: Any) -> None:
+        from broker.client.network import now_ms
+
+        default = cfg["default.api.timeout.ms"]
+        self.explicit = args.timeout_ms is not None and args.timeout_ms < default
+        self.ms = args.timeout_ms if self.explicit else default
+        self.config = "--timeout-ms" if self.explicit else "default.api.timeout.ms"
+        self._end = now_ms() + self.ms
+
+    def left(self) -> float | None:
+        """The timeout_ms of the next lookup (None: the client's default)."""
+        from broker.client.network import now_ms
+
+        return max(0.0, self._end - now_ms()) if self.explicit else None
+
+    def error(self, exc: BaseException, servers: str) -> CliError:
+        return CliError(_unreachable(exc, servers, self))
+
+
+def _run(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, bound: _Bound) -> int:
+    from broker.client.consumer import ConsumerNetworkClient, partitions_for
+    from broker.client.consumer.offsets import EARLIEST, LATEST, TopicPartition
+    from broker.client.consumer.poller import PartitionPoller
+    from broker.client.errors import BrokerUnreachableError, KafkaError
+    from broker.client.network import now_ms
+    from broker.record.errors import DecodeError
+
     servers = ",".join(cfg["bootstrap.servers"])
     topic = args.topic
     group = cfg["group.id"] or None
     group_api = _group_offsets() if group else None
     if group is not None and args.partition is None:
-        return _run_member(args, cfg, fmt, group, servers)
+        return _run_member(args, cfg, fmt, group, servers, bound)
     try:
         client = ConsumerNetworkClient(cfg)
     except KafkaError as exc:  # a malformed bootstrap address
@@ -231,9 +268,9 @@ def run(args: argparse.Namespace) -> int:
     poller = None
     try:
         try:
-            infos = partitions_for(client, [topic]).get(topic)
+            infos = partitions_for(client, [topic], timeout_ms=bound.left()).get(topic)
         except KafkaError as exc:
-            raise CliError(_unreachable(exc, servers, client.default_timeout_ms)) from None
+            raise bound.error(exc, servers) from None
         if not infos:
             raise CliError(f"topic {topic} does not exist on {servers}")
         partitions = [p.partition for p in infos]
@@ -248,7 +285,9 @@ def run(args: argparse.Namespace) -> int:
         specs: dict[TopicPartition, int] = {tp: default for tp in tps}
         if group_api is not None:
             try:
-                committed = group_api.fetch_committed(client, group, tps)
+                committed = group_api.fetch_committed(client, group, tps, timeout_ms=bound.left())
+            except BrokerUnreachableError as exc:
+                raise bound.error(exc, servers) from None
             except KafkaError as exc:
                 raise _group_error(exc, group, servers) from None
             for tp in tps:
@@ -259,9 +298,9 @@ def run(args: argparse.Namespace) -> int:
             specs[tps[0]] = {"earliest": EARLIEST, "latest": LATEST}.get(args.offset, args.offset)
         poller = PartitionPoller(client)
         try:
-            poller.assign(specs)
+            poller.assign(specs, timeout_ms=bound.left())
         except KafkaError as exc:
-            raise CliError(_unreachable(exc, servers, client.default_timeout_ms)) from None
+            raise bound.error(exc, servers) from None
         commit = poller.positions()
         limit = args.max_messages
         idle_ms = args.timeout_ms
@@ -314,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group: str,
-                servers: str) -> int:
+                servers: str, bound: _Bound) -> int:
     """``--group`` without ``--partition``: a subscribed group member (module docstring)."""
     from broker.client.consumer import ConsumerConfig, TopicPartition
     from broker.client.consumer.consumer import KafkaConsumer
@@ -360,10 +399,10 @@ def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group
     stdout = sys.stdout.buffer
     try:
         try:
-            if not consumer.partitions_for(topic):
+            if not consumer.partitions_for(topic, timeout_ms=bound.left()):
                 raise CliError(f"topic {topic} does not exist on {servers}")
         except KafkaError as exc:
-            raise CliError(_unreachable(exc, servers, cfg["default.api.timeout.ms"])) from None
+            raise bound.error(exc, servers) from None
         consumer.subscribe([topic], listener=Listener())
         limit = args.max_messages
         idle_ms = args.timeout_ms
@@ -443,10 +482,12 @@ def _finish(group_api: Any, cfg: Any, group: str | None, commit: dict[Any, int] 
         print(f"Processed a total of {count} messages", file=sys.stderr, flush=True)
 
 
-def _unreachable(exc: BaseException, servers: str, timeout_ms: float) -> str:
-    from broker.client.errors import KafkaTimeoutError
+def _unreachable(exc: BaseException, servers: str, bound: _Bound) -> str:
+    from broker.client.errors import BrokerUnreachableError, KafkaTimeoutError
 
+    if isinstance(exc, BrokerUnreachableError):  # the bound the command applied
+        return unreachable_message(exc, bound.config, bound.ms)
     if isinstance(exc, KafkaTimeoutError):
-        return (f"cannot reach the broker at {servers} within {timeout_ms:g} ms "
-                f"(default.api.timeout.ms): {exc}")
+        return (f"no answer from the broker at {servers} within {bound.ms:g} ms "
+                f"({bound.config}): {exc}")
     return str(exc)

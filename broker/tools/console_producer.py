@@ -26,9 +26,12 @@ Behaviour:
   as in Kafka. Unknown keys are an error naming where they came from.
 - Before reading any input the topic's metadata is fetched (the broker creates an unknown
   topic when its ``auto.create.topics.enable`` is true, Kafka's default and this
-  broker's): an unreachable broker (within ``max.block.ms``, default 60 s), a topic that
-  does not exist and was not created, or a ``--partition`` past the topic's partitions
-  exits 1 with one line.
+  broker's): an unreachable broker (retried for ``max.block.ms``, default 60 s, after one
+  line naming the cause at once: ``no broker of 127.0.0.1:1 reachable yet (connection
+  refused); retrying until max.block.ms (60000 ms)...``), a topic that does not exist and
+  was not created, or a ``--partition`` past the topic's partitions exits 1 with one line
+  (``no broker of 127.0.0.1:1 reachable (connection refused); waited 60000 ms
+  (max.block.ms)``); a TLS or SASL failure at once.
 - Nothing is lost: the producer is flushed and closed before exit; a record the broker
   did not take makes the command exit 1 saying how many were not delivered (reading stops
   at the first failure). Ctrl-C stops reading, delivers every line read so far and exits
@@ -49,7 +52,7 @@ import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .common import PROGRESS_THRESHOLD_BYTES, CliError, parse_key_value, progress
+from .common import PROGRESS_THRESHOLD_BYTES, CliError, parse_key_value, progress, report_unreachable
 from .records_format import (
     InterruptGuard,
     LineError,
@@ -177,7 +180,7 @@ def preflight(settings: dict[str, Any], topic: str, partition: int | None) -> in
     reached within max.block.ms, the topic does not exist or ``partition`` is past it."""
     from broker.client.consumer import ConsumerConfig, ConsumerNetworkClient
     from broker.client.consumer.offsets import UNKNOWN_TOPIC_GRACE_MS
-    from broker.client.errors import KafkaTimeoutError
+    from broker.client.errors import BrokerUnreachableError, KafkaTimeoutError
     from broker.client.network import now_ms
     from broker.client.producer.config import ProducerConfig
     from broker.client.ssl_context import security_settings
@@ -193,16 +196,18 @@ def preflight(settings: dict[str, Any], topic: str, partition: int | None) -> in
                                    "allow.auto.create.topics": True,
                                    **{k: cfg[k] for k in client_keys},
                                    **security_settings(cfg.values)})
-    with ConsumerNetworkClient(consumer_cfg) as client:
+    with report_unreachable(NAME, "max.block.ms", max_block), ConsumerNetworkClient(consumer_cfg) as client:
         md = client.metadata
         md.add_topic(topic)
-        deadline = client.deadline(max_block)
+        deadline = client.deadline(max_block, "max.block.ms")
         answered = False
         unknown_since = None
         attempt = 0
         while True:
             try:
                 cluster = client.await_metadata_update(deadline)
+            except BrokerUnreachableError as exc:
+                raise CliError(str(exc)) from None
             except KafkaTimeoutError:
                 if not answered:
                     raise CliError(f"cannot reach the broker at {servers} within {max_block} ms "

@@ -71,7 +71,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import CliError, warn
+from .common import CliError, report_unreachable, warn
 
 NAME = "groups"
 SUMMARY = "list, describe and delete consumer groups, reset and delete their offsets (like kafka-consumer-groups.sh)"
@@ -229,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         print(DRY_RUN_WARNING, file=sys.stderr, flush=True)
     cfg = ConsumerConfig(_client_config(args))
     try:
-        with ConsumerNetworkClient(cfg) as client:
+        with report_unreachable(NAME, "default.api.timeout.ms", cfg["default.api.timeout.ms"]), \
+                ConsumerNetworkClient(cfg) as client:
             if action == "list":
                 _list(client, args.state)
             elif action == "describe":

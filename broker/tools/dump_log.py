@@ -11,7 +11,13 @@ Behaviour:
 - Every file is checked before anything is printed: a missing file, a file of another
   type (``.deleted``, ``leader-epoch-checkpoint``, ...) or an index whose name is not its
   base offset exits 1 with one line ``kafkalog dump-log: error: ...``.
-- ``--print-data-log`` implies ``--deep-iteration``. ``--index-sanity-check`` runs, on
+- ``--print-data-log`` implies ``--deep-iteration``. ``--offsets-decoder`` and
+  ``--transaction-log-decoder`` (one or the other) imply ``--print-data-log`` and print each
+  record's key and payload as the JSON of a ``__consumer_offsets`` / ``__transaction_state``
+  record, as Kafka 4's tool does (``coordinator_decoders.py``): ``key: {"type":"1","data":
+  {...}} payload: {"version":"3","data":{...}}``, ``payload: <DELETE>`` for a tombstone,
+  ``key: Unknown record type N at offset O, skipping.`` or ``key: Error at offset O,
+  skipping. <reason>`` for what cannot be read. ``--index-sanity-check`` runs, on
   indexes, the checks a broker makes when loading them (``<file> passed sanity check.``);
   ``--verify-index-only`` compares index entries with the log without printing them.
   Mismatches, non-consecutive offsets and time index errors go to stderr at the end.
@@ -83,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --print-data-log, print only keys and payloads of records")
     parser.add_argument("--max-bytes", type=_positive_int, default=None, metavar="N",
                         help="read at most N bytes of each .log file (default: all)")
+    decoders = parser.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="print keys and payloads as the JSON of __consumer_offsets records "
+                               "(implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="print keys and payloads as the JSON of __transaction_state records "
+                               "(implies --print-data-log)")
 
 
 def resolve_files(items: list[str]) -> list[tuple[Path, str]]:
@@ -129,10 +142,14 @@ def run(args: argparse.Namespace) -> int:
     from .log_dumper import DumpOptions, LogDumper
 
     targets = resolve_files(args.files)
+    decoder = None
+    if args.offsets_decoder or args.transaction_log_decoder:
+        from .coordinator_decoders import offsets_decoder, transaction_log_decoder
+        decoder = offsets_decoder if args.offsets_decoder else transaction_log_decoder
     options = DumpOptions(
         deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
         index_sanity_check=args.index_sanity_check, verify_index_only=args.verify_index_only,
-        skip_record_metadata=args.skip_record_metadata, max_bytes=args.max_bytes)
+        skip_record_metadata=args.skip_record_metadata, max_bytes=args.max_bytes, decoder=decoder)
     total = sum(path.stat().st_size for path, _ in targets)
     with progress(total, NAME) as bar:
         dumper = LogDumper(sys.stdout, sys.stderr, options, advance=bar.advance, command=NAME)

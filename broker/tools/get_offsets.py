@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .common import CliError, admin_config
+from .common import CliError, admin_config, report_unreachable
 
 NAME = "get-offsets"
 SUMMARY = "the offsets of partitions for a time: latest, earliest, max-timestamp, earliest-local, " \
@@ -128,12 +128,13 @@ def run(args) -> int:
     wanted = filters(args)
     config = admin_config(args, "kafkalog-get-offsets")
     try:
-        topics = list_topics(config, include_internal=not args.exclude_internal_topics)
-        tps = [(t, p) for t, count in topics.items() for p in range(count)
-               if any(topic_ok(t) and partition_ok(p) for topic_ok, partition_ok in wanted)]
-        if not tps:
-            raise CliError("Could not match any topic-partitions with the specified filters")
-        offsets = list_offsets(config, {tp: spec for tp in tps})
+        with report_unreachable(NAME, "default.api.timeout.ms", config["default.api.timeout.ms"]):
+            topics = list_topics(config, include_internal=not args.exclude_internal_topics)
+            tps = [(t, p) for t, count in topics.items() for p in range(count)
+                   if any(topic_ok(t) and partition_ok(p) for topic_ok, partition_ok in wanted)]
+            if not tps:
+                raise CliError("Could not match any topic-partitions with the specified filters")
+            offsets = list_offsets(config, {tp: spec for tp in tps})
     except KafkaError as exc:
         raise CliError(f"{exc}") from None
     for topic, partition in sorted(tps):

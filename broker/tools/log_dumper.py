@@ -28,7 +28,13 @@ lastOffset: .. lastStableOffset: ..``; ``.snapshot`` one line per producer (``pr
 .. producerEpoch: .. coordinatorEpoch: .. currentTxnFirstOffset: OptionalLong.empty
 lastTimestamp: .. firstSequence: .. lastSequence: .. lastOffset: .. offsetDelta: ..
 timestamp: ..``). Keys and payloads are decoded as UTF-8 (invalid bytes replaced), as
-Kafka's default ``StringDecoder`` does.
+Kafka's default ``StringDecoder`` does; with ``--offsets-decoder`` or
+``--transaction-log-decoder`` (``DumpOptions.decoder``, from ``coordinator_decoders.py``)
+they are the JSON of ``__consumer_offsets`` / ``__transaction_state`` records instead::
+
+    | offset: 0 CreateTime: .. keySize: 19 valueSize: 28 sequence: -1 headerKeys: []
+      key: {"type":"1","data":{"group":"g","topic":"t","partition":0}}
+      payload: {"version":"3","data":{"offset":5,"leaderEpoch":-1,"metadata":"","commitTimestamp":..}}
 
 Differences from Kafka, all on damaged input, where Kafka throws: a header that cannot be
 a batch (unknown magic, impossible size) ends the walk like a torn tail (``Found N invalid
@@ -112,11 +118,20 @@ class DumpOptions:
     skip_record_metadata: bool = False
     max_bytes: int | None = None  # per .log file; None: the whole file
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    # --offsets-decoder / --transaction-log-decoder (coordinator_decoders.py): (offset, key,
+    # value) -> the texts after "key: " and "payload: "; None: keys and payloads as UTF-8
+    decoder: Callable[[int, bytes | memoryview | None, bytes | memoryview | None],
+                      tuple[str | None, str | None]] | None = None
+
+    @property
+    def printing_data(self) -> bool:
+        """Kafka: a decoder implies --print-data-log."""
+        return self.print_data_log or self.decoder is not None
 
     @property
     def deep(self) -> bool:
         """Kafka: --print-data-log implies --deep-iteration."""
-        return self.deep_iteration or self.print_data_log
+        return self.deep_iteration or self.printing_data
 
 
 class LogEntry(NamedTuple):
@@ -403,7 +418,7 @@ class LogDumper:
             return
         metadata = not self.options.skip_record_metadata
         is_control = h.is_control
-        data = self.options.print_data_log and not is_control
+        data = self.options.printing_data and not is_control
         base_sequence, base_offset = h.base_sequence, h.base_offset
         see = offsets.see
         lines = []
@@ -421,13 +436,20 @@ class LogDumper:
                 if is_control:
                     parts.append(_control_text(rec.key, rec.value))
             if data:
-                self._append_data(parts, rec.key, rec.value)
+                self._append_data(parts, rec.offset, rec.key, rec.value)
             lines.append(f"{RECORD_INDENT} {' '.join(parts)}".rstrip())
         lines.append("")
         self._write("\n".join(lines))
 
-    @staticmethod
-    def _append_data(parts: list[str], key: bytes | None, value: bytes | None) -> None:
+    def _append_data(self, parts: list[str], offset: int, key: bytes | None, value: bytes | None) -> None:
+        decoder = self.options.decoder
+        if decoder is not None:
+            key_text, value_text = decoder(offset, key, value)
+            if key_text is not None:
+                parts.append(f"key: {key_text}")
+            if value_text is not None:
+                parts.append(f"payload: {value_text}")
+            return
         if key is not None:
             parts.append(f"key: {_text(key)}")
         if value is not None:
@@ -463,8 +485,8 @@ class LogDumper:
                 parts.append(f"offset: {rec.offset} {ts_type}: {rec.timestamp} "
                              f"keySize: {_size(rec.key)} valueSize: {_size(rec.value)} "
                              f"isValid: true crc: {rec.crc}")
-            if self.options.print_data_log:
-                self._append_data(parts, rec.key, rec.value)
+            if self.options.printing_data:
+                self._append_data(parts, rec.offset, rec.key, rec.value)
             self._write(f"{RECORD_INDENT} {' '.join(parts)}".rstrip() + "\n")
 
     # --- .index / .timeindex ---

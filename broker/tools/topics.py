@@ -24,9 +24,12 @@ a comma separates alternatives) for every action but --create, and a topic that 
 match is an error ("Topic 'T' does not exist as expected") unless --if-exists. The
 broker comes from --bootstrap-server (or --bootstrap-servers), else bootstrap.servers of
 --command-config, else localhost:9092. --command-config is a Java properties file of
-admin client settings (client.id, request.timeout.ms, default.api.timeout.ms ...); the
-command waits at most default.api.timeout.ms (30000 here unless set) for an unreachable
-broker and then names the address it tried.
+admin client settings (client.id, request.timeout.ms, default.api.timeout.ms ...). An
+unreachable broker is told at once, in one line naming the cause (``no broker of
+127.0.0.1:1 reachable yet (connection refused); retrying until default.api.timeout.ms
+(30000 ms)...``), retried for default.api.timeout.ms (30000 here unless set), then the
+error names it again (``no broker of 127.0.0.1:1 reachable (connection refused); waited
+30000 ms (default.api.timeout.ms)``); a TLS or SASL failure is an error at once.
 
 Errors are one line, ``kafkalog topics: error: <Kafka error name>: <broker message>``, exit
 status 1 (e.g. TOPIC_ALREADY_EXISTS, INVALID_CONFIG naming the key, INVALID_PARTITIONS).
@@ -40,7 +43,7 @@ import argparse
 import re
 import sys
 
-from .common import DEFAULT_BOOTSTRAP, CliError, admin_config, parse_key_value, warn
+from .common import DEFAULT_BOOTSTRAP, CliError, admin_config, parse_key_value, report_unreachable, warn
 
 NAME = "topics"
 SUMMARY = "create, list, describe, alter and delete topics (like kafka-topics.sh)"
@@ -141,8 +144,10 @@ def run(args) -> int:
     args.match = _matcher(args.topic) if args.topic and action != "create" else None
     from broker.client.admin import AdminClient
 
+    config = admin_config(args, "kafkalog-topics")
     try:
-        with AdminClient(admin_config(args, "kafkalog-topics")) as admin:
+        with report_unreachable(NAME, "default.api.timeout.ms", config["default.api.timeout.ms"]), \
+                AdminClient(config) as admin:
             if action == "create":
                 _create(admin, args, configs)
             elif action == "list":

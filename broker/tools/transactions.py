@@ -44,7 +44,7 @@ import argparse
 import contextlib
 import time
 
-from .common import CliError, admin_config
+from .common import CliError, admin_config, report_unreachable
 
 NAME = "transactions"
 SUMMARY = "list, describe, find and abort (hanging) transactions (like kafka-transactions.sh)"
@@ -134,8 +134,10 @@ def run(args) -> int:
     commands = {"list": _list, "describe": _describe, "describe-producers": _describe_producers,
                 "abort": _abort, "find-hanging": _find_hanging}
     _check(args)
+    config = admin_config(args, "kafkalog-transactions")
     try:
-        with AdminClient(admin_config(args, "kafkalog-transactions")) as admin:
+        with report_unreachable(NAME, "default.api.timeout.ms", config["default.api.timeout.ms"]), \
+                AdminClient(config) as admin:
             commands[args.subcommand](admin, args)
     except KafkaError as exc:
         raise CliError(str(exc)) from None

@@ -7,7 +7,10 @@ behaviour every subcommand shares:
   both exit 0. ``kafkalog --version`` prints the installed version.
 - Bad usage (unknown subcommand, missing or unknown option, bad value) prints ONE line,
   ``kafkalog <command>: error: <message> (see 'kafkalog <command> --help')``, on stderr
-  and exits 1, instead of argparse's usage block and exit 2.
+  and exits 1, instead of argparse's usage block and exit 2. An unknown option is named
+  before anything else is checked, with the closest option of that subcommand when one is
+  close (``unrecognized option '--creat' (did you mean '--create'?)``); tokens after
+  ``--`` and the values of options are not options.
 - A subcommand's ``run()`` returns the exit code. ``CliError``, ``ValueError`` (thus
   ``ConfigError``) and ``OSError`` escaping it print ``kafkalog <command>: error: ...`` (one
   line) and exit 1. A closed stdout (``kafkalog dump-log ... | head``) ends the command
@@ -27,8 +30,10 @@ Thread-safety: a command runs on the main thread.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
 from types import ModuleType
 
@@ -63,8 +68,77 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises ``UsageError`` instead of printing usage and exiting 2."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}  # name -> its parser
+
     def error(self, message: str):  # noqa: D401 - argparse's hook
         raise UsageError(self.prog, message)
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _looks_like_option(token: str) -> bool:
+    return token.startswith("-") and token != "-" and not _NEGATIVE_NUMBER.match(token)
+
+
+def unknown_option(parser: argparse.ArgumentParser,
+                   args: list[str]) -> tuple[argparse.ArgumentParser, str] | None:
+    """The first of ``args`` that is written as an option but is none of ``parser``'s (or,
+    past a sub-subcommand's name such as ``transactions find-hanging``, none of that
+    subcommand's), with the parser it was given to; or None. Tokens after ``--`` and the
+    values of options that take one are not options.
+
+    argparse checks required options and groups before it reports unknown ones, so that
+    ``topics --creat`` would say that one of --create, --list... is required; the
+    dispatcher asks this first, to name the misspelt option instead."""
+    actions: dict[str, argparse.Action] = {}
+    children: dict[str, argparse.ArgumentParser] = {}
+    for known in parser._actions:  # argparse keeps no public list of its options
+        for option in known.option_strings:
+            actions[option] = known
+        if isinstance(known, argparse._SubParsersAction):
+            children.update(known.choices)
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            return None
+        if not _looks_like_option(token):
+            if token in children:  # the rest belongs to the sub-subcommand
+                return unknown_option(children[token], args[i:])
+            continue
+        name, equals, _ = token.partition("=")
+        has_value = bool(equals)
+        action = actions.get(name)
+        if action is None and not token.startswith("--") and token[:2] in actions:
+            action, has_value = actions[token[:2]], len(token) > 2  # -n5: a short option and its value
+        if action is None:
+            return parser, name
+        nargs = action.nargs
+        if has_value or nargs == 0:
+            continue
+        if nargs == argparse.REMAINDER:
+            return None
+        if nargs in (None, "?"):
+            wanted = 1
+        elif isinstance(nargs, int):
+            wanted = nargs
+        else:  # "*", "+": every value up to the next option
+            wanted = len(args)
+        while wanted and i < len(args) and not _looks_like_option(args[i]):
+            i += 1
+            wanted -= 1
+    return None
+
+
+def _unrecognized(parser: argparse.ArgumentParser, option: str) -> str:
+    known = [o for action in parser._actions for o in action.option_strings]
+    close = difflib.get_close_matches(option, known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unrecognized option '{option}'{hint}"
 
 
 def _load_subcommands() -> list[ModuleType]:
@@ -84,7 +158,7 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser(modules: list[ModuleType], command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(modules: list[ModuleType], command: str | None = None) -> _Parser:
     """The parser of ``kafkalog``: every module is a subcommand, but only the one named
     ``command`` gets its options (``add_arguments``), or every one when ``command`` is None."""
     parser = _Parser(
@@ -101,6 +175,7 @@ def build_parser(modules: list[ModuleType], command: str | None = None) -> argpa
             formatter_class=argparse.RawDescriptionHelpFormatter)
         if not passthrough and command in (None, module.NAME):
             module.add_arguments(child)
+            parser.subcommands[module.NAME] = child
         child.set_defaults(_module=module)
     return parser
 
@@ -164,20 +239,23 @@ def main(argv: list[str] | None = None) -> int:
                 return _run(module.NAME, lambda module=module: module.run_argv(argv[1:]))
     parser = build_parser(modules, command=argv[0] if argv else "")
     try:
+        child = parser.subcommands.get(argv[0]) if argv else None
+        if child is not None and (unknown := unknown_option(child, argv[1:])) is not None:
+            raise UsageError(unknown[0].prog, _unrecognized(*unknown))
         args, extras = parser.parse_known_args(argv)
         if extras:  # name the subcommand, not the top level, as argparse would
-            module = getattr(args, "_module", None)
-            prog = f"{PROG} {module.NAME}" if module is not None else PROG
+            chosen = getattr(args, "_module", None)
+            prog = f"{PROG} {chosen.NAME}" if chosen is not None else PROG
             raise UsageError(prog, f"unrecognized arguments: {' '.join(extras)}")
     except UsageError as exc:
         return _usage_error(exc)
     except SystemExit as exc:  # --help, --version
         return _exit_code(exc.code)
-    module = getattr(args, "_module", None)
-    if module is None:
+    chosen = getattr(args, "_module", None)
+    if chosen is None:
         print(f"{PROG}: error: a command is required (see '{PROG} --help')", file=sys.stderr, flush=True)
         return EXIT_ERROR
-    return _run(module.NAME, lambda: module.run(args))
+    return _run(chosen.NAME, lambda: chosen.run(args))
 
 
 def _usage_error(exc: UsageError) -> int:
