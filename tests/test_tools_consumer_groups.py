@@ -158,7 +158,11 @@ def test_delete_failure_and_unreachable_broker(kafka_broker, capsys, tmp_path):
     assert code == 1 and out == ""
     lines = err.splitlines()
     assert lines[0] == f"kafkalog groups: warning: {props}: retries is not a client setting used here; ignored"
-    assert len(lines) == 2 and lines[1].startswith("kafkalog groups: error: ") and f"127.0.0.1:{port}" in lines[1]
+    assert lines[1:] == [
+        f"kafkalog groups: no broker of 127.0.0.1:{port} reachable yet (connection refused); retrying until "
+        "default.api.timeout.ms (1500 ms)...",
+        f"kafkalog groups: error: no broker of 127.0.0.1:{port} reachable (connection refused); waited 1500 ms "
+        "(default.api.timeout.ms)"]
 
 
 def test_broker_without_group_support(tmp_path, capsys):

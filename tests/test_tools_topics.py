@@ -183,8 +183,11 @@ def test_unreachable_broker_and_command_config(tmp_path, kafka_broker):
     props.write_text("# client settings\ndefault.api.timeout.ms=1000\nclient.id=cli-test\n")
     r = topics("--list", "--command-config", str(props), bootstrap=f"127.0.0.1:{port}")
     assert (r.code, r.out) == (1, "")
-    assert r.error_line == (f"kafkalog topics: error: no broker of bootstrap.servers 127.0.0.1:{port} "
-                            f"reachable within 1000 ms")
+    assert r.err.splitlines() == [  # the cause at once, then the error after the wait
+        f"kafkalog topics: no broker of 127.0.0.1:{port} reachable yet (connection refused); retrying until "
+        "default.api.timeout.ms (1000 ms)...",
+        f"kafkalog topics: error: no broker of 127.0.0.1:{port} reachable (connection refused); waited 1000 ms "
+        "(default.api.timeout.ms)"]
     # bootstrap.servers may come from the file; its client.id is used
     props.write_text(f"bootstrap.servers={kafka_broker.bootstrap}\nclient.id=cli-props\n")
     assert topics("--list", "--command-config", str(props)).code == 0

@@ -77,7 +77,10 @@ Owns:
   ``KafkaError`` whose message is ``"<Kafka error name>: <broker's error_message>"``);
   ``AdminResults.all()`` returns every value or raises the first error. Failures of the
   whole call (no broker reachable before the deadline, an API the broker lacks) raise at
-  once: ``KafkaTimeoutError`` naming the bootstrap addresses, ``UnsupportedVersionError``.
+  once: ``BrokerUnreachableError`` (a ``KafkaTimeoutError``: ``no broker of HOST:PORT
+  reachable (connection refused); waited 60000 ms (default.api.timeout.ms)``, the cause
+  being the last connection failure's), ``UnsupportedVersionError``. A TLS or SASL
+  failure raises its ``AuthenticationError`` at once (not retried).
 
   The typed errors, the argument and result types (``NewTopic``, ``ConfigResource``,
   ``AlterConfigOp``, ``TopicDescription``, ``Config``/``ConfigEntry``, ``AdminResult(s)``
@@ -153,6 +156,7 @@ from broker.client.consumer.client import ConsumerNetworkClient
 from broker.client.consumer.group_offsets import GroupDescription, GroupListing
 from broker.client.consumer.offsets import OffsetAndTimestamp, TopicPartition
 from broker.client.errors import (
+    BrokerUnreachableError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
@@ -655,11 +659,13 @@ class AdminClient:
 
     def _deadline(self, timeout_ms: float | None) -> float:
         self._timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        return now_ms() + self._timeout_ms
+        return self._client.deadline(timeout_ms)  # notes the bound for BrokerUnreachableError
 
     def _least_loaded(self, deadline: float) -> int:
         try:
             return self._client.least_loaded_node(deadline)
+        except BrokerUnreachableError:
+            raise
         except KafkaTimeoutError:
             raise KafkaTimeoutError(f"no broker of bootstrap.servers {','.join(self.bootstrap_servers)} "
                                     f"reachable within {self._timeout_ms:g} ms") from None
@@ -683,9 +689,14 @@ class AdminClient:
             except UnsupportedVersionError as exc:
                 raise UnsupportedVersionError(f"the broker does not support {api_key.name} "
                                               f"v{lo}-{hi}: {exc}") from None
+            except BrokerUnreachableError:
+                raise
             except (NetworkError, RequestTimedOutError, KafkaTimeoutError) as exc:
                 last = exc
             if now_ms() >= deadline or attempt >= self.retries:
+                unreachable = self._client.deadline_error("") if now_ms() >= deadline else None
+                if isinstance(unreachable, BrokerUnreachableError):
+                    raise unreachable
                 peer = self._client.metadata.node(node)
                 where = f"node {node} ({peer.host}:{peer.port})" if peer is not None else f"node {node}"
                 raise KafkaTimeoutError(f"{api_key.name} got no answer from {where} within "

@@ -5,6 +5,9 @@ Owns the exception hierarchy a client user sees, named after Kafka's client exce
     KafkaError                      base; ``.code`` is the broker ``ErrorCode`` when there is one
       KafkaTimeoutError             TimeoutException: metadata wait, delivery.timeout.ms, flush
         BufferExhaustedError        BufferExhaustedException: no buffer.memory within max.block.ms
+        BrokerUnreachableError      no broker of bootstrap.servers could be connected to within
+                                    a wait's bound: names the addresses, the last connection
+                                    failure's cause, the time waited and the config bounding it
       RecordTooLargeError           RecordTooLargeException: a record over max.request.size or
                                     buffer.memory (never sent); also a
                                     ``broker.record.errors.RecordTooLargeError`` (one
@@ -69,6 +72,30 @@ class KafkaTimeoutError(KafkaError):
 
 class BufferExhaustedError(KafkaTimeoutError):
     """No memory could be allocated from ``buffer.memory`` within ``max.block.ms``."""
+
+
+class BrokerUnreachableError(KafkaTimeoutError):
+    """No broker could be connected to before a wait's bound passed: ``servers`` (the
+    bootstrap addresses), ``cause`` (the last connection failure: ``connection refused``,
+    ``unknown host``, a timeout...), ``waited_ms`` and ``config``, the setting (or option)
+    that bounds the wait (``max.block.ms``, ``default.api.timeout.ms``...). Its message:
+    ``no broker of HOST:PORT reachable (CAUSE); waited N ms (CONFIG)``. ``renamed`` gives
+    the same error naming another setting (``kafka.max.block.ms`` for Spark's option)."""
+
+    def __init__(self, servers: str, cause: str, waited_ms: float, config: str) -> None:
+        self.servers = servers
+        self.cause = cause
+        self.waited_ms = waited_ms
+        self.config = config
+        waited = f"{waited_ms:.0f}" if waited_ms == int(waited_ms) else f"{waited_ms:g}"
+        super().__init__(f"no broker of {servers} reachable ({cause}); waited {waited} ms ({config})")
+
+    def renamed(self, config: str, waited_ms: float | None = None) -> BrokerUnreachableError:
+        return BrokerUnreachableError(self.servers, self.cause,
+                                      self.waited_ms if waited_ms is None else waited_ms, config)
+
+    def __reduce__(self):  # picklable (Spark ships task errors between processes)
+        return (BrokerUnreachableError, (self.servers, self.cause, self.waited_ms, self.config))
 
 
 class RecordTooLargeError(KafkaError, record_errors.RecordTooLargeError):

@@ -20,6 +20,20 @@ Owns, as Kafka's ``NetworkClient`` + ``Selector`` + ``InFlightRequests``:
   Connects time out after ``socket.connection.setup.timeout.ms``; failed nodes are retried
   after an exponential ``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms`` (x2 per
   failure, 20% jitter).
+* Connection failures and their causes: each failed attempt is remembered per address
+  (``connection_failures``: ``host:port`` -> ``ConnectionFailure``, its cause in words:
+  ``connection refused``, ``unknown host``, ``DNS lookup failed (...)``, ``connection
+  timed out after N ms (socket.connection.setup.timeout.ms)``, ``TLS handshake failed:
+  certificate verify failed: ...``, ``SASL authentication failed: ...``), forgotten when a
+  connection to that address becomes READY. ``unreachable_cause()`` says why no broker
+  can be used (None while one is READY or nothing failed since): what a wait that times
+  out names (``BrokerUnreachableError``). Logging (logger ``broker.client.network``), one
+  WARNING per change, never per retry: ``no broker of HOST:PORT reachable yet (CAUSE);
+  retrying`` once every known address has failed (record attributes ``kafka_unreachable``,
+  the cause, and ``kafka_ever_ready``, whether a broker was reachable before), and
+  ``connection to ADDRESS (node N) failed: CAUSE`` for a failure that is not retried (TLS,
+  SASL; attribute ``kafka_connection_failure``), which the caller raises too; the console
+  tools turn the first into their one line and drop the second.
 * ApiVersions negotiation per connection (v3 first; a broker that answers
   UNSUPPORTED_VERSION with a v0 body is asked again with the version it named), then
   ``api_version(node, key, our_max, our_min)`` = min(our max, broker max), or None when
@@ -59,6 +73,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import random
 import selectors
 import socket
@@ -66,7 +81,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.client.errors import (
     KafkaError,
@@ -111,6 +126,47 @@ def now_ms() -> float:
 
 
 _now = now_ms
+
+
+def address_text(host: str, port: int) -> str:
+    """``host:port`` (``[v6]:port``), as ``bootstrap.servers`` spells an address."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class ConnectionFailure(NamedTuple):
+    """The last failed connection attempt to one address (see the module docstring)."""
+
+    address: str  # host:port
+    node_id: int
+    cause: str  # in words: "connection refused", "unknown host", ...
+    retriable: bool  # False for TLS and SASL failures (Kafka's AuthenticationException)
+    at_ms: float
+
+
+_ERRNO_CAUSES = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ETIMEDOUT: "connection timed out",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ECONNRESET: "connection reset",
+    errno.EADDRNOTAVAIL: "address not available",
+}
+
+
+def _errno_cause(err: int) -> str:
+    return _ERRNO_CAUSES.get(err) or os.strerror(err)
+
+
+def _resolve_cause(exc: OSError) -> str:
+    """The cause of a failed ``getaddrinfo`` (or socket creation)."""
+    if isinstance(exc, socket.gaierror):
+        unknown = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+        if exc.errno in unknown:
+            return "unknown host"
+        return f"DNS lookup failed ({exc.strerror or exc})"
+    if exc.errno is not None and exc.strerror:
+        return _errno_cause(exc.errno)
+    return str(exc) or type(exc).__name__
 
 
 class ClientRequest:
@@ -241,6 +297,11 @@ class NetworkClient(TlsConnectionMixin):
         self.bytes_sent = 0
         self.bytes_received = 0
         self.requests_sent = 0
+        self._failures: dict[str, ConnectionFailure] = {}  # address -> the last failure
+        self._last_ready_ms = float("-inf")  # when a connection last became READY
+        self._reported: str | None = None  # the unreachable cause last logged
+        self.ever_ready = False  # a connection became READY at least once
+        self._closing = False
 
     # -- node addresses ------------------------------------------------------------------
 
@@ -385,7 +446,7 @@ class NetworkClient(TlsConnectionMixin):
             sock = socket.socket(family, socket.SOCK_STREAM)
         except OSError as e:
             log.debug("cannot resolve %s: %s", addr, e)
-            self._connection_failed(conn, now)
+            self._connection_failed(conn, now, _resolve_cause(e))
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -399,7 +460,7 @@ class NetworkClient(TlsConnectionMixin):
         conn.last_activity_ms = now
         rc = sock.connect_ex(sockaddr)
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-            self._connection_failed(conn, now)
+            self._connection_failed(conn, now, _errno_cause(rc))
             return
         self._set_mask(conn, selectors.EVENT_WRITE)
         if rc == 0:
@@ -467,6 +528,80 @@ class NetworkClient(TlsConnectionMixin):
         st = self._nodes.setdefault(conn.node_id, _NodeState())
         st.failures = 0
         st.backoff_until_ms = 0.0
+        self._failures.pop(address_text(conn.host, conn.port), None)
+        self._last_ready_ms = now_ms()
+        self._reported = None
+        self.ever_ready = True
+
+    # -- connection failures and their causes ---------------------------------------------
+
+    @property
+    def connection_failures(self) -> dict[str, ConnectionFailure]:
+        """The last failure per address (``host:port``) not followed by a connection."""
+        return dict(self._failures)
+
+    def _any_ready(self) -> bool:
+        return any(c.state == READY for c in list(self._conns.values()))
+
+    def _bootstrap_addresses(self) -> list[str]:
+        md = self.metadata
+        nodes = getattr(md, "bootstrap_nodes", None) or ()
+        return [address_text(n.host, n.port) for n in nodes]
+
+    def _describe_failures(self, failures: list[ConnectionFailure]) -> str:
+        """The causes in words: one cause when every failed address is a bootstrap one
+        and they agree; else each address with its own."""
+        boot = self._bootstrap_addresses()
+        order = {a: i for i, a in enumerate(boot)}
+        failures = sorted(failures, key=lambda f: (order.get(f.address, len(order)), f.address))
+        causes = list(dict.fromkeys(f.cause for f in failures))
+        if len(causes) == 1 and all(f.address in order for f in failures):
+            return causes[0]
+        return "; ".join(f"{f.address}: {f.cause}" if f.address in order or f.node_id < 0
+                         else f"broker {f.node_id} at {f.address}: {f.cause}" for f in failures)
+
+    def unreachable_cause(self) -> str | None:
+        """Why no broker can be used now: the causes of the connection failures since a
+        connection was last READY; None while one is READY or none failed since. Any
+        thread may ask (a producer's metadata wait does)."""
+        if self._any_ready():
+            return None
+        since = self._last_ready_ms
+        failures = [f for f in list(self._failures.values()) if f.at_ms >= since]
+        return self._describe_failures(failures) if failures else None
+
+    def _all_known_failed(self) -> str | None:
+        """``unreachable_cause`` once every address the client knows (the cluster's
+        brokers, else the bootstrap servers) has failed since the last READY."""
+        md = self.metadata
+        if md is None or self._any_ready():
+            return None
+        nodes = list(md.fetch().nodes.values()) or list(getattr(md, "bootstrap_nodes", ()))
+        since = self._last_ready_ms
+        for n in nodes:
+            f = self._failures.get(address_text(n.host, n.port))
+            if f is None or f.at_ms < since:
+                return None
+        return self.unreachable_cause() if nodes else None
+
+    def _record_failure(self, conn: _Connection, now: float, cause: str, retriable: bool) -> None:
+        if self._closing:
+            return
+        address = address_text(conn.host, conn.port)
+        failure = ConnectionFailure(address, conn.node_id, cause, retriable, now)
+        self._failures[address] = failure
+        if not retriable:  # raised to the caller too: one line here, at the failure
+            log.warning("connection to %s (node %s) failed: %s", address, conn.node_id, cause,
+                        extra={"kafka_connection_failure": failure})
+            return
+        unreachable = self._all_known_failed()
+        if unreachable is not None and unreachable != self._reported:
+            self._reported = unreachable
+            servers = ",".join(self._bootstrap_addresses()) or address
+            log.warning("no broker of %s reachable yet (%s); retrying", servers, unreachable,
+                        extra={"kafka_unreachable": unreachable, "kafka_ever_ready": self.ever_ready})
+        else:
+            log.debug("connection to %s (node %s) failed: %s", address, conn.node_id, cause)
 
     # -- SASL ----------------------------------------------------------------------------
 
@@ -514,13 +649,13 @@ class NetworkClient(TlsConnectionMixin):
         self._ready(conn)
 
     def _authentication_failed(self, conn: _Connection, now: float, error: SaslAuthenticationError) -> None:
-        log.error("SASL authentication with node %s (%s:%s) failed: %s", conn.node_id, conn.host, conn.port, error)
         conn.authenticator = None
         self._auth_error = error
         updater = self.metadata_updater
         if updater is not None and hasattr(updater, "handle_authentication_failure"):
             updater.handle_authentication_failure(error)
-        self._close_conn(conn, now, error, failed=True)
+        self._close_conn(conn, now, error, failed=True, cause=f"SASL authentication failed: {error}",
+                         retriable=False)
 
     def _maybe_reauthenticate(self, now: float) -> None:
         for conn in self._conns.values():
@@ -529,7 +664,9 @@ class NetworkClient(TlsConnectionMixin):
                 log.debug("re-authenticating with node %s (KIP-368)", conn.node_id)
                 self._start_authentication(conn, now)
 
-    def _connection_failed(self, conn: _Connection, now: float) -> None:
+    def _connection_failed(self, conn: _Connection, now: float, cause: str = "connection failed",
+                           retriable: bool = True) -> None:
+        self._record_failure(conn, now, cause, retriable)
         st = self._nodes.setdefault(conn.node_id, _NodeState())
         st.failures += 1
         backoff = min(self.reconnect_backoff_ms * (2 ** (st.failures - 1)),
@@ -671,7 +808,8 @@ class NetworkClient(TlsConnectionMixin):
                 if err:
                     log.debug("connect to node %s failed: %s", conn.node_id, errno.errorcode.get(err))
                     self._close_conn(conn, now, NetworkError(f"connect to node {conn.node_id} "
-                                                             f"failed: {err}"), failed=True)
+                                                             f"failed: {os.strerror(err)}"),
+                                     failed=True, cause=_errno_cause(err))
                     continue
                 self._connected(conn, now)
                 continue
@@ -745,7 +883,10 @@ class NetworkClient(TlsConnectionMixin):
                 space.release()
             if not n:
                 self._close_conn(conn, now, NetworkError(
-                    f"connection to node {conn.node_id} closed by the broker"))
+                    f"connection to node {conn.node_id} closed by the broker"),
+                    cause=None if conn.state == READY else
+                    "the broker closed the connection during setup (is the listener's "
+                    "security.protocol the client's?)")
                 return
             self.bytes_received += n
             conn.last_activity_ms = now
@@ -804,7 +945,8 @@ class NetworkClient(TlsConnectionMixin):
         for conn in list(self._conns.values()):
             if conn.state in _SETUP_STATES and now >= conn.connect_deadline_ms:
                 self._close_conn(conn, now, NetworkError(
-                    f"connection setup to node {conn.node_id} timed out"), failed=True)
+                    f"connection setup to node {conn.node_id} timed out"), failed=True,
+                    cause=self._setup_timeout_cause(conn.state))
                 continue
             if conn.in_flight:
                 r = conn.in_flight[0]
@@ -818,11 +960,23 @@ class NetworkClient(TlsConnectionMixin):
                   and not conn.send_queue and now - conn.last_activity_ms > self.connections_max_idle_ms):
                 self._close_conn(conn, now, NetworkError("idle connection closed"))
 
+    def _setup_timeout_cause(self, state: int) -> str:
+        bound = f"{self.connection_setup_timeout_ms:g} ms (socket.connection.setup.timeout.ms)"
+        if state == CONNECTING:
+            return f"connection timed out after {bound}"
+        if state == TLS_HANDSHAKING:
+            return f"TLS handshake timed out after {bound}"
+        if state == AUTHENTICATING:
+            return f"SASL authentication timed out after {bound}"
+        return f"no ApiVersions answer within {bound}: is this a Kafka listener?"
+
     # -- closing -------------------------------------------------------------------------
 
     def _close_conn(self, conn: _Connection, now: float, error: KafkaError,
-                    failed: bool = False) -> None:
-        """Close a connection; every request on it completes with ``error``."""
+                    failed: bool = False, cause: str | None = None, retriable: bool = True) -> None:
+        """Close a connection; every request on it completes with ``error``. A connection
+        not READY yet (or ``failed``) counts as a failed attempt, of ``cause`` (default:
+        the error's message)."""
         was_ready = conn.state == READY
         if conn.sock is not None:
             try:
@@ -846,7 +1000,11 @@ class NetworkClient(TlsConnectionMixin):
         for r in pending:
             self._complete(r, None, error, now)
         if failed or not was_ready:
-            self._connection_failed(conn, now)
+            if cause is None:
+                text = str(error)
+                prefix = f"{error.code.name}: " if error.code is not None else ""
+                cause = text[len(prefix):] if prefix and text.startswith(prefix) else text
+            self._connection_failed(conn, now, cause, retriable)
         else:
             st = self._nodes.setdefault(conn.node_id, _NodeState())
             st.backoff_until_ms = now + self.reconnect_backoff_ms
@@ -865,6 +1023,7 @@ class NetworkClient(TlsConnectionMixin):
         if self._closed:
             return
         now = now_ms()
+        self._closing = True  # connections cut here are no failures to record or report
         for conn in list(self._conns.values()):
             if conn.state != DISCONNECTED:
                 self._close_conn(conn, now, NetworkError("client closed"))

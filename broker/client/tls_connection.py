@@ -10,7 +10,8 @@ Owns:
   that does not verify, a host name mismatch, a PLAINTEXT listener resetting the
   ClientHello), is a non-retriable ``SslAuthenticationError``, as Kafka's
   SslTransportLayer: kept for ``take_authentication_error()``, handed to the metadata
-  updater, and the connection closes as a failed one (backoff).
+  updater, and the connection closes as a failed one (backoff) whose cause, ``TLS
+  handshake failed: ...``, ``NetworkClient.connection_failures`` keeps.
 * ``_write_tls``: ``_write`` through TLS. An SSL socket has no ``sendmsg``: a request's
   buffers are joined into chunks of about ``TLS_WRITE_CHUNK`` bytes (a buffer that large is
   written as it is); a chunk that met WANT_WRITE stays in ``conn.tls_out`` and is written
@@ -60,7 +61,7 @@ class TlsConnectionMixin:
 
     def _tls_failed(self, conn: Any, now: float, exc: BaseException) -> None:
         if isinstance(exc, ssl.SSLCertVerificationError):
-            reason = exc.verify_message or exc.reason
+            reason = f"certificate verify failed: {exc.verify_message or exc.reason}"
         elif isinstance(exc, ssl.SSLError):
             reason = exc.reason or str(exc)
         else:
@@ -72,12 +73,13 @@ class TlsConnectionMixin:
             " (is this a TLS listener? security.protocol=SSL needs one)"
         error = SslAuthenticationError(
             f"SSL handshake with node {conn.node_id} ({conn.host}:{conn.port}) failed: {reason}{hint}")
-        log.error("%s", error)
         self._auth_error = error
         updater = self.metadata_updater
         if updater is not None and hasattr(updater, "handle_authentication_failure"):
             updater.handle_authentication_failure(error)
-        self._close_conn(conn, now, error, failed=True)
+        # remembered (and logged once) as the connection's failure, not retried
+        self._close_conn(conn, now, error, failed=True, cause=f"TLS handshake failed: {reason}{hint}",
+                         retriable=False)
 
     def _write_tls(self, conn: Any, now: float) -> None:
         """``_write`` through TLS: chunks of about TLS_WRITE_CHUNK bytes; a chunk that met

@@ -18,10 +18,14 @@ adds what request/response flows need:
   answer also updates ``metadata``.
 * ``sleep(ms)``: a retry backoff that keeps polling (connections and metadata progress).
 
-Deadlines are absolute ``now_ms()`` values; a passed deadline raises
-``KafkaTimeoutError``. With ``security.protocol=SSL`` the NetworkClient speaks TLS
-(``broker.client.ssl_context``); a failed handshake makes the next ``poll`` raise its
-``SslAuthenticationError`` (not retried). A
+Deadlines are absolute ``now_ms()`` values (``deadline(timeout_ms, config)`` also notes
+the bound and the setting it comes from); a passed deadline raises ``KafkaTimeoutError``,
+or, when no broker could be connected to (``NetworkClient.unreachable_cause``), its
+subclass ``BrokerUnreachableError``: ``no broker of HOST:PORT reachable (connection
+refused); waited 60000 ms (default.api.timeout.ms)`` (``deadline_error``). With
+``security.protocol=SSL`` the NetworkClient speaks TLS (``broker.client.ssl_context``); a
+failed handshake makes the next ``poll`` raise its ``SslAuthenticationError`` (not
+retried). A
 connection lost with a request in flight completes that request with ``NetworkError``
 (retriable): retry policy belongs to the callers (offsets.py, fetcher.py), which know what
 a retry means for them.
@@ -36,7 +40,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
+from broker.client.errors import BrokerUnreachableError, KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.metadata import Cluster, Metadata, MetadataUpdater
 from broker.client.network import ClientResponse, NetworkClient, now_ms
 from broker.client.sasl import SaslSettings
@@ -103,6 +107,9 @@ class ConsumerNetworkClient:
         self.retry_backoff_ms: float = cfg["retry.backoff.ms"]
         self.retry_backoff_max_ms: float = cfg["retry.backoff.max.ms"]
         self.default_timeout_ms: float = cfg["default.api.timeout.ms"]
+        # the bound of the wait in progress and the setting it comes from (messages)
+        self.wait_timeout_ms: float = self.default_timeout_ms
+        self.wait_config = "default.api.timeout.ms"
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -127,9 +134,25 @@ class ConsumerNetworkClient:
 
     # -- time ----------------------------------------------------------------------------
 
-    def deadline(self, timeout_ms: float | None = None) -> float:
-        """An absolute deadline ``timeout_ms`` from now (default.api.timeout.ms if None)."""
-        return now_ms() + (self.default_timeout_ms if timeout_ms is None else timeout_ms)
+    def deadline(self, timeout_ms: float | None = None, config: str | None = None) -> float:
+        """An absolute deadline ``timeout_ms`` from now (default.api.timeout.ms if None);
+        ``config`` names the setting the bound comes from (default: default.api.timeout.ms,
+        or ``timeout_ms`` for an explicit one), for ``deadline_error``'s message."""
+        if timeout_ms is None:
+            timeout_ms, config = self.default_timeout_ms, config or "default.api.timeout.ms"
+        self.wait_timeout_ms = timeout_ms
+        self.wait_config = config or "timeout_ms"
+        return now_ms() + timeout_ms
+
+    def deadline_error(self, message: str) -> KafkaTimeoutError:
+        """The error of a passed deadline: ``BrokerUnreachableError`` (the bootstrap
+        servers, the connection failures' cause, the wait and its setting) when no broker
+        can be connected to, else ``KafkaTimeoutError(message)``."""
+        cause = self.client.unreachable_cause()
+        if cause is None:
+            return KafkaTimeoutError(message)
+        return BrokerUnreachableError(",".join(self.config["bootstrap.servers"]), cause,
+                                      self.wait_timeout_ms, self.wait_config)
 
     def backoff_ms(self, attempt: int) -> float:
         """retry.backoff.ms doubled per attempt (from 0), capped by retry.backoff.max.ms."""
@@ -172,8 +195,8 @@ class ConsumerNetworkClient:
             elif attempting:
                 return False
             if now >= deadline:
-                raise KafkaTimeoutError(f"node {node_id} not ready before the deadline "
-                                        f"(state {state})")
+                raise self.deadline_error(f"node {node_id} not ready before the deadline "
+                                          f"(state {state})")
             self.poll(min(client.poll_delay_ms(node_id, now), deadline - now))
 
     def send(self, node_id: int, api_key: int, body: Any, *, our_min: int = 0,
@@ -216,9 +239,9 @@ class ConsumerNetworkClient:
             if node is not None and client.ready(node, now):
                 return node.id
             if now >= deadline:
-                raise KafkaTimeoutError("no broker of "
-                                        f"{','.join(self.config['bootstrap.servers'])} "
-                                        "reachable before the deadline")
+                raise self.deadline_error("no broker of "
+                                          f"{','.join(self.config['bootstrap.servers'])} "
+                                          "reachable before the deadline")
             self.poll(min(client.reconnect_backoff_ms or 50.0, deadline - now))
 
     # -- metadata ------------------------------------------------------------------------
@@ -230,7 +253,7 @@ class ConsumerNetworkClient:
         while md.version <= version:
             now = now_ms()
             if now >= deadline:
-                raise KafkaTimeoutError(
+                raise self.deadline_error(
                     f"metadata of {', '.join(md.topics()) or 'the cluster'} not received from "
                     f"{','.join(self.config['bootstrap.servers'])} before the deadline")
             self.poll(deadline - now)
@@ -264,7 +287,7 @@ class ConsumerNetworkClient:
             self.sleep(self.backoff_ms(attempt), deadline)
             attempt += 1
             if now_ms() >= deadline:
-                raise KafkaTimeoutError("Metadata request not answered before the deadline")
+                raise self.deadline_error("Metadata request not answered before the deadline")
 
 
 __all__ = ["ConsumerNetworkClient", "RequestFuture"]

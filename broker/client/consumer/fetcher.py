@@ -403,9 +403,9 @@ class RangeFetcher:
                 md.request_update()
                 refreshed = False
                 if now_ms() >= deadline:
-                    raise KafkaTimeoutError(f"Fetch of {tp} at offset {offset} made no progress "
-                                            f"before the deadline (last error: {problem})"
-                                            ) from problem
+                    raise client.deadline_error(f"Fetch of {tp} at offset {offset} made no progress "
+                                                f"before the deadline (last error: {problem})"
+                                                ) from problem
                 client.sleep(client.backoff_ms(attempt), deadline)
                 attempt += 1
                 continue

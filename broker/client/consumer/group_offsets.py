@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError
+from broker.client.errors import BrokerUnreachableError, KafkaError, KafkaTimeoutError, NetworkError
 from broker.client.network import now_ms
 from broker.protocol import ApiKey, ErrorCode, request_schema
 from broker.record.limits import INT32_MAX
@@ -232,8 +232,8 @@ def _with_coordinator(client: ConsumerNetworkClient, group_id: str, deadline: fl
     attempt = 0
     while True:
         if now_ms() >= deadline:
-            raise KafkaTimeoutError(f"{what} for group {group_id} not done before the deadline "
-                                    f"(last error: {last})") from last
+            raise client.deadline_error(f"{what} for group {group_id} not done before the deadline "
+                                        f"(last error: {last})") from last
         try:
             if coordinator is None:
                 coordinator = _find_coordinator(client, group_id, deadline)
@@ -243,6 +243,8 @@ def _with_coordinator(client: ConsumerNetworkClient, group_id: str, deadline: fl
             if retry.rediscover and coordinator is not None:
                 client.client.disconnect(coordinator)
                 coordinator = None
+        except BrokerUnreachableError:
+            raise
         except KafkaTimeoutError as exc:
             raise KafkaTimeoutError(f"{what} for group {group_id} not done before the deadline "
                                     f"(last error: {last or exc})") from (last or exc)
@@ -415,7 +417,7 @@ def _broker_ids(client: ConsumerNetworkClient, deadline: float) -> list[tuple[in
             return [(b.node_id, f"{b.host}:{b.port}") for b in body.brokers]
         except _Retry as retry:
             if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"Metadata not answered before the deadline ({retry.error})") \
+                raise client.deadline_error(f"Metadata not answered before the deadline ({retry.error})") \
                     from retry.error
         client.sleep(client.backoff_ms(attempt), deadline)
         attempt += 1

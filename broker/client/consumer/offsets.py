@@ -48,7 +48,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from broker.client.errors import KafkaError, KafkaTimeoutError, NetworkError, UnsupportedVersionError
+from broker.client.errors import KafkaError, NetworkError, UnsupportedVersionError
 from broker.client.metadata import PartitionInfo
 from broker.client.network import now_ms
 from broker.protocol import ApiKey, ErrorCode, request_schema
@@ -192,7 +192,7 @@ def _list_offsets(client: ConsumerNetworkClient, wanted: dict[TopicPartition, in
     refreshed = False
     while remaining:
         if now_ms() >= deadline:
-            raise KafkaTimeoutError(
+            raise client.deadline_error(
                 f"ListOffsets for {', '.join(map(str, sorted(remaining)))} not answered "
                 f"before the deadline (last error: {last_error})") from last_error
         cluster = md.fetch()
@@ -327,8 +327,8 @@ def _describe(client: ConsumerNetworkClient, topics: Iterable[str] | None, deadl
         if not pending:
             return body
         if now_ms() >= deadline:
-            raise KafkaTimeoutError(f"topics {', '.join(pending)} not available before the "
-                                    "deadline")
+            raise client.deadline_error(f"topics {', '.join(pending)} not available before the "
+                                        "deadline")
         client.sleep(client.backoff_ms(attempt), deadline)
         attempt += 1
 

@@ -60,6 +60,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.client.errors import (
+    BrokerUnreachableError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
@@ -183,8 +184,10 @@ class KafkaProducer:
     # -- metadata ------------------------------------------------------------------------
 
     def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: float) -> Any:
-        """The cluster once ``topic`` (and ``partition``) is known; KafkaTimeoutError
-        after ``max_wait_ms``."""
+        """The cluster once ``topic`` (and ``partition``) is known; after ``max_wait_ms``
+        (max.block.ms) ``BrokerUnreachableError`` when no broker could be connected to (its
+        cause: connection refused, unknown host...), else KafkaTimeoutError (the brokers
+        answered, the topic is not there)."""
         md = self.metadata
         md.add_topic(topic)
         cluster = md.fetch()
@@ -214,6 +217,10 @@ class KafkaProducer:
         err = md.fatal_error(topic)
         if err is not None:
             raise err
+        cause = None if count else self.client.unreachable_cause()
+        if cause is not None:  # no broker answered: the topic is not to blame
+            raise BrokerUnreachableError(",".join(self.config["bootstrap.servers"]), cause,
+                                         max_wait_ms, "max.block.ms")
         if count and partition is not None:
             raise KafkaTimeoutError(f"partition {partition} of topic {topic} not present in "
                                     f"metadata after {max_wait_ms:g} ms ({count} partitions)")
