@@ -51,7 +51,13 @@ chain applies (``AWS_*`` variables, ``~/.aws``). They land in ``ReadOptions.stor
 option.
 
 Unlike Spark's Kafka source, an unknown option is an error (``KafkaLogOptionError``) that
-names it and lists the valid ones, so that a typo never silently reads something else.
+names it as Spark passed it (lower-cased: pyspark hands a Python data source its option
+keys lower-cased, the user's spelling is lost) with the closest valid name
+(``Unknown option 'startingoffset' for the kafkalog source; did you mean
+'startingOffsets'?``), or the list of valid ones when none is close, so that a typo never
+silently reads something else. A bad value names the option and what it takes
+(``startingOffsets: 'begin' is not valid; use earliest, latest, or a JSON object of offsets
+such as {"topicA":{"0":23}}``). The message is ``str()`` of the error, first line first.
 
 Which rules apply depends on the query: ``parse_options(options)`` checks a batch read,
 ``parse_options(options, streaming=True)`` a streaming read, and
@@ -69,6 +75,7 @@ Thread-safety: pure functions and frozen values.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -219,6 +226,14 @@ class ReadOptions:
             return "stitched" if self.bootstrap_servers is not None else "direct"
         return "network"
 
+    @property
+    def brokers(self) -> str:
+        """``bootstrap_servers`` of the network and stitched modes (``parse_options`` refuses
+        a read with neither brokers nor a path)."""
+        if self.bootstrap_servers is None:
+            raise _fail(f"Option 'kafka.bootstrap.servers' must be specified ({self.mode} mode)")
+        return self.bootstrap_servers
+
 
 def _fail(message: str) -> KafkaLogOptionError:
     return KafkaLogOptionError(message)
@@ -228,13 +243,41 @@ def _valid_names() -> str:
     return ", ".join(sorted(OPTION_NAMES.values(), key=str.lower)) + ", kafka.<consumer config>"
 
 
+# kafka.* keys a misspelling is most likely meant to be (any other kafka.* key is passed on)
+_COMMON_KAFKA_KEYS = ("kafka.bootstrap.servers", "kafka.isolation.level", "kafka.security.protocol",
+                      "kafka.sasl.mechanism", "kafka.sasl.jaas.config", "kafka.group.id")
+
+
+def _unknown_options(unknown: list[str]) -> KafkaLogOptionError:
+    """``Unknown option 'x' for the kafkalog source; did you mean 'y'?`` (Spark passes the keys
+    lower-cased), or the valid names when nothing is close."""
+    candidates = {name.lower(): name for name in (*OPTION_NAMES.values(), *_COMMON_KAFKA_KEYS)}
+    parts, missed = [], False
+    for key in unknown:
+        close = difflib.get_close_matches(key.lower(), list(candidates), n=1, cutoff=0.75)
+        if close:
+            parts.append(f"{key!r} for the kafkalog source; did you mean {candidates[close[0]]!r}?")
+        else:
+            parts.append(f"{key!r} for the kafkalog source")
+            missed = True
+    message = f"Unknown option{'s' if len(unknown) > 1 else ''} " + (
+        parts[0] if len(parts) == 1 else "; ".join(parts))
+    if missed:
+        message += f". Valid options: {_valid_names()}."
+    return _fail(message)
+
+
+def _invalid(name: str, value: object, use: str) -> KafkaLogOptionError:
+    """A bad value: ``name: 'value' is not valid; use ...`` (``name`` as the user spells it)."""
+    return _fail(f"{name}: '{value}' is not valid; use {use}")
+
+
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     if key not in options:
         return default
     text = str(options[key]).strip().lower()
     if text not in ("true", "false"):
-        raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': expected "
-                    "'true' or 'false'")
+        raise _invalid(OPTION_NAMES[key], options[key], "true or false")
     return text == "true"
 
 
@@ -243,18 +286,16 @@ def _long(options: Mapping[str, str], key: str, *, positive: bool = False,
     if key not in options:
         return None
     text = str(options[key]).strip()
+    use = ("a positive integer" if positive else "an integer >= 0" if non_negative
+           else "an integer")
     try:
         value = int(text)
     except ValueError:
-        raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': expected an "
-                    "integer") from None
+        raise _invalid(OPTION_NAMES[key], options[key], use) from None
     if not INT64_MIN <= value <= INT64_MAX:
-        raise _fail(f"Invalid value '{options[key]}' for option '{OPTION_NAMES[key]}': out of the "
-                    "range of a long")
-    if positive and value <= 0:
-        raise _fail(f"{OPTION_NAMES[key]} must be positive")
-    if non_negative and value < 0:
-        raise _fail(f"{OPTION_NAMES[key]} must not be negative")
+        raise _invalid(OPTION_NAMES[key], options[key], f"{use} (at most {INT64_MAX})")
+    if (positive and value <= 0) or (non_negative and value < 0):
+        raise _invalid(OPTION_NAMES[key], options[key], use)
     return value
 
 
@@ -281,7 +322,7 @@ def _partition_number(key: str, text: str, example: str) -> int:
 def parse_assign(text: str) -> tuple[TopicPartition, ...]:
     """``{"topicA":[0,1],"topicB":[2,4]}`` -> ((topicA, 0), (topicA, 1), ...) (JsonUtils.partitions)."""
     obj = _json_object(text, _ASSIGN_EXAMPLE)
-    out = []
+    out: list[TopicPartition] = []
     for topic, parts in obj.items():
         if not isinstance(parts, list) or not all(_is_long(p) and 0 <= p <= INT32_MAX for p in parts):
             raise _fail(f"Expected e.g. {_ASSIGN_EXAMPLE}, got {text}")
@@ -324,18 +365,30 @@ def _offset_spec(options: Mapping[str, str], ts_key: str, by_ts_key: str, offset
         try:
             ts = int(text)
         except ValueError:
-            raise _fail(f"Expected a single long value, got {text}") from None
+            raise _invalid(OPTION_NAMES[ts_key], options[ts_key],
+                           "a timestamp in milliseconds since the epoch, such as 1700000000000") from None
         return OffsetSpec("timestamp", timestamp=ts, strategy=strategy)
     if by_ts_key in options:
-        return OffsetSpec("timestamps", timestamps=parse_partition_timestamps(str(options[by_ts_key]).strip()),
-                          strategy=strategy)
+        try:
+            timestamps = parse_partition_timestamps(str(options[by_ts_key]).strip())
+        except KafkaLogOptionError:
+            raise _invalid(OPTION_NAMES[by_ts_key], options[by_ts_key],
+                           f"a JSON object of timestamps per partition such as {_TIMESTAMPS_EXAMPLE}") from None
+        return OffsetSpec("timestamps", timestamps=timestamps, strategy=strategy)
     if offsets_key in options:
         text = str(options[offsets_key]).strip()
         if text.lower() == "latest":
             return OffsetSpec("latest")
         if text.lower() == "earliest":
             return OffsetSpec("earliest")
-        offsets = parse_partition_offsets(text)
+        try:
+            offsets = parse_partition_offsets(text)
+        except KafkaLogOptionError:
+            starting = offsets_key == "startingoffsets"
+            raise _invalid(OPTION_NAMES[offsets_key], options[offsets_key],
+                           f"{'earliest, latest,' if starting else 'latest'} or a JSON object of offsets "
+                           'per partition such as {"topicA":{"0":23,"1":-1}} '
+                           f"({'-2: earliest, ' if starting else ''}-1: latest)") from None
         for tp, off in offsets.items():
             if off < EARLIEST:
                 raise _fail(f"Invalid offset {off} for {_tp(tp)} in option "
@@ -387,8 +440,7 @@ def parse_duration_ms(text: str, name: str) -> int:
     ``1d``; no unit: milliseconds), as ``Utils.timeStringAsMs``."""
     m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(text).lower())
     if m is None or (m.group(2) and m.group(2) not in _TIME_UNITS_MS):
-        raise _fail(f"Invalid value '{text}' for option '{name}': expected a duration such as "
-                    "'500ms', '10s', '15m' or '1h' (no unit: milliseconds)")
+        raise _invalid(name, text, "a duration such as 500ms, 10s, 15m or 1h (no unit: milliseconds)")
     return int(int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"])
 
 
@@ -404,11 +456,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     (``streaming=False``), a streaming read (``True``), or either (``None``: only the rules
     both kinds share, for ``load()``; the result's bounds are then a batch read's)."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
-    unknown = sorted(k for k in opts if k not in OPTION_NAMES and not k.startswith("kafka."))
+    unknown = sorted(str(k) for k in options if str(k).lower() not in OPTION_NAMES
+                     and not str(k).lower().startswith("kafka."))
     if unknown:
-        raise _fail(f"Unknown option{'s' if len(unknown) > 1 else ''} "
-                    f"{', '.join(repr(k) for k in unknown)} for the kafkalog source. Valid options: "
-                    f"{_valid_names()}.")
+        raise _unknown_options(unknown)
 
     # strategy
     specified = [k for k in _STRATEGY_KEYS if k in opts]
@@ -424,7 +475,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     if key == "assign":
         if not value.strip().startswith("{"):
             raise _fail(f"No topicpartitions to assign as specified value for option 'assign' is '{value}'")
-        strategy = Strategy("assign", partitions=parse_assign(value.strip()))
+        try:
+            strategy = Strategy("assign", partitions=parse_assign(value.strip()))
+        except KafkaLogOptionError:
+            raise _invalid("assign", value,
+                           f"a JSON object of partitions per topic such as {_ASSIGN_EXAMPLE}") from None
     elif key == "subscribe":
         topics = tuple(t.strip() for t in value.split(",") if t.strip())
         if not topics:
@@ -438,14 +493,14 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise _fail(f"Invalid value '{value}' for option 'subscribePattern': {exc}") from None
+            raise _invalid("subscribePattern", value, f"a regular expression ({exc})") from None
         strategy = Strategy("subscribePattern", pattern=pattern)
 
     # starting / ending bounds
     ts_strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if ts_strategy not in ("error", "latest"):
-        raise _fail(f"Invalid value '{opts['startingoffsetsbytimestampstrategy']}' for option "
-                    "'startingOffsetsByTimestampStrategy': expected 'error' or 'latest'")
+        raise _invalid("startingOffsetsByTimestampStrategy", opts["startingoffsetsbytimestampstrategy"],
+                       "error or latest")
     if streaming:
         for key, message in _ENDING_KEYS.items():
             if key in opts:
@@ -473,12 +528,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     _check_offset_limit_validity(starting, ending)
 
     # numbers and flags
-    min_partitions = _long(opts, "minpartitions")
-    if min_partitions is not None and min_partitions <= 0:
-        raise _fail("minPartitions must be positive")
-    if min_partitions is not None and min_partitions > INT32_MAX:
-        raise _fail(f"Invalid value '{opts['minpartitions']}' for option 'minPartitions': out of the "
-                    "range of an int")
+    min_partitions = _long(opts, "minpartitions", positive=True)
+    if min_partitions is not None and not 0 < min_partitions <= INT32_MAX:
+        raise _invalid("minPartitions", opts["minpartitions"], f"a positive integer (at most {INT32_MAX})")
     max_records = _long(opts, "maxrecordsperpartition", positive=True)
     fail_on_data_loss = _bool(opts, "failondataloss", True)
     include_headers = _bool(opts, "includeheaders", False)
@@ -494,7 +546,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     if max_bytes is None:
         max_bytes = DEFAULT_MAX_BYTES_PER_BATCH
     elif max_bytes < MIN_MAX_BYTES_PER_BATCH:
-        raise _fail(f"maxBytesPerBatch must be at least {MIN_MAX_BYTES_PER_BATCH} bytes, got {max_bytes}")
+        raise _invalid("maxBytesPerBatch", opts["maxbytesperbatch"],
+                       f"a number of bytes >= {MIN_MAX_BYTES_PER_BATCH} (default {DEFAULT_MAX_BYTES_PER_BATCH})")
     poll_timeout = _long(opts, "kafkaconsumer.polltimeoutms", non_negative=True)
     retries = _long(opts, "fetchoffset.numretries", non_negative=True)
     retry_interval = _long(opts, "fetchoffset.retryintervalms", non_negative=True)
@@ -520,8 +573,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     if "isolation.level" in kafka_params:  # as the consumer takes it (network mode) and direct mode's planning
         level = str(kafka_params["isolation.level"]).strip().lower()
         if level not in ("read_committed", "read_uncommitted"):  # the consumer's ISOLATION_LEVELS
-            raise _fail(f"Invalid value {kafka_params['isolation.level']} for configuration isolation.level: "
-                        f"String must be one of: read_committed, read_uncommitted")
+            raise _invalid("kafka.isolation.level", kafka_params["isolation.level"],
+                           "read_committed or read_uncommitted")
         kafka_params["isolation.level"] = level
     if "group.id" in kafka_params:
         log.warning("Kafka option 'kafka.group.id' has been set on this query, it is not recommended "

@@ -209,8 +209,8 @@ def _resolve(spec: OffsetSpec, tps: list[TopicPartition], reader: OffsetReader, 
             out[tp] = earliest[tp]
         elif ts == LATEST:
             out[tp] = latest[tp]
-        elif found.get(tp) is not None:
-            out[tp] = found[tp]
+        elif (offset := found.get(tp)) is not None:
+            out[tp] = offset
         elif starting and spec.strategy == "error":
             raise KafkaLogOptionError(
                 f"No offset matched from request of topic-partition {_tp(tp)} and timestamp {ts}.")
@@ -264,9 +264,14 @@ def _narrow(ranges: list[OffsetRange], filters: PushedFilters, reader: OffsetRea
     if floor is not None:
         wanted = {r.topic_partition: floor for r in ranges if r.size > 0}
         found = reader.offsets_for_times(wanted) if wanted else {}
-        ranges = [r._replace(start=min(max(r.start, found[r.topic_partition]), r.end))
-                  if found.get(r.topic_partition) is not None else r._replace(start=r.end)
-                  for r in ranges if r.size > 0]
+        narrowed = []
+        for r in ranges:
+            if r.size <= 0:
+                continue
+            at = found.get(r.topic_partition)
+            narrowed.append(r._replace(start=r.end) if at is None
+                            else r._replace(start=min(max(r.start, at), r.end)))
+        ranges = narrowed
     return ranges
 
 
@@ -308,7 +313,7 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None = None,
     unsplit_tps = {r.topic_partition for r in unsplit}
     split_total = total - sum(r.size for r in unsplit)
     split_min = max(min_partitions - len(unsplit), 1)
-    out = []
+    out: list[OffsetRange] = []
     for r in ranges:
         parts = 1 if r.topic_partition in unsplit_tps else _part_count(r.size, split_total, split_min)
         out.extend(piece for piece in _divide(parts, r) if piece.size > 0)
@@ -389,10 +394,12 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int], latest: Mapping[
     proportion to their lag (a partition with a lag gets at least one record; partitions
     not in ``start`` begin at ``new_earliest``)."""
     sizes: dict[TopicPartition, int] = {}
+    begins: dict[TopicPartition, int] = {}
     for tp, end in latest.items():
         begin = _begin(tp, start, new_earliest)
         if begin is not None and end - begin > 0:
             sizes[tp] = end - begin
+            begins[tp] = begin
     total = float(sum(sizes.values()))
     if total < 1:
         return dict(latest)
@@ -403,7 +410,7 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int], latest: Mapping[
             continue
         prorate = limit * (sizes[tp] / total)
         admitted = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
-        out[tp] = min(end, _begin(tp, start, new_earliest) + admitted)
+        out[tp] = min(end, begins[tp] + admitted)
     return out
 
 

@@ -113,8 +113,9 @@ class SparkBatchBuilder:
         self.schema = spark_arrow_schema(include_headers)
         self._headers_type = self.schema.field("headers").type if include_headers else None
         self._ts_type = pa.timestamp("us", tz="UTC")
-        self._topic_array = None
-        self._partition_array = None
+        # the topic and partition columns, built for _capacity rows and sliced per batch
+        self._topic_array = pa.array([], pa.string())
+        self._partition_array = pa.array([], pa.int32())
         self._capacity = 0
 
     def _grow(self, n: int) -> None:

@@ -16,6 +16,7 @@ worker, and never shared.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 
@@ -29,7 +30,7 @@ _PUSHDOWN_PLANNER = "data_source_pushdown_filters"
 def _planning_with_filter_pushdown() -> bool:
     """Whether the caller is pyspark's filter-pushdown planner (its ``_main`` is on the
     stack, whether it runs as a module of the daemon or as ``__main__``)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename.endswith(_PUSHDOWN_PLANNER + ".py"):
             return True
@@ -224,8 +225,9 @@ class KafkaLogDataSource(DataSource):
     (validated, used by network mode only) and the streaming-only
     ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (see
     "Streaming"; ignored in a batch query, with a warning, as Spark does). Any other
-    option is an error that names it and lists the valid ones. Option names are
-    case-insensitive.
+    option is an error that names it with the closest valid name ("did you mean"), or
+    lists the valid ones when none is close; a bad value names the option and the values
+    it takes. Option names are case-insensitive.
 
     Filter pushdown (beyond Spark's Kafka source; pyspark >= 4.1 with
     ``spark.sql.python.filterPushdown.enabled=true``): filters on ``topic`` (=, IN, <>),
@@ -353,34 +355,52 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return "kafkalog"
 
+    # An option error is raised again from the method pyspark called, without the frames
+    # below it: pyspark shows the worker's traceback in its error, so the user reads one
+    # frame and the message (what to change), not the parser's call chain.
+
     def schema(self):
-        from .options import parse_options
+        from .options import KafkaLogOptionError, parse_options
         from .schema import kafka_schema
-        # pyspark calls schema() alike for read and readStream: only the shared rules here
-        return kafka_schema(parse_options(self.options, streaming=None).include_headers)
+        try:  # pyspark calls schema() alike for read and readStream: only the shared rules here
+            return kafka_schema(parse_options(self.options, streaming=None).include_headers)
+        except KafkaLogOptionError as error:
+            raise error.with_traceback(None) from None
 
     def reader(self, schema) -> DataSourceReader:
-        from .options import parse_options
+        from .options import KafkaLogOptionError, parse_options
         from .readers.batch import KafkaLogBatchReader, KafkaLogPushdownReader
 
-        options = parse_options(self.options)
-        _check_schema(schema, options.include_headers)
+        try:
+            options = parse_options(self.options)
+            _check_schema(schema, options.include_headers)
+        except KafkaLogOptionError as error:
+            raise error.with_traceback(None) from None
         if _planning_with_filter_pushdown():
             return KafkaLogPushdownReader(options)
         return KafkaLogBatchReader(options)
 
     def streamReader(self, schema) -> DataSourceStreamReader:
-        from .options import parse_options
+        from .options import KafkaLogOptionError, parse_options
         from .readers.stream import KafkaLogStreamReader
 
-        options = parse_options(self.options, streaming=True)
-        _check_schema(schema, options.include_headers)
+        try:
+            options = parse_options(self.options, streaming=True)
+            _check_schema(schema, options.include_headers)
+        except KafkaLogOptionError as error:
+            raise error.with_traceback(None) from None
         return KafkaLogStreamReader(options)
 
     def writer(self, schema, overwrite):
-        from .writers import make_writer
-        return make_writer(self.options, schema, overwrite)
+        from .writers import KafkaLogWriteError, make_writer
+        try:
+            return make_writer(self.options, schema, overwrite)
+        except KafkaLogWriteError as error:
+            raise error.with_traceback(None) from None
 
     def streamWriter(self, schema, overwrite):
-        from .writers import make_stream_writer
-        return make_stream_writer(self.options, schema, overwrite)
+        from .writers import KafkaLogWriteError, make_stream_writer
+        try:
+            return make_stream_writer(self.options, schema, overwrite)
+        except KafkaLogWriteError as error:
+            raise error.with_traceback(None) from None

@@ -130,6 +130,9 @@ def test_python_tour(tour, capsys) -> None:
     exec(compile(code, "README.md:tour:python", "exec"), namespace)
     shown = capsys.readouterr().out
     assert '{"page":"/cart"}' in shown and "carol" in shown
+    # the tour says what it wrote and copied: every record of clicks, once per shell run
+    assert f"{3 * len(runs)} records written to clicks-upper" in shown, shown
+    assert f"{3 * len(runs)} records copied to clicks-copy" in shown, shown
     upper = _records(broker.bootstrap_servers, "clicks-upper")
     values = [b'{"PAGE":"/"}', b'{"PAGE":"/CART"}', b'{"PAGE":"/HELP"}']
     assert sorted(v for _, v in upper) == sorted(values * len(runs))

@@ -445,7 +445,7 @@ def test_snapshot_option_rules(spark, tmp_path):
     for option in ("minPartitions", "maxRecordsPerPartition"):
         with pytest.raises(KafkaLogOptionError, match="cannot be used with 'kafkalog.snapshot'"):
             parse_options({**base, "kafkalog.snapshot": "true", option: "4"})
-    with pytest.raises(KafkaLogOptionError, match="expected 'true' or 'false'"):
+    with pytest.raises(KafkaLogOptionError, match="kafkalog.snapshot: 'yes' is not valid; use true or false"):
         parse_options({**base, "kafkalog.snapshot": "yes"})
 
 

@@ -32,6 +32,7 @@ from tests.support.spark_write import (
     read_topic,
     recorded,
     unique_topic,
+    wait_written,
 )
 
 EOS = {"kafkalog.exactlyOnce": "true"}
@@ -87,9 +88,10 @@ FAIL_AT = 300
 ROWS = 2000  # 1000 per Spark partition
 
 
-def _failing_input(spark, marker_dir: Path, always: bool):
+def _failing_input(spark, marker_dir: Path, always: bool, bootstrap: str, topic: str):
     """As test_spark_write's: partition 0's first attempt (every attempt with ``always``)
-    hands FAIL_AT rows of 2 KiB on, waits for the writer to send them, then raises."""
+    hands FAIL_AT rows of 2 KiB on, waits (bounded) until the writer got one of them into
+    ``topic``, then raises."""
 
     def gen(batches):
         import time as _time
@@ -97,12 +99,13 @@ def _failing_input(spark, marker_dir: Path, always: bool):
         from pyspark import TaskContext
         tc = TaskContext.get()
         fail = tc.partitionId() == 0 and (always or tc.attemptNumber() == 0)
+        since_ms = int(_time.time() * 1000)
         sent = 0
         for b in batches:
             for s in range(0, b.num_rows, 100):
                 ids = b.column(0).slice(s, 100)
                 if fail and sent >= FAIL_AT:
-                    _time.sleep(1.5)
+                    wait_written(bootstrap, topic, since_ms, below=FAIL_AT)
                     (marker_dir / f"failed-{tc.attemptNumber()}").touch()
                     raise RuntimeError("injected failure after a partial write")
                 values = pa.array([b"%08d" % i + b"." * 2040 for i in ids.to_pylist()], pa.binary())
@@ -142,10 +145,11 @@ def test_task_retry_writes_each_row_once(wspark, sink_broker, tmp_path):
     wspark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         (tmp_path / "eos").mkdir()
-        _write(_failing_input(wspark, tmp_path / "eos", always=False), sink_broker, eos_topic,
-               **EOS, **{RECORD_OPTION: str(rec)}).save()
+        _write(_failing_input(wspark, tmp_path / "eos", False, sink_broker.bootstrap, eos_topic), sink_broker,
+               eos_topic, **EOS, **{RECORD_OPTION: str(rec)}).save()
         (tmp_path / "plain").mkdir()
-        _write(_failing_input(wspark, tmp_path / "plain", always=False), sink_broker, plain_topic).save()
+        _write(_failing_input(wspark, tmp_path / "plain", False, sink_broker.bootstrap, plain_topic), sink_broker,
+               plain_topic).save()
     finally:
         wspark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert (tmp_path / "eos" / "failed-0").exists() and (tmp_path / "plain" / "failed-0").exists()
@@ -176,7 +180,7 @@ def test_job_failing_for_good_leaves_nothing_visible(wspark, sink_broker, tmp_pa
     wspark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         with pytest.raises(Exception, match="injected failure after a partial write"):
-            _write(_failing_input(wspark, tmp_path, always=True), sink_broker, topic,
+            _write(_failing_input(wspark, tmp_path, True, sink_broker.bootstrap, topic), sink_broker, topic,
                    **EOS, **{RECORD_OPTION: str(rec)}).save()
     finally:
         wspark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -269,7 +273,7 @@ def test_stream_killed_before_commit_and_replayed_writes_each_row_once(wspark, s
     ({"kafkalog.exactlyOnce": "true", "kafka.acks": "1"}, "kafka.acks.*transactional producer"),
     ({"kafkalog.exactlyOnce": "true", "kafka.enable.idempotence": "false"}, "transactional producer"),
     ({"kafka.transactional.id": "t"}, "kafkalog.transactionalIdPrefix"),
-    ({"kafkalog.exactlyOnce": "yes"}, "kafkalog.exactlyOnce must be true or false"),
+    ({"kafkalog.exactlyOnce": "yes"}, "kafkalog.exactlyOnce: 'yes' is not valid; use true or false"),
     ({"kafkalog.exactlyOnce": "true", "kafkalog.transactionalIdPrefix": " "}, "must not be empty"),
 ])
 def test_exactly_once_options_refused(options, message):

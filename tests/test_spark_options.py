@@ -53,11 +53,17 @@ def test_keys_are_case_insensitive_and_values_parsed():
     assert (o.max_records_per_partition, o.max_bytes_per_batch) == (1000, 1 << 20)
 
 
-def test_unknown_option_is_named_and_the_valid_ones_listed():
+def test_unknown_option_is_named_with_the_closest_name_or_the_valid_ones_listed():
     with pytest.raises(KafkaLogOptionError) as exc:
         parse(startingOffset="earliest")
+    assert str(exc.value) == ("Unknown option 'startingOffset' for the kafkalog source; did you mean "
+                              "'startingOffsets'?")
+    error("Unknown option 'kafka_bootstrap_servers' for the kafkalog source; did you mean "
+          "'kafka.bootstrap.servers'", kafka_bootstrap_servers="h:9092")
+    with pytest.raises(KafkaLogOptionError) as exc:
+        parse(colour="blue")
     message = str(exc.value)
-    assert "'startingoffset'" in message
+    assert message.startswith("Unknown option 'colour' for the kafkalog source. Valid options: ")
     for name in ("startingOffsets", "endingOffsets", "subscribePattern", "failOnDataLoss",
                  "includeHeaders", "minPartitions", "maxRecordsPerPartition", "path", "kafka."):
         assert name in message
@@ -69,7 +75,8 @@ def test_strategy_rules():
     error("No topics to subscribe to", subscribe=" , ")
     error("Pattern to subscribe is empty", subscribe=None, subscribePattern="  ")
     error("No topicpartitions to assign", subscribe=None, assign="t-0")
-    error(r'Expected e.g. \{"topicA":\[0,1\]', subscribe=None, assign='{"t": 0}')
+    error(r'assign: \'\{"t": 0\}\' is not valid; use a JSON object of partitions per topic such as '
+          r'\{"topicA":\[0,1\]', subscribe=None, assign='{"t": 0}')
     error("subscribePattern", subscribe=None, subscribePattern="(")
     o = parse(subscribe=None, assign='{"b":[1,0],"a":[2]}')
     assert o.strategy.partitions == (("a", 2), ("b", 0), ("b", 1))
@@ -80,10 +87,13 @@ def test_batch_bound_rules_as_spark():
     error("ending offset can't be earliest for batch queries", endingOffsets="earliest")
     error("startingOffsets for t-1 can't be latest", startingOffsets='{"t":{"0":-2,"1":-1}}')
     error("ending offset for t-0 can't be earliest", endingOffsets='{"t":{"0":-2}}')
-    error(r'Expected e.g. \{"topicA":\{"0":23', startingOffsets='{"t":[0]}')
-    error(r'Expected e.g. \{"topicA":\{"0":23', startingOffsets='{"t":{"x":1}}')
+    error(r'startingOffsets: \'\{"t":\[0\]\}\' is not valid; use earliest, latest, or a JSON object of '
+          r'offsets per partition such as \{"topicA":\{"0":23', startingOffsets='{"t":[0]}')
+    error(r'startingOffsets: .* is not valid; use earliest, latest, or a JSON', startingOffsets='{"t":{"x":1}}')
+    error(r"startingOffsets: 'begin' is not valid; use earliest, latest, or a JSON object", startingOffsets="begin")
+    error(r"endingOffsets: 'end' is not valid; use latest or a JSON object", endingOffsets="end")
     error("Invalid offset -3 for t-0", startingOffsets='{"t":{"0":-3}}')
-    error("Expected a single long value, got soon", startingTimestamp="soon")
+    error("startingTimestamp: 'soon' is not valid; use a timestamp in milliseconds", startingTimestamp="soon")
     error("should have the same topic-partitions",
           startingOffsets='{"t":{"0":1}}', endingOffsets='{"t":{"0":5,"1":5}}')
     error("The specified start offset 9 is greater than the end offset 5 for topic t partition 0",
@@ -108,14 +118,20 @@ def test_bound_precedence_timestamp_then_by_timestamp_then_offsets():
 
 
 def test_invalid_values():
-    error("minPartitions must be positive", minPartitions="0")
-    error("Invalid value 'many' for option 'minPartitions'", minPartitions="many")
-    error("maxRecordsPerPartition must be positive", maxRecordsPerPartition="-1")
-    error("Invalid value 'maybe' for option 'failOnDataLoss'", failOnDataLoss="maybe")
-    error("Invalid value 'yes' for option 'includeHeaders'", includeHeaders="yes")
-    error("maxBytesPerBatch must be at least", maxBytesPerBatch="100")
-    error("Invalid value 'x' for option 'kafkaConsumer.pollTimeoutMs'", **{"kafkaConsumer.pollTimeoutMs": "x"})
-    error("maxOffsetsPerTrigger must be positive", maxOffsetsPerTrigger="0")
+    error("minPartitions: '0' is not valid; use a positive integer", minPartitions="0")
+    error(r"minPartitions: '2147483648' is not valid; use a positive integer \(at most 2147483647\)",
+          minPartitions="2147483648")
+    error("minPartitions: 'many' is not valid; use a positive integer", minPartitions="many")
+    error("maxRecordsPerPartition: '-1' is not valid; use a positive integer", maxRecordsPerPartition="-1")
+    error("failOnDataLoss: 'maybe' is not valid; use true or false", failOnDataLoss="maybe")
+    error("includeHeaders: 'yes' is not valid; use true or false", includeHeaders="yes")
+    error("maxBytesPerBatch: '100' is not valid; use a number of bytes >= 65536", maxBytesPerBatch="100")
+    error("kafkaConsumer.pollTimeoutMs: 'x' is not valid; use an integer >= 0",
+          **{"kafkaConsumer.pollTimeoutMs": "x"})
+    error("maxOffsetsPerTrigger: '0' is not valid; use a positive integer", maxOffsetsPerTrigger="0")
+    error("startingOffsetsByTimestampStrategy: 'first' is not valid; use error or latest",
+          startingOffsetsByTimestampStrategy="first")
+    error(r"subscribePattern: '\[' is not valid; use a regular expression", subscribe=None, subscribePattern="[")
 
 
 def test_spark_compatible_options_are_accepted():
@@ -138,7 +154,7 @@ def test_kafka_params_refused_as_spark_does():
 
 def test_isolation_level_is_checked_and_normalised_for_every_mode():
     """A typo must not silently read uncommitted data (direct mode plans with it too)."""
-    error("Invalid value read-committed for configuration isolation.level",
+    error("kafka.isolation.level: 'read-committed' is not valid; use read_committed or read_uncommitted",
           **{"kafka.isolation.level": "read-committed"})
     opts = parse_options({"subscribe": "t", "path": "/tmp/x", "kafka.isolation.level": " READ_COMMITTED "})
     assert opts.kafka_params["isolation.level"] == "read_committed"

@@ -314,15 +314,16 @@ def test_stream_option_rules():
     with pytest.raises(KafkaLogOptionError, match=r"minOffsetPerTrigger\(10\) is higher than the "
                                                   r"maxOffsetsPerTrigger\(5\)"):
         parse(maxOffsetsPerTrigger="5", minOffsetsPerTrigger="10")
-    with pytest.raises(KafkaLogOptionError, match="'maxTriggerDelay'"):
+    with pytest.raises(KafkaLogOptionError, match="maxTriggerDelay: 'soon' is not valid; use a duration"):
         parse(maxTriggerDelay="soon")
-    with pytest.raises(KafkaLogOptionError, match="maxOffsetsPerTrigger must be positive"):
+    with pytest.raises(KafkaLogOptionError, match="maxOffsetsPerTrigger: '0' is not valid; use a positive"):
         parse(maxOffsetsPerTrigger="0")
     # load() checks the shared rules only; the batch rules stay for batch reads
     assert parse_options({**base, "startingOffsets": "latest"}, streaming=None).include_headers is False
     with pytest.raises(KafkaLogOptionError, match="can't be latest for batch queries"):
         parse_options({**base, "startingOffsets": "latest"})
-    with pytest.raises(KafkaLogOptionError, match="Unknown option 'maxoffsetpertrigger'"):
+    with pytest.raises(KafkaLogOptionError, match=r"Unknown option 'maxOffsetPerTrigger' for the kafkalog "
+                                                  r"source; did you mean 'maxOffsetsPerTrigger'\?"):
         parse_options({**base, "maxOffsetPerTrigger": "5"}, streaming=None)
 
 

@@ -31,6 +31,7 @@ from tests.support.spark_write import (  # noqa: E402
     read_topic,
     recorded,
     unique_topic,
+    wait_written,
 )
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -258,7 +259,7 @@ def test_topic_missing(wspark, sink_broker):
     ({"kafka.linger.ms": "soon"}, "kafka.linger.ms"),
     ({"kafka.acks": "1", "kafka.enable.idempotence": "true"}, "kafka.acks"),
     ({"subscribe": "t"}, "unknown option 'subscribe' for the kafkalog sink; valid options: "),
-    ({"kafkalog.writeBatchHeaders": "yes"}, "kafkalog.writeBatchHeaders must be true or false"),
+    ({"kafkalog.writeBatchHeaders": "yes"}, "kafkalog.writeBatchHeaders: 'yes' is not valid; use true or false"),
 ])
 def test_bad_options(wspark, sink_broker, options, message):
     w = writer(wspark.range(1).selectExpr("'v' AS value"), sink_broker, topic="never-written")
@@ -305,10 +306,10 @@ FAIL_AT = 300  # rows of partition 0 its first attempt passes on before failing
 ROWS = 2000    # 1000 per partition
 
 
-def _failing_input(spark, marker_dir: Path, always: bool):
+def _failing_input(spark, marker_dir: Path, always: bool, bootstrap: str, topic: str):
     """ROWS rows of 2-KiB values in 2 partitions, made by mapInArrow in batches of 100;
     partition 0's first attempt (every attempt with ``always``) hands FAIL_AT rows on,
-    waits so that the writer sends them, then raises. (The values are large so that the
+    waits until the writer got one of them into ``topic`` (bounded), then raises. (The values are large so that the
     rows get through the workers' 64-KiB stream buffers before the failure.)"""
 
     def gen(batches):
@@ -318,12 +319,13 @@ def _failing_input(spark, marker_dir: Path, always: bool):
         from pyspark import TaskContext
         tc = TaskContext.get()
         fail = tc.partitionId() == 0 and (always or tc.attemptNumber() == 0)
+        since_ms = int(_time.time() * 1000)
         sent = 0
         for b in batches:
             for s in range(0, b.num_rows, 100):
                 ids = b.column(0).slice(s, 100)
                 if fail and sent >= FAIL_AT:
-                    _time.sleep(1.5)  # the writer sends and gets the acks meanwhile
+                    wait_written(bootstrap, topic, since_ms, below=FAIL_AT)
                     (marker_dir / f"failed-{tc.attemptNumber()}").touch()
                     raise RuntimeError("injected failure after a partial write")
                 values = pa.array([b"%08d" % i + b"." * 2040 for i in ids.to_pylist()], pa.binary())
@@ -339,7 +341,7 @@ def test_C1_task_retry_is_at_least_once(wspark, sink_broker, tmp_path):
     rec.mkdir()
     wspark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
-        df = _failing_input(wspark, tmp_path, always=False)
+        df = _failing_input(wspark, tmp_path, always=False, bootstrap=sink_broker.bootstrap, topic=topic)
         writer(df, sink_broker, topic=topic, **{RECORD_OPTION: str(rec)}).save()
     finally:
         wspark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -369,7 +371,7 @@ def test_C2_abort_gets_none_and_commit_is_not_called(wspark, sink_broker, tmp_pa
     wspark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     wspark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
     try:
-        df = _failing_input(wspark, tmp_path, always=True)
+        df = _failing_input(wspark, tmp_path, always=True, bootstrap=sink_broker.bootstrap, topic=topic)
         with pytest.raises(Exception, match="injected failure after a partial write"):
             writer(df, sink_broker, topic=topic, **{RECORD_OPTION: str(rec)}).save()
         logs = [r.msg for r in wspark.tvf.python_worker_logs()

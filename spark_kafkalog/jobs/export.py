@@ -67,7 +67,8 @@ default), an existing output with mode ``errorifexists``, and any Spark failure 
 first meaningful line of its Java or Python exception, without the stack trace).
 
 Thread-safety: one export at a time per thread; concurrent exports on one SparkSession
-from different threads are fine (each tags its jobs with its own job group). ``progress``
+from different threads are fine (each tags its jobs with its own job group, and makes the
+session its thread's active one first: ``jobs/session.py``'s ``activate_session``). ``progress``
 is called from the monitoring thread (one that raises is not called again, but for the
 final ``(total, total)``, which ``run_export`` makes on the caller's thread).
 """
@@ -202,7 +203,7 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
                 options: Mapping[str, str] | None = None) -> ExportPlan:
     """Resolve what to read (see the module docstring); raises ``ExportError``. Needs no
     Spark: the source's planner runs here, against the log directory or the cluster."""
-    from broker.client.errors import KafkaError
+    from broker.client.errors import BrokerUnreachableError, KafkaError
     from broker.log.storage import is_uri
     from spark_kafkalog.errors import KafkaDataLossError
     from spark_kafkalog.options import KafkaLogOptionError, parse_options
@@ -246,8 +247,12 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
         if not is_uri(directory) and not os.path.isdir(directory):
             raise ExportError(f"log directory {directory} does not exist or is not a directory")
 
-    source = {"network": parsed.bootstrap_servers, "direct": ", ".join(parsed.paths),
-              "stitched": f"{parsed.bootstrap_servers} + {', '.join(parsed.paths)}"}[parsed.mode]
+    if parsed.mode == "direct":
+        source = ", ".join(parsed.paths)
+    elif parsed.mode == "stitched":
+        source = f"{parsed.brokers} + {', '.join(parsed.paths)}"
+    else:
+        source = parsed.brokers
     try:
         # an object store's missing bucket, prefix or refused credentials: a clear error
         reader = open_offset_reader(parsed)
@@ -269,7 +274,9 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
         raise ExportError(str(exc)) from None
     except KafkaError as exc:
         hint = ""
-        if "reachable" in str(exc) or "timed out" in str(exc).lower():
+        if isinstance(exc, BrokerUnreachableError):  # names the cause, the wait and its option
+            pass
+        elif "reachable" in str(exc) or "timed out" in str(exc).lower():
             timeout = parsed.kafka_params.get("default.api.timeout.ms", "60000")
             hint = f" (waited kafka.default.api.timeout.ms={timeout})"
         raise ExportError(f"{exc}{hint}") from None
@@ -480,7 +487,8 @@ class _TaskMonitor:
                 return None
             time.sleep(0.05)
         counts = [self._done[i] for i in range(len(self._tasks))]
-        return None if any(c is None for c in counts) else counts
+        known = [c for c in counts if c is not None]
+        return known if len(known) == len(counts) else None
 
 
 _PY_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.+)$")
@@ -544,6 +552,7 @@ def run_export(spark, plan: ExportPlan, *, fmt: str, output: str, mode: str = "e
     from pyspark.errors import PySparkException
 
     import spark_kafkalog
+    from spark_kafkalog.jobs.session import activate_session
     from spark_kafkalog.planning import split_ranges
 
     if fmt not in FORMATS:
@@ -571,6 +580,7 @@ def run_export(spark, plan: ExportPlan, *, fmt: str, output: str, mode: str = "e
     total = plan.total_offsets
 
     try:
+        activate_session(spark)  # a caller's thread has no active session of its own
         fs, path = _hadoop_fs(spark, output)
         if mode == "errorifexists" and fs.exists(path):
             raise ExportError(f"output {display} already exists (use mode overwrite or append)")

@@ -34,6 +34,9 @@ pyspark's handler, which calls into the JVM from inside a JVM call and prints py
 tracebacks; a second Ctrl-C interrupts at once).
 
 Thread-safety: a script; everything runs on the main thread (plus the clients' threads).
+``run(args)`` without an ``Interrupter`` may also run on another thread: its session is
+made that thread's active one (``jobs/session.py``), which Spark's writes to the
+``kafkalog`` sink need.
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 INPUT_TOPIC = "clickstream"
 STATS_TOPIC = "clickstream-page-stats"
@@ -357,13 +365,13 @@ class Interrupter:
 
     def __init__(self) -> None:
         self.requested = False
-        self.spark = None
-        self.query = None
+        self.spark: SparkSession | None = None
+        self.query: StreamingQuery | None = None
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._handle)
 
-    def attach(self, spark) -> None:
+    def attach(self, spark: SparkSession) -> None:
         self.spark = spark
         self.install()  # SparkContext() installed pyspark's handler: replace it again
 
@@ -377,7 +385,8 @@ class Interrupter:
         try:
             if self.query is not None:
                 self.query.stop()
-            self.spark.sparkContext.cancelAllJobs()
+            if self.spark is not None:  # always: _handle starts this thread only then
+                self.spark.sparkContext.cancelAllJobs()
         except Exception:  # noqa: BLE001 - best effort; the main thread stops Spark anyway
             pass
 

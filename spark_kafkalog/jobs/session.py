@@ -13,11 +13,26 @@ package and the ``kafkalog`` commands that run them (``export``, the main pipeli
   configuration of its own so that the terminal shows no start-up chatter and no Java
   stack traces (the commands report failures in one line themselves).
 
-In every case the log level is set to ERROR once the session is up, pyspark's import-time
-warning about pandas 3 is silenced, and the ``kafkalog`` source is registered explicitly
-(``spark_kafkalog.register``), so a job works whether or not pyspark discovered it.
+The log level is set to ERROR once a session built here is up (an active session's is the
+user's and left alone), pyspark's import-time warning about pandas 3 is silenced, the
+``kafkalog`` source is registered explicitly
+(``spark_kafkalog.register``), so a job works whether or not pyspark discovered it, and the
+session is made the calling thread's active one (``activate_session``).
 
-Thread-safety: call from the driver's main thread.
+Also owns ``activate_session(spark)``: every thread that writes with a Python data source
+calls it first. pyspark 4 (classic, not Spark Connect) runs each Python thread's calls on
+a JVM thread of its own, and the JVM's active session is a thread-local that only the thread
+that built the session has; Spark looks the format of ``df.write.format(...).save()`` (and of
+``writeStream...start()``) up among the Python data sources of the *active* session only, so
+from any other thread a write fails with ``DATA_SOURCE_NOT_FOUND`` although the source is
+registered (a read looks it up in its own session and works). pyspark has no public setter
+in classic mode; ``activate_session`` makes the call pyspark's own ``ml`` code makes for the
+same reason. ``tests/test_spark_thread_write.py`` fails loudly once a pyspark no longer needs
+it.
+
+Thread-safety: ``job_session`` from any thread (a session already active in the calling
+thread, or the process's default session, is used as it is); ``activate_session`` from any
+thread, any number of times.
 """
 
 from __future__ import annotations
@@ -30,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JobSession", "job_session", "under_spark_submit"]
+__all__ = ["JobSession", "activate_session", "job_session", "under_spark_submit"]
 
 # pyspark 4.3 warns at import about pandas 3; it says nothing about these jobs.
 PANDAS_WARNING = "PySpark does not yet fully support pandas"
@@ -76,6 +91,35 @@ class JobSession:
             self.log4j_file = None
 
 
+def activate_session(spark: Any) -> None:
+    """Make ``spark`` the active SparkSession of the calling thread, on the JVM side too, so
+    that ``df.write.format("kafkalog")`` works in it (see the module docstring). A no-op for
+    a Spark Connect session (the server resolves formats in its own session)."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return
+    from pyspark.sql import SparkSession
+
+    # pyspark 4.x: the classic session's JVM class (org.apache.spark.sql.classic.SparkSession)
+    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(jsession)
+
+
+def _running_session() -> Any | None:
+    """The calling thread's active session, else the process's default one (what
+    ``SparkSession.active()`` returns: a thread other than the one that built the session
+    has no active session of its own), else None."""
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    try:
+        return SparkSession.active()
+    except PySparkRuntimeError:  # NO_ACTIVE_OR_DEFAULT_SESSION: no session runs
+        return None
+
+
 def job_session(app_name: str, master: str | None = None,
                 conf: Mapping[str, str] | None = None) -> JobSession:
     """See the module docstring."""
@@ -84,8 +128,9 @@ def job_session(app_name: str, master: str | None = None,
 
     from spark_kafkalog import register
 
-    active = SparkSession.getActiveSession()
+    active = _running_session()
     if active is not None:
+        activate_session(active)
         register(active)
         return JobSession(active, owned=False)
     builder = SparkSession.builder.appName(app_name)
@@ -108,6 +153,7 @@ def job_session(app_name: str, master: str | None = None,
         builder = (builder.config("spark.ui.showConsoleProgress", "false")
                    .config("spark.driver.defaultJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
         session = JobSession(builder.getOrCreate(), owned=True, log4j_file=log4j)
-    session.spark.sparkContext.setLogLevel("ERROR")
+    session.spark.sparkContext.setLogLevel("ERROR")  # built here: no active session was running
+    activate_session(session.spark)
     register(session.spark)
     return session

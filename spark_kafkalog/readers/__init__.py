@@ -51,15 +51,18 @@ def open_offset_reader(options: ReadOptions) -> OffsetReader:
         from .stitched import StitchedOffsetReader
         return StitchedOffsetReader(options)
     from .network import NetworkOffsetReader
-    return NetworkOffsetReader(options.bootstrap_servers, options.kafka_params)
+    return NetworkOffsetReader(options.brokers, options.kafka_params)
 
 
 def range_pieces(options: ReadOptions, reader: OffsetReader, ranges: Sequence[OffsetRange]
-                 ) -> list[tuple | None]:
+                 ) -> Sequence[tuple | None]:
     """Stitched mode: where each planned range is read (``stitched.stitch``'s pieces);
     other modes: None for each (the mode's one reader)."""
     if options.mode != "stitched":
         return [None] * len(ranges)
+    from .stitched import StitchedOffsetReader
+    if not isinstance(reader, StitchedOffsetReader):  # open_offset_reader's, in stitched mode
+        raise TypeError(f"stitched mode plans with a StitchedOffsetReader, not {type(reader).__name__}")
     return reader.pieces(ranges)
 
 

@@ -56,12 +56,15 @@ class KafkaLogInputPartition(InputPartition):
         self.pieces = pieces
 
 
-def input_partitions(options: ReadOptions, reader, ranges) -> list[KafkaLogInputPartition]:
-    """The input partitions of planned ``ranges`` (with their stitched pieces)."""
+def input_partitions(options: ReadOptions, reader, ranges) -> list[InputPartition]:
+    """The input partitions of planned ``ranges`` (with their stitched pieces): each a
+    ``KafkaLogInputPartition``."""
     from . import range_pieces
 
-    return [KafkaLogInputPartition(r.topic, r.partition, r.start, r.end, pieces)
-            for r, pieces in zip(ranges, range_pieces(options, reader, ranges), strict=True)]
+    out: list[InputPartition] = [
+        KafkaLogInputPartition(r.topic, r.partition, r.start, r.end, pieces)
+        for r, pieces in zip(ranges, range_pieces(options, reader, ranges), strict=True)]
+    return out
 
 
 def read_input_partition(options: ReadOptions, partition: KafkaLogInputPartition) -> Iterator:

@@ -59,7 +59,7 @@ the file-system clients built from it, thread-safe);
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -207,7 +207,7 @@ class DirectRangeReader:
                              self.fail_on_data_loss)
 
     def _read_segment(self, reader: PartitionReader, seg: SegmentRange, tp: TopicPartition,
-                      start: int, end: int, aborted: list) -> Iterator[pa.RecordBatch]:
+                      start: int, end: int, aborted: list) -> Generator[pa.RecordBatch, None, bool]:
         """Decode ``seg``; returns True once a batch at or past ``end`` was reached."""
         from broker.record.columnar import DecodeProgress, iter_arrow
         from broker.record.errors import CorruptBatchError, CorruptRecordError

@@ -24,12 +24,17 @@ batch served by the broker (a CRC, records or compressed payload that cannot be 
 a decompression bomb: ``RangeFetcher`` reports its offsets as a ``DataLoss`` whose reason
 names the batch and what is wrong); the read then goes on after it.
 
+An unreachable cluster (the client's ``BrokerUnreachableError``) is raised naming the
+source's option, without the client's frames: ``no broker of 127.0.0.1:1 reachable
+(connection refused); waited 60000 ms (kafka.default.api.timeout.ms)``.
+
 Thread-safety: one reader per task; ``NetworkOffsetReader`` belongs to the planning
 thread. Each holds one ``ConsumerNetworkClient`` (not thread-safe), closed by ``close``.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -41,6 +46,17 @@ if TYPE_CHECKING:
 __all__ = ["NetworkOffsetReader", "NetworkRangeReader", "NETWORK_PARTITION_FETCH_BYTES"]
 
 NETWORK_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+
+
+@contextlib.contextmanager
+def _option_names() -> Iterator[None]:
+    """A ``BrokerUnreachableError`` names the source's option (``kafka.`` + the client's key)."""
+    from broker.client.errors import BrokerUnreachableError
+
+    try:
+        yield
+    except BrokerUnreachableError as e:
+        raise e.renamed(f"kafka.{e.config}" if "." in e.config else e.config) from None
 
 
 def _consumer_config(kafka_params: Mapping[str, str]) -> dict[str, str]:
@@ -74,27 +90,33 @@ class NetworkOffsetReader:
         if topics is not None:
             # named topics are asked for by name: one the principal may not describe raises
             # TOPIC_AUTHORIZATION_FAILED (as Spark's Kafka source fails), a missing one is left out
-            found = partitions_for(self._client, topics)
+            with _option_names():
+                found = partitions_for(self._client, topics)
             return sorted((t, p.partition) for t, parts in found.items() for p in parts)
-        counts = list_topics(self._client, include_internal=True)
+        with _option_names():
+            counts = list_topics(self._client, include_internal=True)
         return sorted((t, p) for t in counts for p in range(counts[t]))
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         from broker.client.consumer.offsets import earliest_offsets
 
-        return {tuple(tp): off for tp, off in earliest_offsets(self._client, list(tps)).items()}
+        with _option_names():
+            got = earliest_offsets(self._client, list(tps))
+        return {(tp[0], tp[1]): off for tp, off in got.items()}
 
     def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         from broker.client.consumer.offsets import latest_offsets
 
-        got = latest_offsets(self._client, list(tps), isolation_level=self._isolation)
-        return {tuple(tp): off for tp, off in got.items()}
+        with _option_names():
+            got = latest_offsets(self._client, list(tps), isolation_level=self._isolation)
+        return {(tp[0], tp[1]): off for tp, off in got.items()}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         from broker.client.consumer.offsets import offsets_for_times
 
-        got = offsets_for_times(self._client, dict(timestamps), isolation_level=self._isolation)
-        return {tuple(tp): (None if found is None else found.offset) for tp, found in got.items()}
+        with _option_names():
+            got = offsets_for_times(self._client, dict(timestamps), isolation_level=self._isolation)
+        return {(tp[0], tp[1]): (None if found is None else found.offset) for tp, found in got.items()}
 
     def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit ``offsets`` to ``group_id`` as a simple consumer (generation -1)."""
@@ -125,7 +147,7 @@ class NetworkRangeReader:
         def on_data_loss(loss) -> None:
             report_data_loss(tp, loss.start, loss.end, loss.reason, fail)
 
-        with RangeFetcher(_consumer_config(self.kafka_params),
+        with _option_names(), RangeFetcher(_consumer_config(self.kafka_params),
                           include_headers=self.include_headers,
                           max_bytes_per_batch=self.max_bytes_per_batch,
                           on_data_loss=on_data_loss) as fetcher:

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..planning import OffsetRange
+    from . import RangeReader
 
 __all__ = ["STORE", "BROKERS", "Piece", "stitch", "StitchedOffsetReader", "read_pieces"]
 
@@ -97,7 +98,7 @@ class StitchedOffsetReader:
     def __init__(self, options: ReadOptions) -> None:
         self.paths = options.paths
         self.storage_options = dict(options.storage_options)
-        self._network = NetworkOffsetReader(options.bootstrap_servers, options.kafka_params)
+        self._network = NetworkOffsetReader(options.brokers, options.kafka_params)
 
     def describe(self) -> str:
         return f"{self._network.describe()} (remote storage {', '.join(self.paths)})"
@@ -131,7 +132,7 @@ class StitchedOffsetReader:
             log.info("%s has no ListOffsets v8 (no tiered storage): every offset is fetched from "
                      "the brokers", self._network.describe())
             return self._network.earliest_offsets(tps)
-        return {tuple(tp): found.offset for tp, found in got.items() if found is not None}
+        return {(tp[0], tp[1]): found.offset for tp, found in got.items() if found is not None}
 
     def pieces(self, ranges: Sequence[OffsetRange]) -> list[tuple[Piece, ...]]:
         """Where each of ``ranges`` is read, in order (``stitch``)."""
@@ -184,7 +185,7 @@ def read_pieces(options: ReadOptions, topic: str, partition: int,
     """The rows of a stitched input partition: each piece from its source, in order."""
     from . import open_range_reader
 
-    readers: dict[str, object] = {}
+    readers: dict[str, RangeReader] = {}
     for source, start, end in pieces:
         reader = readers.get(source)
         if reader is None:

@@ -69,6 +69,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -152,7 +153,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ..planning import offsets_json
 
         with self._offset_reader() as reader:
-            out = offsets_json(self._resolve_initial(reader))
+            out: dict[str, Any] = offsets_json(self._resolve_initial(reader))
         out[_INITIAL] = True
         return out
 

@@ -76,6 +76,12 @@ table, as Spark's Kafka sink does). Update mode is refused by Spark 4.x itself f
 Python data source sink; ``foreachBatch(lambda df, _: df.write.format("kafkalog")...)``
 works in any mode.
 
+Threads: in pyspark 4 a write started from a thread other than the one that created the
+session fails with ``DATA_SOURCE_NOT_FOUND`` (Spark looks a write's format up in the JVM
+thread's active session, which only that thread has); call
+``spark_kafkalog.jobs.session.activate_session(spark)`` first in such a thread (see
+docs/spark/writing.md, writing from another thread).
+
 Semantics:
 
 - Each Spark task runs one idempotent producer (``enable.idempotence=true``,
@@ -145,7 +151,9 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     if overwrite:
         raise KafkaLogWriteError(
             "the kafkalog sink cannot overwrite: a Kafka log is append-only (records are "
-            "never replaced or removed by a write); use .mode(\"append\")")
+            "never replaced or removed by a write); use .mode(\"append\") (Spark's Kafka sink needs "
+            "no mode, but pyspark refuses its default, ErrorIfExists, for every Python data source "
+            "before the source is called)")
     opts = parse_write_options(options)
     if opts.exactly_once:  # this save()'s id, in its tasks' transactional ids
         opts = dataclasses.replace(opts, write_id=uuid.uuid4().hex[:12])

@@ -31,6 +31,7 @@ from .common import (
     abort_summary,
     commit_summary,
     log,
+    sink_messages,
     write_task,
 )
 
@@ -58,13 +59,13 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.exactly_once:
             from .exactly_once import commit_transactions
-            log.info(commit_transactions(self.options, messages))
+            log.info(commit_transactions(self.options, sink_messages(messages)))
             return
-        log.info(commit_summary(messages))
+        log.info(commit_summary(sink_messages(messages)))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.exactly_once:
             from .exactly_once import abort_transactions
-            log.warning(abort_transactions(self.options, messages))
+            log.warning(abort_transactions(self.options, sink_messages(messages)))
             return
-        log.warning(abort_summary(messages))
+        log.warning(abort_summary(sink_messages(messages)))

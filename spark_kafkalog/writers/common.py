@@ -20,8 +20,11 @@ Owns:
   ``KafkaProducer`` per task, the Arrow batches handed to ``send_arrow`` column-wise (no
   Python object per row), a flush before returning, and one INFO line on the executor
   saying what the attempt wrote. When the writer itself fails (a producer error, a null
-  topic) it logs at WARNING, and adds as a note to the exception, what the attempt had
-  already written, then re-raises. (When the task fails upstream of the writer, pyspark
+  topic) it logs at WARNING (one line, the error included), and adds as a note to the
+  exception, what the attempt had already written, then re-raises; an unreachable cluster
+  (``BrokerUnreachableError``) is raised naming the sink's option (``no broker of X
+  reachable (connection refused); waited 3000 ms (kafka.max.block.ms)``), without the
+  client's frames. (When the task fails upstream of the writer, pyspark
   ends the writer's input as if it were complete: the writer then flushes what it got and
   logs its INFO line, and Spark discards its commit message.)
 * ``commit_summary`` / ``abort_summary``: the one-line reports of the driver's commit and
@@ -59,7 +62,7 @@ if TYPE_CHECKING:  # heavy imports stay inside functions (pyspark loads this in 
 __all__ = [
     "KafkaLogWriteError", "WriteOptions", "parse_write_options", "SinkColumns",
     "sink_columns", "WrittenRange", "KafkaLogCommitMessage", "write_task",
-    "commit_summary", "abort_summary", "BATCH_HEADER_KEYS", "WRITE_OPTION_NAMES",
+    "commit_summary", "abort_summary", "sink_messages", "BATCH_HEADER_KEYS", "WRITE_OPTION_NAMES",
 ]
 
 log = logging.getLogger("spark_kafkalog.writers")
@@ -155,7 +158,18 @@ def _bool(name: str, text: str) -> bool:
     t = str(text).strip().lower()
     if t in ("true", "false"):
         return t == "true"
-    raise KafkaLogWriteError(f"option {name} must be true or false, not {text!r}")
+    raise KafkaLogWriteError(f"{name}: '{text}' is not valid; use true or false")
+
+
+def _unknown_option(key: str) -> KafkaLogWriteError:
+    """``unknown option 'x' for the kafkalog sink; did you mean 'y'?`` (the valid names when
+    none is close; Spark passes the keys lower-cased)."""
+    import difflib
+    names = {n.lower(): n for n in (*WRITE_OPTION_NAMES.values(), "kafka.bootstrap.servers")}
+    close = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.75)
+    if close:
+        return KafkaLogWriteError(f"unknown option {key!r} for the kafkalog sink; did you mean {names[close[0]]!r}?")
+    return KafkaLogWriteError(f"unknown option {key!r} for the kafkalog sink; valid options: {_valid_names()}")
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -191,8 +205,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                 f"the kafkalog sink writes through Kafka brokers (kafka.bootstrap.servers), "
                 f"not to a path: remove the path {value!r} (save() takes none)")
         elif key not in WRITE_OPTION_NAMES:
-            raise KafkaLogWriteError(
-                f"unknown option {raw_key!r} for the kafkalog sink; valid options: {_valid_names()}")
+            raise _unknown_option(raw_key)
     if not producer.get("bootstrap.servers", "").strip():
         raise KafkaLogWriteError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
@@ -351,6 +364,17 @@ class KafkaLogCommitMessage(WriterCommitMessage):
     extra: Mapping[str, Any] = field(default_factory=dict)
     transactional_id: str | None = None
     already_committed: bool = False
+
+
+def sink_messages(messages: Sequence[WriterCommitMessage | None]) -> list[KafkaLogCommitMessage | None]:
+    """What Spark hands the driver's ``commit`` / ``abort``, typed: each task's
+    ``KafkaLogCommitMessage`` as its ``write`` returned it, None for a failed task."""
+    out: list[KafkaLogCommitMessage | None] = []
+    for m in messages:
+        if m is not None and not isinstance(m, KafkaLogCommitMessage):
+            raise TypeError(f"a commit message of another sink: {type(m).__name__}")
+        out.append(m)
+    return out
 
 
 def _ranges_text(ranges: Iterable[WrittenRange], limit: int = 8) -> str:
@@ -614,7 +638,7 @@ class _TaskWriter:
         get = (lambda i: None if i is None else batch.column(i))
         values, keys = get(c.value), get(c.key)
         headers, timestamps, partitions = get(c.headers), get(c.timestamp), get(c.partition)
-        if partitions is not None:
+        if partitions is not None and c.partition is not None:  # the one implies the other
             if partitions.null_count < n and pc.min(partitions).as_py() < 0:
                 raise ValueError(f"a negative partition in column {c.names[c.partition]!r}: "
                                  f"{pc.min(partitions).as_py()}")
@@ -622,7 +646,7 @@ class _TaskWriter:
             headers = self.headers_builder.build(self.seq, n, headers)
         self.seq += n
         self.bytes += _binary_bytes(values) + _binary_bytes(keys)
-        if c.topic is None:
+        if self.options.topic is not None:  # then no topic column (sink_columns)
             self._send_partitioned(self.options.topic, values, keys, headers, timestamps, partitions)
         else:
             topics = batch.column(c.topic)
@@ -686,7 +710,7 @@ def write_task(options: WriteOptions, columns: SinkColumns,
                info: TaskInfo | None = None) -> KafkaLogCommitMessage:
     """Send every row of ``batches`` and return what was written (see the module
     docstring). ``info`` defaults to the current Spark task's."""
-    from broker.client.errors import KafkaError
+    from broker.client.errors import BrokerUnreachableError, KafkaError
 
     start = time.monotonic()
     info = info or TaskInfo.current(streaming)
@@ -702,11 +726,16 @@ def write_task(options: WriteOptions, columns: SinkColumns,
                 f"{_where(info.batch_id, info.query_id)} failed after writing "
                 f"{task.ranges.records} records: {written}; a retry writes them again "
                 "(at-least-once)")
-        log.warning(note)
+        unreachable = isinstance(e, BrokerUnreachableError)
+        if isinstance(e, BrokerUnreachableError):  # named by the sink's option, without the client's frames
+            e = e.renamed(f"kafka.{e.config}" if "." in e.config else e.config)
+        log.warning(f"{note}: {type(e).__name__}: {e}")
         try:
             e.add_note(note)
         except (AttributeError, TypeError):
             pass
+        if unreachable:
+            raise e from None
         raise
     task.producer.close()
     message = task.message(time.monotonic() - start)

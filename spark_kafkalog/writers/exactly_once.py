@@ -168,7 +168,7 @@ def write_task_transactional(options: WriteOptions, columns: SinkColumns, batche
         task.write_batch(first)
         for batch in it:
             task.write_batch(batch)
-        if marker is not None:
+        if marker is not None and info.batch_id is not None:  # marker: a micro-batch's
             producer.send_offsets_to_transaction(
                 {marker: _Marker(info.batch_id, f"kafkalog batch {info.batch_id}")}, group)
         task.finish()
@@ -225,7 +225,8 @@ def commit_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommit
     todo = _open(msgs)
     results = complete_transactions(
         _client_config(options),
-        [ResumedTransaction(m.transactional_id, m.producer_id, m.producer_epoch) for m in todo],
+        [ResumedTransaction(m.transactional_id, m.producer_id, m.producer_epoch) for m in todo
+         if m.transactional_id],  # every one of todo (_open); narrows the type
         commit=True, timeout_ms=DRIVER_TIMEOUT_MS)
     failed = {k: e for k, e in results.items() if e is not None}
     query_id = next((m.query_id for m in msgs if m.query_id), None)
@@ -294,7 +295,8 @@ def abort_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommitM
     try:
         aborted = complete_transactions(
             _client_config(options),
-            [ResumedTransaction(m.transactional_id, m.producer_id, m.producer_epoch) for m in todo],
+            [ResumedTransaction(m.transactional_id, m.producer_id, m.producer_epoch) for m in todo
+             if m.transactional_id],  # every one of todo (_open); narrows the type
             commit=False, timeout_ms=DRIVER_TIMEOUT_MS)
         problems += [f"{k}: {e}" for k, e in aborted.items() if e is not None]
         fenced = fence_transactional_ids(_client_config(options), fence, _transaction_timeout_ms(options),

@@ -38,6 +38,7 @@ from .common import (
     abort_summary,
     commit_summary,
     log,
+    sink_messages,
     write_task,
 )
 
@@ -64,13 +65,13 @@ class KafkaLogStreamArrowWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.exactly_once:
             from .exactly_once import commit_transactions
-            log.info(commit_transactions(self.options, messages, batchId))
+            log.info(commit_transactions(self.options, sink_messages(messages), batchId))
             return
-        log.info(commit_summary(messages, batchId))
+        log.info(commit_summary(sink_messages(messages), batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.exactly_once:
             from .exactly_once import abort_transactions
-            log.warning(abort_transactions(self.options, messages, batchId))
+            log.warning(abort_transactions(self.options, sink_messages(messages), batchId))
             return
-        log.warning(abort_summary(messages, batchId))
+        log.warning(abort_summary(sink_messages(messages), batchId))
