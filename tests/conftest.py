@@ -44,6 +44,7 @@ SLOW_FILES = (
     "test_spark_exactly_once.py", "test_bad_batches_on_disk.py", "test_reliability_bounces.py",
     "test_security_acls.py", "test_reliability_crash_loops.py", "test_stitched_read.py",
     "test_reliability_faults.py", "test_docs.py", "test_tiered_storage_s3.py", "test_spark_stream_sink.py",
+    "test_spark_first_hour.py", "test_connection_errors.py", "test_spark_thread_write.py",
 )
 
 
