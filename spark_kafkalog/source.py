@@ -391,16 +391,23 @@ class KafkaLogDataSource(DataSource):
             raise error.with_traceback(None) from None
         return KafkaLogStreamReader(options)
 
+    # The same for the sink's driver-side checks: a bad option or column, and an unreachable
+    # cluster (BrokerUnreachableError, or a TLS / SASL failure), found before any task runs.
+
     def writer(self, schema, overwrite):
+        from broker.client.errors import KafkaError
+
         from .writers import KafkaLogWriteError, make_writer
         try:
             return make_writer(self.options, schema, overwrite)
-        except KafkaLogWriteError as error:
+        except (KafkaLogWriteError, KafkaError) as error:
             raise error.with_traceback(None) from None
 
     def streamWriter(self, schema, overwrite):
+        from broker.client.errors import KafkaError
+
         from .writers import KafkaLogWriteError, make_stream_writer
         try:
             return make_stream_writer(self.options, schema, overwrite)
-        except KafkaLogWriteError as error:
+        except (KafkaLogWriteError, KafkaError) as error:
             raise error.with_traceback(None) from None

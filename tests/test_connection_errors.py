@@ -228,22 +228,155 @@ def test_tools_fail_at_once_on_a_certificate_from_another_ca(capsys, tmp_path, w
 
 # -- Spark ------------------------------------------------------------------------------
 
-def test_spark_write_and_read_name_the_cause_and_the_option(spark, dead_port):
-    df = spark.createDataFrame([("a",), ("b",)], "value STRING").coalesce(1)
+_DEAD_SINK = "no broker of {} reachable (connection refused); waited 3000 ms (kafka.max.block.ms)"
+
+
+def _sink_options(address: str, **extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": address, "topic": "t", "kafka.max.block.ms": "3000", **extra}
+
+
+def _one_batch():
+    import pyarrow as pa
+    return iter([pa.record_batch([pa.array(["a", "b"])], names=["value"])])
+
+
+def test_transactional_producer_init_names_the_cause_not_the_request(dead_port):
+    """InitProducerId (FindCoordinator first) with no broker reachable: the producer's
+    max.block.ms wait ends in BrokerUnreachableError, never 'InitProducerId did not
+    complete'."""
+    producer = KafkaProducer({"bootstrap.servers": dead_port, "transactional.id": "t-1", "max.block.ms": 2000})
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(BrokerUnreachableError) as e:
+            producer.init_transactions()
+        assert time.monotonic() - t0 < 2 + SLACK_S
+    finally:
+        producer.close(0)
+    assert str(e.value) == f"no broker of {dead_port} reachable (connection refused); waited 2000 ms (max.block.ms)"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "micro-batch"])
+def test_exactly_once_task_names_the_sinks_option(dead_port, streaming):
+    """The exactly-once sink's task body (no Spark): its InitProducerId wait fails with the
+    sink's option, one frame, no chained client error."""
+    import dataclasses
+
+    from spark_kafkalog.writers import parse_write_options
+    from spark_kafkalog.writers.common import SinkColumns, TaskInfo
+    from spark_kafkalog.writers.exactly_once import write_task_transactional
+
+    opts = dataclasses.replace(parse_write_options(_sink_options(dead_port, **{"kafkalog.exactlyOnce": "true"})),
+                               write_id="w1")
+    info = TaskInfo(partition=0, batch_id=3 if streaming else None, query_id="q" if streaming else None)
     t0 = time.monotonic()
-    with pytest.raises(Exception) as e:
-        df.write.format("kafkalog").option("kafka.bootstrap.servers", dead_port).option("topic", "t") \
-            .option("kafka.max.block.ms", "3000").mode("append").save()
-    assert time.monotonic() - t0 < 3 + 3 * SLACK_S  # Spark's own overhead included
-    text = str(e.value)
-    assert (f"BrokerUnreachableError: no broker of {dead_port} reachable (connection refused); "
-            "waited 3000 ms (kafka.max.block.ms)") in text
-    assert "not present in metadata" not in text
-    assert text.count("File ") <= 3, text  # the client's frames are left out
+    with pytest.raises(BrokerUnreachableError) as e:
+        write_task_transactional(opts, SinkColumns(value=0), _one_batch(), streaming=streaming, info=info)
+    assert time.monotonic() - t0 < 3 + SLACK_S
+    assert str(e.value) == _DEAD_SINK.format(dead_port)
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    assert any("its transaction" in note for note in e.value.__notes__)
+
+
+def test_exactly_once_abort_is_bounded_by_max_block_ms(dead_port):
+    """The driver's abort (EndTxn / fencing InitProducerId) against an unreachable cluster
+    gives up after kafka.max.block.ms, not a fixed minute, and says why."""
+    import dataclasses
+
+    from spark_kafkalog.writers import parse_write_options
+    from spark_kafkalog.writers.exactly_once import abort_transactions
+
+    opts = dataclasses.replace(parse_write_options(_sink_options(dead_port, **{"kafkalog.exactlyOnce": "true"})),
+                               write_id="w1")
     t0 = time.monotonic()
-    with pytest.raises(Exception) as e:
-        spark.read.format("kafkalog").option("subscribe", "t").option("kafka.bootstrap.servers", dead_port) \
-            .option("kafka.default.api.timeout.ms", "3000").load().count()
+    line = abort_transactions(opts, [None, None])
+    assert time.monotonic() - t0 < 3 + SLACK_S
+    assert line.count(_DEAD_SINK.format(dead_port)) == 2, line  # one per failed task's id
+    assert "last error: None" not in line
+
+
+def test_the_sink_checks_the_cluster_once_on_the_driver(dead_port):
+    """make_writer / make_stream_writer (the driver) fail at once with the sink's error; the
+    stream writer pyspark re-creates to commit or abort a micro-batch does not ask the cluster."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from spark_kafkalog.writers import make_stream_writer, make_writer
+
+    schema = StructType([StructField("value", StringType())])
+    for make in (make_writer, make_stream_writer):
+        t0 = time.monotonic()
+        with pytest.raises(BrokerUnreachableError) as e:
+            make(_sink_options(dead_port), schema, False)
+        assert time.monotonic() - t0 < 3 + SLACK_S
+        assert str(e.value) == _DEAD_SINK.format(dead_port)
+    # pyspark's commit runner (pyspark/sql/worker/python_streaming_sink_runner.py) calls
+    # DataSource.streamWriter, then commit or abort: no check there (here: a caller by that name)
+    import pyspark.sql.worker.python_streaming_sink_runner as runner
+    assert "data_source.streamWriter(" in Path(runner.__file__).read_text()  # still the path it takes
+    scope: dict = {}
+    exec(compile("def call(f, *a):\n    return f(*a)\n", runner.__file__, "exec"), scope)
+    t0 = time.monotonic()
+    scope["call"](make_stream_writer, _sink_options(dead_port), schema, False)
+    assert time.monotonic() - t0 < 2
+
+
+def _jobs_of(spark, group: str) -> list[int]:
+    return list(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def _failing(spark, group: str, action):
+    """Run ``action`` in job group ``group``: (its exception's text, seconds)."""
+    spark.sparkContext.setJobGroup(group, group)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Exception) as e:
+            action()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return str(e.value), time.monotonic() - t0
+
+
+@pytest.mark.parametrize("exactly_once", ["false", "true"])
+def test_spark_write_fails_once_from_the_driver(spark, dead_port, exactly_once):
+    """An unreachable cluster fails a batch write (idempotent or exactly-once) from the
+    driver's check, before any task runs: the sink's message once, with one frame."""
+    df = spark.createDataFrame([("a",), ("b",)], "value STRING")  # no shuffle: a job would be the write's
+    group = f"unreachable-write-{exactly_once}-{time.monotonic_ns()}"
+    text, elapsed = _failing(spark, group, lambda: df.write.format("kafkalog").mode("append").options(
+        **_sink_options(dead_port, **{"kafkalog.exactlyOnce": exactly_once})).save())
+    assert elapsed < 3 + 3 * SLACK_S  # Spark's own overhead included
+    assert text.count("no broker of") == 1, text
+    assert f"BrokerUnreachableError: {_DEAD_SINK.format(dead_port)}" in text
+    assert "not present in metadata" not in text and "did not complete" not in text
+    assert text.count("File ") == 1, text  # the source's one frame, not the client's
+    assert _jobs_of(spark, group) == []  # no task started
+
+
+def test_spark_stream_write_fails_once_from_the_driver(spark, dead_port, tmp_path):
+    stream = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+              .selectExpr("CAST(value AS STRING) AS value"))
+    query = stream.writeStream.format("kafkalog").options(**_sink_options(dead_port)) \
+        .option("checkpointLocation", str(tmp_path / "chk")).start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Exception) as e:
+            query.awaitTermination(3 + 3 * SLACK_S)
+    finally:
+        query.stop()
     assert time.monotonic() - t0 < 3 + 3 * SLACK_S
+    text = str(e.value)
+    assert text.count("no broker of") == 1, text
+    assert f"BrokerUnreachableError: {_DEAD_SINK.format(dead_port)}" in text
+    assert "PYTHON_EXCEPTION" not in text  # not a task's error: the driver's
+
+
+def test_spark_read_fails_once_while_planning(spark, dead_port):
+    group = f"unreachable-read-{time.monotonic_ns()}"
+    df = spark.read.format("kafkalog").option("subscribe", "t").option("kafka.bootstrap.servers", dead_port) \
+        .option("kafka.default.api.timeout.ms", "3000").load()
+    text, elapsed = _failing(spark, group, df.count)
+    assert elapsed < 3 + 3 * SLACK_S
+    assert text.count("no broker of") == 1, text
     assert (f"BrokerUnreachableError: no broker of {dead_port} reachable (connection refused); "
-            "waited 3000 ms (kafka.default.api.timeout.ms)") in str(e.value)
+            "waited 3000 ms (kafka.default.api.timeout.ms)") in text
+    assert text.count("File ") == 1, text
+    assert _jobs_of(spark, group) == []

@@ -5,10 +5,15 @@ transactions (the task opens the transaction, writes, flushes and leaves it open
 driver decides), in the way Flink's ``KafkaSink`` resumes a transaction from its
 (transactional id, producer id, epoch)::
 
-    complete_transactions(client_or_config, [ResumedTransaction], commit, timeout_ms=None)
-        -> {transactional_id: None | KafkaError}
+    complete_transactions(client_or_config, [ResumedTransaction], commit, timeout_ms=None,
+                          timeout_config=None) -> {transactional_id: None | KafkaError}
     fence_transactional_ids(client_or_config, transactional_ids, transaction_timeout_ms,
-                            timeout_ms=None) -> {transactional_id: (producer_id, epoch) | KafkaError}
+                            timeout_ms=None, timeout_config=None)
+        -> {transactional_id: (producer_id, epoch) | KafkaError}
+
+``timeout_ms`` bounds the whole call (default.api.timeout.ms when None); ``timeout_config``
+names the setting it comes from in the errors (a ``BrokerUnreachableError`` as the last
+error of a transaction not done: ``... waited 3000 ms (kafka.max.block.ms)``).
 
 ``complete_transactions`` sends, per transaction, FindCoordinator (key_type 1,
 TRANSACTION; v1-3, v4+ batches keys) to the least loaded broker, then EndTxn (v0-3) with
@@ -153,6 +158,8 @@ def _each(client: ConsumerNetworkClient, keys: list[str], deadline: float, what:
         attempt, last = 0, None
         while True:
             if now_ms() >= deadline:
+                if last is None:  # never tried (an earlier key used the time): why no broker answers
+                    last = client.deadline_error("not attempted")
                 out[key] = KafkaTimeoutError(f"{what} of transactional id {key} not done before the "
                                              f"deadline (last error: {last})")
                 break
@@ -178,14 +185,15 @@ def _each(client: ConsumerNetworkClient, keys: list[str], deadline: float, what:
 
 
 def complete_transactions(client_or_config: Any, transactions: Iterable[ResumedTransaction], commit: bool,
-                          *, timeout_ms: float | None = None) -> dict[str, KafkaError | None]:
+                          *, timeout_ms: float | None = None, timeout_config: str | None = None
+                          ) -> dict[str, KafkaError | None]:
     """EndTxn(``commit``) for each open transaction (module docstring); None = done."""
     txns = {t.transactional_id: ResumedTransaction(*t) for t in transactions}
     if not txns:
         return {}
     what = "EndTxn(commit)" if commit else "EndTxn(abort)"
     with consumer_client(_as_config(client_or_config)) as client:
-        deadline = client.deadline(timeout_ms)
+        deadline = client.deadline(timeout_ms, timeout_config)
 
         def attempt(coordinator: int, key: str) -> None:
             t = txns[key]
@@ -204,15 +212,15 @@ def complete_transactions(client_or_config: Any, transactions: Iterable[ResumedT
 
 
 def fence_transactional_ids(client_or_config: Any, transactional_ids: Iterable[str],
-                            transaction_timeout_ms: int, *, timeout_ms: float | None = None
-                            ) -> dict[str, tuple[int, int] | KafkaError]:
+                            transaction_timeout_ms: int, *, timeout_ms: float | None = None,
+                            timeout_config: str | None = None) -> dict[str, tuple[int, int] | KafkaError]:
     """InitProducerId for each id: its open transaction is aborted, its holder fenced;
     the new (producer id, epoch) per id (module docstring)."""
     ids = list(dict.fromkeys(transactional_ids))
     if not ids:
         return {}
     with consumer_client(_as_config(client_or_config)) as client:
-        deadline = client.deadline(timeout_ms)
+        deadline = client.deadline(timeout_ms, timeout_config)
 
         def attempt(coordinator: int, key: str) -> tuple[int, int]:
             def build(version: int) -> Any:

@@ -23,8 +23,9 @@ Thread-safety: the factories are pure; readers are per task.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..options import ReadOptions
 
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
 
     from ..planning import OffsetRange, OffsetReader
 
-__all__ = ["RangeReader", "open_offset_reader", "open_range_reader", "range_pieces", "read_range"]
+__all__ = ["RangeReader", "open_offset_reader", "open_range_reader", "range_pieces", "read_range",
+           "brief_cluster_errors"]
+
+_F = TypeVar("_F", bound=Callable)
 
 
 class RangeReader(Protocol):
@@ -52,6 +56,24 @@ def open_offset_reader(options: ReadOptions) -> OffsetReader:
         return StitchedOffsetReader(options)
     from .network import NetworkOffsetReader
     return NetworkOffsetReader(options.brokers, options.kafka_params)
+
+
+def brief_cluster_errors(method: _F) -> _F:
+    """For the driver's planning calls (``partitions``, ``initialOffset``, ...): an
+    unreachable cluster (``BrokerUnreachableError``, which names the source's option) or a
+    TLS / SASL failure is raised again with one frame, this one, instead of the client's
+    calls: pyspark prints the traceback of a planning error inside its own message."""
+
+    @functools.wraps(method)
+    def planning(*args, **kwargs):
+        from broker.client.errors import AuthenticationError, BrokerUnreachableError
+
+        try:
+            return method(*args, **kwargs)
+        except (BrokerUnreachableError, AuthenticationError) as error:
+            raise error.with_traceback(None) from None
+
+    return planning  # type: ignore[return-value]
 
 
 def range_pieces(options: ReadOptions, reader: OffsetReader, ranges: Sequence[OffsetRange]

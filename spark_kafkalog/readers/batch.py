@@ -37,6 +37,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..options import ReadOptions
 from ..pushdown import PushedFilters
+from . import brief_cluster_errors
 
 __all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader",
            "input_partitions", "read_input_partition"]
@@ -82,6 +83,7 @@ class KafkaLogBatchReader(DataSourceReader):
         self.options = options
         self.filters = PushedFilters()
 
+    @brief_cluster_errors
     def partitions(self) -> list[InputPartition]:
         from ..planning import plan_ranges
         from . import open_offset_reader

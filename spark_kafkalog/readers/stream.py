@@ -81,6 +81,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..options import ReadOptions
+from . import brief_cluster_errors
 from .batch import KafkaLogInputPartition, input_partitions, read_input_partition
 
 __all__ = ["KafkaLogStreamReader"]
@@ -149,6 +150,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._initial = initial_offsets(self.options, reader)
         return self._initial
 
+    @brief_cluster_errors
     def initialOffset(self) -> dict:
         from ..planning import offsets_json
 
@@ -157,6 +159,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out[_INITIAL] = True
         return out
 
+    @brief_cluster_errors
     def prepareForTriggerAvailableNow(self) -> None:
         from ..planning import latest_partition_offsets
 
@@ -180,6 +183,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
+    @brief_cluster_errors
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         from ..planning import latest_partition_offsets, offsets_json, pending_records, rate_limit
 
@@ -222,6 +226,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         return None if self._latest is None else offsets_json(self._latest)
 
+    @brief_cluster_errors
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         from ..planning import stream_ranges
 

@@ -69,6 +69,13 @@ Options:
     The prefix of the tasks' transactional ids (and of the streams' marker groups).
 ``checkpointLocation``: Spark's own (streaming).
 
+Unreachable cluster: ``make_writer`` and ``make_stream_writer`` run on the driver
+(pyspark calls ``make_stream_writer`` before each micro-batch's tasks, and again to commit
+or abort it: not checked then) and check the cluster with one Metadata request
+(``common.check_reachable``, bounded by ``kafka.max.block.ms``): when no bootstrap server
+answers, the write fails once, from the driver, with ``no broker of X reachable (connection
+refused); waited 60000 ms (kafka.max.block.ms)``, before any task starts.
+
 Modes: batch writes append (``mode("append")``; Spark refuses the default ErrorIfExists
 and Ignore for Python data sources, and ``overwrite`` is refused here: a Kafka log cannot
 be overwritten). Streaming: append, and complete (every trigger appends the whole result
@@ -126,6 +133,7 @@ from .common import (
     WriteOptions,
     WrittenRange,
     abort_summary,
+    check_reachable,
     commit_summary,
     parse_write_options,
     sink_columns,
@@ -157,7 +165,9 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     opts = parse_write_options(options)
     if opts.exactly_once:  # this save()'s id, in its tasks' transactional ids
         opts = dataclasses.replace(opts, write_id=uuid.uuid4().hex[:12])
-    return KafkaLogArrowWriter(opts, sink_columns(schema, opts))
+    writer = KafkaLogArrowWriter(opts, sink_columns(schema, opts))
+    check_reachable(opts)  # once, on the driver, before any task starts
+    return writer
 
 
 def make_stream_writer(options: Mapping[str, str], schema: StructType,
@@ -167,4 +177,23 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType,
     whole result table)."""
     from .stream import KafkaLogStreamArrowWriter
     opts = parse_write_options(options)
-    return KafkaLogStreamArrowWriter(opts, sink_columns(schema, opts), complete_mode=overwrite)
+    writer = KafkaLogStreamArrowWriter(opts, sink_columns(schema, opts), complete_mode=overwrite)
+    if not _to_commit_or_abort():
+        check_reachable(opts)  # once per query start, on the driver, before any task starts
+    return writer
+
+
+def _to_commit_or_abort() -> bool:
+    """True when pyspark re-creates the stream writer only to call its ``commit`` or
+    ``abort`` (its ``python_streaming_sink_runner`` worker, once per micro-batch): the
+    query's start already checked the brokers, and a micro-batch's commit must not depend
+    on an extra round trip."""
+    import sys
+    from types import FrameType
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("python_streaming_sink_runner.py"):
+            return True
+        frame = frame.f_back
+    return False

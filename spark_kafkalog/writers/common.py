@@ -24,9 +24,12 @@ Owns:
   exception, what the attempt had already written, then re-raises; an unreachable cluster
   (``BrokerUnreachableError``) is raised naming the sink's option (``no broker of X
   reachable (connection refused); waited 3000 ms (kafka.max.block.ms)``), without the
-  client's frames. (When the task fails upstream of the writer, pyspark
-  ends the writer's input as if it were complete: the writer then flushes what it got and
-  logs its INFO line, and Spark discards its commit message.)
+  client's frames (``sink_named_unreachable``). (When the task fails upstream of the
+  writer, pyspark ends the writer's input as if it were complete: the writer then flushes
+  what it got and logs its INFO line, and Spark discards its commit message.)
+* ``check_reachable``: the driver's preflight, before any task starts: when none of the
+  bootstrap servers answers (or TLS / SASL fails), the write fails once, from the driver,
+  with the same error, instead of from every task.
 * ``commit_summary`` / ``abort_summary``: the one-line reports of the driver's commit and
   abort (logged by the writers on logger ``spark_kafkalog.writers``).
 
@@ -63,6 +66,7 @@ __all__ = [
     "KafkaLogWriteError", "WriteOptions", "parse_write_options", "SinkColumns",
     "sink_columns", "WrittenRange", "KafkaLogCommitMessage", "write_task",
     "commit_summary", "abort_summary", "sink_messages", "BATCH_HEADER_KEYS", "WRITE_OPTION_NAMES",
+    "check_reachable", "sink_named_unreachable",
 ]
 
 log = logging.getLogger("spark_kafkalog.writers")
@@ -223,6 +227,51 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     return WriteOptions(topic=topic, producer_config=dict(producer),
                         write_batch_headers=batch_headers, exactly_once=exactly_once,
                         transactional_id_prefix=prefix, checkpoint_location=checkpoint)
+
+
+# -- reachability ----------------------------------------------------------------------------
+
+def sink_named_unreachable(error: BaseException) -> BaseException | None:
+    """A client's ``BrokerUnreachableError`` renamed after the sink's option (``max.block.ms``
+    becomes ``kafka.max.block.ms``); None for any other error."""
+    from broker.client.errors import BrokerUnreachableError
+
+    if not isinstance(error, BrokerUnreachableError):
+        return None
+    return error.renamed(f"kafka.{error.config}" if "." in error.config else error.config)
+
+
+def check_reachable(options: WriteOptions) -> None:
+    """The driver's preflight of a write, run where Spark asks for the writer, before any
+    task starts (``make_writer``; ``make_stream_writer``, which pyspark calls before each
+    micro-batch's tasks): one Metadata request for no topic to ``kafka.bootstrap.servers``,
+    on a client built from the same settings as the tasks' producers (TLS, SASL, timeouts),
+    bounded by ``kafka.max.block.ms``, the bound of the tasks' own first wait. Raises
+    ``BrokerUnreachableError`` (``no broker of X reachable (connection refused); waited N ms
+    (kafka.max.block.ms)``) or the TLS / SASL failure, which would fail every task, so that
+    the error comes once, from the driver, instead of from every task; any other outcome is
+    left to the tasks (the check never fails a write that could succeed). Costs a
+    connection and one round trip (a few ms) per write or micro-batch."""
+    from broker.client.errors import AuthenticationError, BrokerUnreachableError
+
+    try:
+        from broker.client.consumer.client import ConsumerNetworkClient
+        from broker.client.producer.config import ProducerConfig
+        from broker.client.txn_completion import client_config
+
+        max_block_ms = ProducerConfig(dict(options.producer_config)).max_block_ms
+        config = client_config(options.producer_config)
+        config.setdefault("client.id", "kafkalog-sink-driver")
+        with ConsumerNetworkClient(config) as client:
+            client.describe_topics([], client.deadline(max_block_ms, "max.block.ms"))
+    except BrokerUnreachableError as e:
+        named = sink_named_unreachable(e) or e
+        raise named.with_traceback(None) from None
+    except AuthenticationError as e:
+        raise e.with_traceback(None) from None
+    except Exception:  # noqa: BLE001 - anything else is the tasks' to meet
+        log.debug("kafkalog sink: the driver's reachability check failed; left to the tasks",
+                  exc_info=True)
 
 
 # -- input columns -------------------------------------------------------------------------
@@ -710,7 +759,7 @@ def write_task(options: WriteOptions, columns: SinkColumns,
                info: TaskInfo | None = None) -> KafkaLogCommitMessage:
     """Send every row of ``batches`` and return what was written (see the module
     docstring). ``info`` defaults to the current Spark task's."""
-    from broker.client.errors import BrokerUnreachableError, KafkaError
+    from broker.client.errors import KafkaError
 
     start = time.monotonic()
     info = info or TaskInfo.current(streaming)
@@ -726,15 +775,15 @@ def write_task(options: WriteOptions, columns: SinkColumns,
                 f"{_where(info.batch_id, info.query_id)} failed after writing "
                 f"{task.ranges.records} records: {written}; a retry writes them again "
                 "(at-least-once)")
-        unreachable = isinstance(e, BrokerUnreachableError)
-        if isinstance(e, BrokerUnreachableError):  # named by the sink's option, without the client's frames
-            e = e.renamed(f"kafka.{e.config}" if "." in e.config else e.config)
+        unreachable = sink_named_unreachable(e)
+        if unreachable is not None:  # named by the sink's option, without the client's frames
+            e = unreachable
         log.warning(f"{note}: {type(e).__name__}: {e}")
         try:
             e.add_note(note)
         except (AttributeError, TypeError):
             pass
-        if unreachable:
+        if unreachable is not None:
             raise e from None
         raise
     task.producer.close()

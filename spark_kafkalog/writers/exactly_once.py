@@ -42,7 +42,14 @@ Owns:
   the query id (part of the ids) is read from Spark's checkpoint (``query_id_from_checkpoint``:
   the ``id`` of ``<checkpointLocation>/metadata``, on any file system pyarrow opens); if
   that fails too, what the tasks left open is aborted by the micro-batch's next attempt or
-  by the timeout. Never raises: outcomes are logged.
+  by the timeout. Bounded by ``kafka.max.block.ms`` in all (as a Kafka producer's
+  ``abortTransaction``): an unreachable cluster never holds a failed job longer. Never
+  raises: outcomes are logged.
+
+A task's ``init_transactions`` (FindCoordinator, InitProducerId) waits ``kafka.max.block.ms``;
+with no broker reachable it fails with ``BrokerUnreachableError`` naming that option
+(``common.sink_named_unreachable``), without the client's frames. Usually the driver's
+check (``common.check_reachable``) has failed the write before any task started.
 
 Guarantee, costs and failure modes: see the exactly-once sink in docs/spark/writing.md and
 ``writers/__init__.py``. In short: with a replayable source and a deterministic plan (a
@@ -70,6 +77,7 @@ from .common import (
     _TaskWriter,
     _where,
     log,
+    sink_named_unreachable,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +87,9 @@ __all__ = ["transactional_id", "marker_group", "write_task_transactional", "comm
            "abort_transactions", "KafkaLogCommitError", "MARKER_PARTITION", "query_id_from_checkpoint"]
 
 MARKER_PARTITION = 0
-# How long the driver's EndTxn / InitProducerId calls may take in all.
+# How long the driver's EndTxn(commit) calls may take in all. Its abort (EndTxn(abort), and
+# InitProducerId to fence the failed tasks' ids) is bounded by kafka.max.block.ms, as a Kafka
+# producer's abortTransaction: best effort, it never holds a failed job longer than that.
 DRIVER_TIMEOUT_MS = 60000.0
 
 
@@ -123,6 +133,11 @@ def _client_config(options: WriteOptions) -> dict[str, Any]:
 def _transaction_timeout_ms(options: WriteOptions) -> int:
     from broker.client.producer.config import ProducerConfig
     return int(ProducerConfig({**options.producer_config, "transactional.id": "-"})["transaction.timeout.ms"])
+
+
+def _max_block_ms(options: WriteOptions) -> float:
+    from broker.client.producer.config import ProducerConfig
+    return float(ProducerConfig(dict(options.producer_config)).max_block_ms)
 
 
 # -- the task ------------------------------------------------------------------------------
@@ -178,11 +193,16 @@ def write_task_transactional(options: WriteOptions, columns: SinkColumns, batche
                 f"{_where(info.batch_id, info.query_id)} failed; its transaction {txn_id} is aborted "
                 f"(exactly-once: none of its {task.ranges.records} acknowledged records become visible "
                 "to read_committed readers)")
-        log.warning(note)
+        unreachable = sink_named_unreachable(e)
+        if unreachable is not None:  # named by the sink's option, without the client's frames
+            e = unreachable
+        log.warning(f"{note}: {type(e).__name__}: {e}")
         try:
             e.add_note(note)
         except (AttributeError, TypeError):
             pass
+        if unreachable is not None:
+            raise e from None
         raise
     message = task.message(time.monotonic() - start)
     producer.close(0)  # the transaction stays open: the driver commits or aborts it
@@ -293,14 +313,16 @@ def abort_transactions(options: WriteOptions, messages: Sequence[KafkaLogCommitM
             fence.append(transactional_id(options, info))
     problems: list[str] = []
     try:
+        bound_ms, started = _max_block_ms(options), time.monotonic()  # one bound for both calls
         aborted = complete_transactions(
             _client_config(options),
             [ResumedTransaction(m.transactional_id, m.producer_id, m.producer_epoch) for m in todo
              if m.transactional_id],  # every one of todo (_open); narrows the type
-            commit=False, timeout_ms=DRIVER_TIMEOUT_MS)
+            commit=False, timeout_ms=bound_ms, timeout_config="kafka.max.block.ms")
         problems += [f"{k}: {e}" for k, e in aborted.items() if e is not None]
+        left_ms = bound_ms if not todo else max(0.0, bound_ms - (time.monotonic() - started) * 1000.0 // 1)
         fenced = fence_transactional_ids(_client_config(options), fence, _transaction_timeout_ms(options),
-                                         timeout_ms=DRIVER_TIMEOUT_MS)
+                                         timeout_ms=left_ms, timeout_config="kafka.max.block.ms")
         problems += [f"{k}: {e}" for k, e in fenced.items() if not isinstance(e, tuple)]
     except Exception as e:  # noqa: BLE001 (abort must not hide the job's own failure)
         problems.append(str(e))

@@ -382,8 +382,20 @@ class KafkaProducer:
         return self._txn
 
     def _wait(self, result: Any, timeout: float | None) -> None:
+        """Wait for a transactional call (max.block.ms unless ``timeout``, in seconds); a
+        wait that passes while no broker could be connected to raises
+        ``BrokerUnreachableError`` naming the cause and the bound, not the request."""
         self.sender.wakeup()
-        result.wait(self._max_block_ms / 1000.0 if timeout is None else timeout)
+        try:
+            result.wait(self._max_block_ms / 1000.0 if timeout is None else timeout)
+        except KafkaTimeoutError:
+            cause = self.client.unreachable_cause()
+            if cause is None:
+                raise
+            raise BrokerUnreachableError(
+                ",".join(self.config["bootstrap.servers"]), cause,
+                self._max_block_ms if timeout is None else timeout * 1000.0,
+                "max.block.ms" if timeout is None else "timeout") from None
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Register the transactional.id with its coordinator: fences any earlier producer
