@@ -12,10 +12,16 @@ setup: $(STAMP)
 
 # The default editable mode: pyproject's package-dir makes it a static .pth of the project
 # root, so pyspark's discovery of the top-level pyspark_kafkalog module sees it.
-$(STAMP): pyproject.toml
+# Then WORKER_PYTHON_PTH: at the start of every interpreter of the venv, PYSPARK_PYTHON and
+# PYSPARK_DRIVER_PYTHON default to that interpreter (never over a value that is set, never
+# under spark-submit), so a script run as .venv/bin/python script.py, activated or not, gets
+# Spark Python workers with this venv's pyarrow and pyspark, whatever it imports first.
+WORKER_PYTHON_PTH := import os, sys; 'PYSPARK_GATEWAY_PORT' in os.environ or not sys.executable or [os.environ.setdefault(k, sys.executable) for k in ('PYSPARK_PYTHON', 'PYSPARK_DRIVER_PYTHON')]
+$(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -c "import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'kafkalog-worker-python.pth').write_text(sys.argv[1] + '\n')" "$(WORKER_PYTHON_PTH)"
 	@touch $(STAMP)
 
 # ruff first (lint and import order, configured in pyproject.toml), then mypy (the static

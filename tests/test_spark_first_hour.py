@@ -2,8 +2,9 @@
 activating the venv, a misspelled option or a bad value, a write without ``.mode("append")``.
 
 * A script run as ``.venv/bin/python script.py`` (venv not activated, ``PYSPARK_PYTHON``
-  unset, a ``python3`` without pyarrow first on ``PATH``) works: importing ``spark_kafkalog``
-  points Spark's Python workers at the script's interpreter. A session already started on
+  unset, a ``python3`` without pyarrow first on ``PATH``, the session created before the
+  project is imported) works: the venv make builds sets ``PYSPARK_PYTHON`` at every
+  interpreter start, and importing ``spark_kafkalog`` does the same elsewhere. A session already started on
   an interpreter that cannot import pyarrow gets ``KafkaLogSetupError`` from ``register()``
   whose first line says what to do.
 * Option errors through Spark: the project's message right after pyspark's one-line prefix
@@ -31,12 +32,13 @@ from spark_kafkalog.options import KafkaLogOptionError, parse_options
 VENV_PYTHON = sys.executable
 
 SCRIPT = textwrap.dedent("""\
-    import spark_kafkalog                    # first: Spark's Python workers then run this interpreter
     from pyspark.sql import SparkSession
 
+    spark = SparkSession.builder.getOrCreate()  # before the project is imported: the venv's start
+                                                # hook alone points the workers at this interpreter
+    import spark_kafkalog
     from spark_kafkalog.embedded import EmbeddedBroker
 
-    spark = SparkSession.builder.getOrCreate()
     spark_kafkalog.register(spark)
     with EmbeddedBroker() as broker:
         rows = spark.createDataFrame([("a", "1"), ("b", "2"), ("c", "3")], "key STRING, value STRING")
@@ -83,14 +85,33 @@ def test_a_script_run_with_the_venv_python_works_without_activating_it(tmp_path:
     assert "replaced a statically registered data source" not in proc.stderr, proc.stderr[-3000:]
 
 
-def test_importing_the_package_sets_the_worker_python_only_when_unset(tmp_path: Path) -> None:
-    code = ("import os, spark_kafkalog; print(os.environ.get('PYSPARK_PYTHON')); "
-            "print(os.environ.get('PYSPARK_DRIVER_PYTHON'))")
+def test_every_interpreter_of_the_venv_starts_with_the_worker_python_set(tmp_path: Path) -> None:
+    """The venv make builds sets PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON at interpreter start,
+    without any import of the project; never over a set value, never under spark-submit."""
+    code = "import os; print(os.environ.get('PYSPARK_PYTHON'), os.environ.get('PYSPARK_DRIVER_PYTHON'))"
     env = _bare_env(tmp_path)
     out = subprocess.run([VENV_PYTHON, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [VENV_PYTHON, VENV_PYTHON], "kafkalog-worker-python.pth missing from the venv"
+    out = subprocess.run([VENV_PYTHON, "-c", code], env=dict(env, PYSPARK_PYTHON="/opt/py3"),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["/opt/py3", VENV_PYTHON]
+    out = subprocess.run([VENV_PYTHON, "-c", code], env=dict(env, PYSPARK_GATEWAY_PORT="1"),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "None"]
+
+
+def test_importing_the_package_sets_the_worker_python_only_when_unset(tmp_path: Path) -> None:
+    """Outside a venv built by make (here: -S, no site hook), the import does it."""
+    code = ("import os, spark_kafkalog; print(os.environ.get('PYSPARK_PYTHON')); "
+            "print(os.environ.get('PYSPARK_DRIVER_PYTHON'))")
+    env = dict(_bare_env(tmp_path), PYTHONPATH=str(Path(spark_kafkalog.__file__).resolve().parents[1]))
+    bare = subprocess.run([VENV_PYTHON, "-S", "-c", "import os; print(os.environ.get('PYSPARK_PYTHON'))"],
+                          env=env, capture_output=True, text=True, check=True)
+    assert bare.stdout.split() == ["None"]
+    out = subprocess.run([VENV_PYTHON, "-S", "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [VENV_PYTHON, VENV_PYTHON]
     mine = dict(env, PYSPARK_PYTHON="/opt/python/bin/python3")
-    out = subprocess.run([VENV_PYTHON, "-c", code], env=mine, capture_output=True, text=True, check=True)
+    out = subprocess.run([VENV_PYTHON, "-S", "-c", code], env=mine, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["/opt/python/bin/python3", VENV_PYTHON]
 
 
