@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_protocol_schemas import (  # noqa: E402 - the sibling script, found through sys.path
     DEFAULT_SPEC,
-    LINE,
     ROOT,
     load_spec,
-    parse_default,
     py,
     resolve_fields,
     upper_snake,
+)
+from gen_protocol_schemas import (  # noqa: E402
+    render_field as protocol_render_field,
 )
 
 OUT = ROOT / "broker" / "tools" / "coordinator_schemas.py"
@@ -46,26 +46,9 @@ def camel_case(name: str) -> str:
 
 
 def render_field(f: dict, indent: int) -> list[str]:
-    pad = " " * indent
-    lines = [f"{pad}# {chunk}" for chunk in textwrap.wrap(f.get("about", "").strip(), LINE - indent - 2)]
-    versions = f.get("versions", f.get("taggedVersions", "none")).strip()
-    args = [py(camel_case(f["name"])), py(f["type"]), py(versions)]
-    if "nullableVersions" in f:
-        args.append(f"nullable={py(f['nullableVersions'].strip())}")
-    if "taggedVersions" in f:
-        args.append(f"tagged={py(f['taggedVersions'].strip())}")
-    if "tag" in f:
-        args.append(f"tag={int(f['tag'])}")
-    if "default" in f:
-        args.append(f"default={py(parse_default(f['default'], f['type']))}")
-    if "fields" not in f:
-        lines.append(f"{pad}Field({', '.join(args)}),")
-        return lines
-    lines += [f"{pad}Field(", f"{pad}    {', '.join(args)},", f"{pad}    fields=("]
-    for sub in f["fields"]:
-        lines.extend(render_field(sub, indent + 8))
-    lines += [f"{pad}    ),", f"{pad}),"]
-    return lines
+    """The protocol generator's rendering, with Kafka's camelCase JSON names and no
+    ``ignorable`` flag (records are not negotiated)."""
+    return protocol_render_field(f, indent, name=camel_case, ignorable=False)
 
 
 def render_message(data: dict, const: str, record_type: int) -> list[str]:

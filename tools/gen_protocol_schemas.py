@@ -123,14 +123,19 @@ def resolve_fields(fields: list[dict], common: dict[str, dict]) -> list[dict]:
     return out
 
 
-def render_field(f: dict, indent: int) -> list[str]:
+def render_field(f: dict, indent: int, *, name=None, ignorable: bool = True) -> list[str]:
+    """One ``Field(...)`` (with its sub-fields) of a spec field. ``name`` maps Kafka's field
+    name to the table's (default: snake_case; the coordinator records keep Kafka's camelCase
+    JSON names); ``ignorable`` writes the flag (requests and responses have it)."""
+    name = name or snake_case
     pad = " " * indent
     lines = []
     about = f.get("about", "").strip()
     if about:
         for chunk in textwrap.wrap(about, LINE - indent - 2):
             lines.append(f"{pad}# {chunk}")
-    args = [py(snake_case(f["name"])), py(f["type"]), py(f["versions"].strip())]
+    versions = f.get("versions", f.get("taggedVersions", "none")).strip()  # a tagged-only field
+    args = [py(name(f["name"])), py(f["type"]), py(versions)]
     if "nullableVersions" in f:
         args.append(f"nullable={py(f['nullableVersions'].strip())}")
     if "taggedVersions" in f:
@@ -139,7 +144,7 @@ def render_field(f: dict, indent: int) -> list[str]:
         args.append(f"tag={int(f['tag'])}")
     if "default" in f:
         args.append(f"default={py(parse_default(f['default'], f['type']))}")
-    if f.get("ignorable"):
+    if ignorable and f.get("ignorable"):
         args.append("ignorable=True")
     if "fields" not in f:
         lines.append(f"{pad}Field({', '.join(args)}),")
@@ -148,7 +153,7 @@ def render_field(f: dict, indent: int) -> list[str]:
     lines.append(f"{pad}    {', '.join(args)},")
     lines.append(f"{pad}    fields=(")
     for sub in f["fields"]:
-        lines.extend(render_field(sub, indent + 8))
+        lines.extend(render_field(sub, indent + 8, name=name, ignorable=ignorable))
     lines.append(f"{pad}    ),")
     lines.append(f"{pad}),")
     return lines
