@@ -20,6 +20,9 @@ Behaviour:
 
       [KafkaServer id=1] started (kafkalog) listening on PLAINTEXT://127.0.0.1:9092 log.dirs=/data/kafka-logs
 
+  followed by `` schema.registry=http://127.0.0.1:8081`` when ``schema.registry.listeners``
+  is set (the Schema Registry's bound URLs).
+
 * SIGTERM or SIGINT: clean shutdown (connections closed, logs flushed, checkpoints and
   the clean-shutdown marker written), then exit code 0. A second signal during shutdown
   is ignored; SIGKILL is the way to crash it (the next start then recovers the logs).
@@ -110,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
         logging.getLogger("broker").debug("startup failed", exc_info=True)
         return _error(f"the broker failed to start: {exc}")
-    print(READY_LINE.format(node_id=broker.node_id, listeners=broker.listener_urls(),
-                            log_dirs=",".join(str(d) for d in broker.log_manager.log_dirs)), flush=True)
+    ready = READY_LINE.format(node_id=broker.node_id, listeners=broker.listener_urls(),
+                              log_dirs=",".join(str(d) for d in broker.log_manager.log_dirs))
+    if broker.schema_registry is not None:
+        ready += f" schema.registry={broker.schema_registry.urls()}"
+    print(ready, flush=True)
     while not stop.wait(1.0):
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -20,6 +20,9 @@ Behaviour:
   Spark or a Kafka tool takes a path (``spark.read.format("kafkalog").load(broker.log_dir)``:
   pyspark's ``load()`` refuses a ``pathlib.Path``); ``log_path`` is the same directory as a
   ``pathlib.Path`` for file work (``broker.log_path / "clicks-0"``).
+* The broker serves its Schema Registry too (Confluent's REST API over ``_schemas``):
+  ``schema_registry_url`` tells where (``"http://127.0.0.1:40125"``; ``registry_port``
+  picks the port, 0 a free one). ``schema_registry=False`` runs the broker without it.
 * The broker's stdout and stderr go to ``log_file`` (``broker.log`` beside the log
   directory): the ready line, then its log. A broker that exits before it is ready, or is
   not ready within ``startup_timeout`` seconds, raises ``EmbeddedBrokerError`` with the
@@ -46,10 +49,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["EmbeddedBroker", "EmbeddedBrokerError", "READY_RE"]
+__all__ = ["EmbeddedBroker", "EmbeddedBrokerError", "READY_RE", "REGISTRY_RE"]
 
 # The line ``python -m broker`` prints once every listener accepts connections.
 READY_RE = re.compile(r"started \(kafkalog\) listening on PLAINTEXT://([^ ]+):(\d+) ")
+# ... and, with the Schema Registry on, its URLs at the end of the same line
+REGISTRY_RE = re.compile(r" schema\.registry=(https?://[^ ,\s]+)")
 
 
 class EmbeddedBrokerError(RuntimeError):
@@ -62,7 +67,7 @@ class EmbeddedBroker:
     def __init__(self, log_dir: str | os.PathLike | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, overrides: Mapping[str, object] | None = None,
                  config_file: str | os.PathLike | None = None, startup_timeout: float = 60.0,
-                 shutdown_timeout: float = 30.0) -> None:
+                 shutdown_timeout: float = 30.0, schema_registry: bool = True, registry_port: int = 0) -> None:
         self._temp_dir: str | None = None
         if log_dir is None:
             self._temp_dir = tempfile.mkdtemp(prefix="kafkalog-embedded-")
@@ -76,11 +81,14 @@ class EmbeddedBroker:
             "listeners": f"PLAINTEXT://{host}:{int(port)}",
             "log.dirs": self.log_dir,
         }
+        if schema_registry:
+            self.overrides["schema.registry.listeners"] = f"http://{host}:{int(registry_port)}"
         self.overrides.update({str(k): str(v) for k, v in (overrides or {}).items()})
         self.startup_timeout = startup_timeout
         self.shutdown_timeout = shutdown_timeout
         self.host = host
         self.port: int | None = None
+        self.schema_registry_url: str | None = None  # set once started with the registry
         self._proc: subprocess.Popen | None = None
 
     # --- lifecycle ---
@@ -109,6 +117,8 @@ class EmbeddedBroker:
             match = READY_RE.search(text)
             if match:
                 self.host, self.port = match.group(1), int(match.group(2))
+                registry = REGISTRY_RE.search(text[match.start():])
+                self.schema_registry_url = registry.group(1) if registry else None
                 return self
             if self._proc.poll() is not None:
                 code = self._proc.returncode
@@ -155,6 +165,8 @@ class EmbeddedBroker:
         self._temp_dir = temp
         if self.port:
             self.overrides["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        if self.schema_registry_url and "schema.registry.listeners" in self.overrides:
+            self.overrides["schema.registry.listeners"] = self.schema_registry_url
         return self.start()
 
     def __enter__(self) -> EmbeddedBroker:

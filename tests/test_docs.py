@@ -18,7 +18,8 @@
   Unmarked blocks run, page by page in document order, Python in one namespace per page
   (with ``spark``, the suite's session, as in the pyspark shell) and shell with ``bash -euo
   pipefail``, against one embedded broker whose log directory is ``data/kafka-logs`` under
-  the working directory, with ``localhost:9092`` replaced by its address, ``/tmp/`` by a
+  the working directory, with ``localhost:9092`` replaced by its address (and
+  ``http://localhost:8081`` by its Schema Registry's), ``/tmp/`` by a
   temporary directory, and in Python ``"data/kafka-logs"`` by its absolute path (Spark
   resolves a relative path in its planning worker, which runs in the directory the session
   started in, as ``tests/test_readme.py`` does too). The broker holds ``clicks`` (3 partitions, keyed records with
@@ -321,8 +322,10 @@ def docs_broker(tmp_path_factory):
         broker.stop()
 
 
-def _substitute(code: str, servers: str, work: Path, python: bool) -> str:
+def _substitute(code: str, servers: str, work: Path, python: bool, registry: str | None = None) -> str:
     code = code.replace("localhost:9092", servers).replace("/tmp/", f"{work}/tmp/")
+    if registry:  # the broker's Schema Registry
+        code = code.replace("http://localhost:8081", registry)
     if python:  # Spark resolves a relative path in its planning worker, whose directory is the session's
         code = code.replace('"data/kafka-logs"', repr(str(work / "data" / "kafka-logs")))
     return code
@@ -342,7 +345,7 @@ def test_page_blocks_run(page, docs_broker, monkeypatch, capsys) -> None:
         for b in blocks(page):
             if b.lang not in RUNNABLE_LANGS or b.marker is not None:
                 continue
-            code = _substitute(b.code, servers, work, python=b.lang == "python")
+            code = _substitute(b.code, servers, work, python=b.lang == "python", registry=broker.schema_registry_url)
             if b.lang == "python":
                 if re.search(r"\bspark\.", code) and spark is None:
                     from tests.support.spark import get_spark

@@ -7,9 +7,9 @@ top to bottom (arrows point down only)::
 
     spark_kafkalog
     broker.tools
-    broker.client            broker.server   (its coordinator runtime below group/ and txn/)
+    broker.client            broker.server   (its coordinator runtime below group/, txn/, registry/)
     broker.protocol          broker.log
-    broker.record
+    broker.schema            broker.record
 
 Also checked: the graph of the project's modules has no cycle, and the one arrow from
 ``spark_kafkalog`` into ``broker.tools`` is the ``kafkalog`` dispatcher's.
@@ -105,6 +105,18 @@ def test_record_imports_nothing_of_the_project() -> None:
     assert violations("broker.record", ("broker.log", "broker.protocol", "broker.server",
                                         "broker.client", "broker.tools", "broker.config",
                                         "spark_kafkalog")) == []
+
+
+def test_schema_formats_are_sans_io_below_everything_but_record() -> None:
+    assert violations("broker.schema", ("broker.log", "broker.protocol", "broker.server", "broker.client",
+                                        "broker.tools", "broker.config", "spark_kafkalog")) == []
+
+
+def test_the_schema_registry_is_written_on_the_runtime_and_the_schema_formats() -> None:
+    used = {t for m, edges in imports().items() if _within(m, "broker.server.registry") for t, _ in edges}
+    assert any(_within(t, RUNTIME) for t in used) and any(_within(t, "broker.schema") for t in used)
+    assert violations("broker.server.registry", ("broker.server.group", "broker.server.txn",
+                                                 "broker.server.broker", "broker.server.apis")) == []
 
 
 def test_protocol_knows_nothing_of_files_sockets_or_clients() -> None:

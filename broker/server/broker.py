@@ -72,6 +72,7 @@ from broker.server.metadata import TopicManager
 from broker.server.quota.client_quotas import ClientQuotaStore, QuotaManagers
 from broker.server.quota.connection_quotas import ConnectionQuotas
 from broker.server.quota.remote_log_quota import RLMQuotaManager
+from broker.server.registry import RegistryConfig, SchemaRegistry
 from broker.server.security.authorizer import StandardAuthorizer
 from broker.server.security.config import AuthorizerConfig
 from broker.server.security.credentials import CredentialStore
@@ -177,6 +178,8 @@ class KafkaBroker:
         self.telemetry: ClientMetricsManager | None = None
         self.stats: BrokerStats | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
+        self.registry_config = RegistryConfig.from_config(self.config)
+        self.schema_registry: SchemaRegistry | None = None
         self.client_metrics: SubscriptionStore | None = None
         self.authorizer: StandardAuthorizer | None = None
         self.dynamic_config: DynamicBrokerConfig | None = None
@@ -261,6 +264,9 @@ class KafkaBroker:
                 authorizer = StandardAuthorizer(self.authorizer_config, cluster_metadata)
                 self.authorizer = authorizer
                 authorizer.load()
+            if self.registry_config.enabled:
+                self.schema_registry = self._schema_registry(topics, credentials, log_manager)
+                self.schema_registry.startup()  # loads _schemas, then opens its HTTP listeners
             stats = BrokerStats()
             self.stats = stats
             state = ServerState(
@@ -271,7 +277,9 @@ class KafkaBroker:
                 credentials=credentials, quotas=quotas, client_quotas=client_quotas,
                 telemetry=telemetry, client_metrics=client_metrics, stats=stats,
                 txn_coordinator=txn_coordinator, authorizer=self.authorizer,
-                dynamic_config=dynamic_config)
+                dynamic_config=dynamic_config,
+                protected_topics=frozenset({self.schema_registry.protected_topic}) if self.schema_registry else
+                frozenset())
             if self.sasl_gate is not None:
                 state.api_versions = advertised_versions(sasl=True)
             apis = KafkaApis(state)
@@ -308,6 +316,36 @@ class KafkaBroker:
             raise
         log.info("[KafkaServer id=%d] started, listening on %s", self.node_id, self.listener_urls())
 
+    def _schema_registry(self, topics: TopicManager, credentials: CredentialStore,
+                         log_manager: LogManager) -> SchemaRegistry:
+        """The Schema Registry: HTTP Basic against the SASL listeners' PLAIN users and the
+        SCRAM credentials when ``schema.registry.authentication.method`` is BASIC (its
+        default on a broker with a SASL listener); HTTPS from the broker's key store."""
+        method = self.registry_config.authentication
+        gate = self.sasl_gate
+        if method is None:
+            method = "BASIC" if gate is not None else "NONE"
+        plain: dict[str, str] = {}
+        for listener in (gate.listeners.values() if gate is not None else ()):
+            plain.update(listener.plain_users)
+
+        def tls() -> Any:
+            values = listener_ssl_values(self.config, self.props, "SCHEMA_REGISTRY", "SSL")
+            if not values.get("ssl.keystore.location") and not values.get("ssl.keystore.key"):
+                return None
+            return server_context(values, "SCHEMA_REGISTRY")
+
+        return SchemaRegistry(self.registry_config, topics, self.config, authenticate=method == "BASIC",
+                              plain_users=plain, scram=credentials, authorizer=self.authorizer, tls=tls,
+                              scheduler=log_manager.scheduler, on_append=self.watchers.notify)
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The registry's first listener URL (None: no registry)."""
+        if self.schema_registry is None or not self.schema_registry.listeners:
+            return None
+        return self.schema_registry.listeners[0].url
+
     def _topic_config(self, topic: str) -> LogConfig | None:
         return self.topics.log_config(topic) if self.topics is not None else None
 
@@ -329,6 +367,8 @@ class KafkaBroker:
                 self.txn_coordinator.shutdown()
             if self.metrics_endpoint is not None:
                 self.metrics_endpoint.close()
+            if self.schema_registry is not None:
+                self.schema_registry.shutdown()
             if self.quotas is not None:
                 self.quotas.shutdown()  # releases every throttled channel
             if self.remote_log_manager is not None:

@@ -33,6 +33,7 @@ from broker.log.manager_config import define_log_manager_keys
 from broker.log.remote.config import define_remote_storage_keys
 from broker.server.group.config import define_group_keys
 from broker.server.quota.config import define_quota_keys
+from broker.server.registry.config import define_registry_keys
 from broker.server.security.config import define_authorizer_keys, define_sasl_keys
 from broker.server.telemetry.config import define_telemetry_keys
 from broker.server.txn.config import define_transaction_keys
@@ -55,6 +56,7 @@ _OWNERS: tuple[tuple[str, str, Callable[[ConfigDef], ConfigDef]], ...] = (
     ("Transactions", "broker.server.txn.config", define_transaction_keys),
     ("Quotas", "broker.server.quota.config", define_quota_keys),
     ("Telemetry and metrics", "broker.server.telemetry.config", define_telemetry_keys),
+    ("Schema Registry", "broker.server.registry.config", define_registry_keys),
 )
 
 SERVER_CONFIG_SECTIONS: tuple[tuple[str, str, ConfigDef], ...] = tuple(

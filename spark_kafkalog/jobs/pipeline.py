@@ -418,6 +418,8 @@ def run(args: argparse.Namespace, out=sys.stdout, interrupter: Interrupter | Non
             log_dir = broker.log_path
             summary.paths["log dir"] = str(log_dir)
             summary.paths["broker log"] = str(broker.log_file)
+            if broker.schema_registry_url:
+                summary.paths["schema registry"] = broker.schema_registry_url
         summary.paths["checkpoint"] = checkpoint
         ensure_topics(summary.bootstrap_servers, {args.input_topic: args.partitions,
                                                   args.stats_topic: 1, args.purchases_topic: 3})

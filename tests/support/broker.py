@@ -105,6 +105,15 @@ class BrokerProcess:
         self.kill()
         raise RuntimeError(f"broker not ready after {timeout}s: {self.stderr_text()[-3000:]}")
 
+    @property
+    def schema_registry_url(self) -> str:
+        """The URL of the broker's Schema Registry (started with
+        ``schema.registry.listeners``), from the ready line."""
+        m = re.search(r" schema\.registry=([^ ,\s]+)", self.stdout_text())
+        if m is None:
+            raise KeyError(f"no schema registry in {self.stdout_text()!r}")
+        return m.group(1)
+
     def listener_port(self, name: str) -> int:
         """The bound port of listener ``name`` (e.g. SASL_PLAINTEXT), from the ready line."""
         m = re.search(rf"listening on \S*?\b{re.escape(name)}://[^ ,]+:(\d+)", self.stdout_text())

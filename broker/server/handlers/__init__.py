@@ -224,6 +224,8 @@ class ServerState:
     dynamic_config: DynamicBrokerConfig | None = None
     # None: no authorizer, all allowed (handlers/authz.py)
     authorizer: StandardAuthorizer | None = None
+    # topics only the broker writes while a feature runs (the Schema Registry's _schemas)
+    protected_topics: frozenset[str] = frozenset()
 
     @property
     def auto_create_topics(self) -> bool:

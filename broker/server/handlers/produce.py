@@ -126,6 +126,10 @@ def _append(state: ServerState, name: str, index: int, records, version: int) ->
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if name in INTERNAL_TOPICS:  # Kafka's ReplicaManager: only the coordinators write there
         return _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
+    if name in state.protected_topics:  # the Schema Registry's _schemas: only the registry writes there
+        return _partition_error(index, ErrorCode.POLICY_VIOLATION,
+                                f"{name} is written by the broker's Schema Registry only (produce refused while "
+                                "schema.registry.listeners is set)")
     if records is None or len(records) == 0:
         return _partition_error(index, ErrorCode.INVALID_RECORD, "no record batches")
     if version < ZSTD_MIN_PRODUCE_VERSION and _has_zstd(records):
