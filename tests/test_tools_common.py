@@ -80,7 +80,7 @@ def _modules() -> list[str]:
 
 def test_every_tool_is_registered():
     helpers = {"broker.tools.common", "broker.tools.records_format", "broker.tools.log_dumper",
-               "broker.tools.coordinator_decoders", "broker.tools.coordinator_schemas"}
+               "broker.tools.coordinator_decoders", "broker.tools.coordinator_schemas", "broker.tools.schemas_dump"}
     assert set(TOOLS) == set(_modules()) - helpers
 
 

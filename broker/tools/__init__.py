@@ -22,6 +22,8 @@ Owns, one module per tool (``kafkalog <NAME>``, the Kafka tool it follows):
                                        abort hanging transactions)
 - ``get_offsets``       ``get-offsets`` kafka-get-offsets.sh (offsets for a time spec,
                                        earliest-local and latest-tiered included)
+- ``schemas``           ``schemas``    a Schema Registry's subjects, schemas, compatibility
+                                       and modes; export and import (``schemas_dump``)
 
 and what they share: ``common`` (``CliError``, ``parse_key_value``, ``warn``, the
 ``progress`` / ``offset_progress`` bars) and ``records_format`` (the console producer's
@@ -64,4 +66,5 @@ TOOLS: tuple[str, ...] = (
     "broker.tools.acls",
     "broker.tools.transactions",
     "broker.tools.get_offsets",
+    "broker.tools.schemas",
 )
