@@ -294,3 +294,62 @@ def test_dump_log_shows_the_registry_records_readably(registry_broker):
     assert out.returncode == 0, out.stderr
     assert f'"keytype":"SCHEMA","subject":"{subject}","version":1,"magic":1' in out.stdout
     assert '\\"name\\":\\"age\\",\\"type\\":\\"int\\"' in out.stdout  # the schema, a JSON string
+
+
+def _get(broker: BrokerProcess, path: str):
+    with urllib.request.urlopen(f"{broker.schema_registry_url}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_json_schema_references_across_subjects(registry_broker):
+    sr = client(registry_broker)
+    address = json.dumps({"$id": "address.json", "type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]})
+    addr_subject = unique("address")
+    sr.register_schema(addr_subject, Schema(address, "JSON"))
+    person = json.dumps({"type": "object", "properties": {"name": {"type": "string"},
+                                                           "home": {"$ref": "address.json"}}})
+    refs = [SchemaReference("address.json", addr_subject, 1)]
+    pid = sr.register_schema(unique("person-value"), Schema(person, "JSON", refs))
+    assert _get(registry_broker, f"/subjects/{addr_subject}/versions/1/referencedby") == [pid]
+    fetched = _get(registry_broker, f"/schemas/ids/{pid}")
+    assert fetched["schemaType"] == "JSON" and fetched["references"][0]["subject"] == addr_subject
+    # a referenced version cannot be deleted
+    with pytest.raises(SchemaRegistryError) as referenced:
+        sr.delete_version(addr_subject, 1)
+    assert referenced.value.error_code == 42206
+    # the reference must resolve: a $ref to a name with no reference is refused
+    with pytest.raises(SchemaRegistryError) as missing:
+        sr.register_schema(unique("person-value"), Schema(person, "JSON"))
+    assert missing.value.error_code == 42201
+
+
+def test_protobuf_is_answered_as_proto_text_or_serialized(registry_broker):
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    sr = client(registry_broker)
+    proto = ('syntax = "proto3";\npackage kafkalog.fmt;\n\n'
+             'message Reading {\n  double value = 1;\n  string unit = 2;\n}\n')
+    sid = sr.register_schema(unique("reading-value"), Schema(proto, "PROTOBUF"))
+    text = _get(registry_broker, f"/schemas/ids/{sid}")["schema"]
+    assert "message Reading" in text and "double value = 1;" in text
+    serialized = _get(registry_broker, f"/schemas/ids/{sid}?format=serialized")["schema"]
+    fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
+    assert fd.package == "kafkalog.fmt" and [f.name for f in fd.message_type[0].field] == ["value", "unit"]
+    # the serialized form registers as the same schema
+    assert sr.register_schema(unique("reading2-value"), Schema(serialized, "PROTOBUF")) == sid
+    # normalize=true stores the normal form (Confluent's: the Parsing Canonical Form's layout
+    # with defaults and docs kept), one schema for texts that differ only in layout
+    a = json.dumps({"type": "record", "name": "Norm", "namespace": "n.s", "fields": [
+        {"name": "x", "type": "int", "doc": "one", "default": 1}]})
+    b = json.dumps({"fields": [{"default": 1, "type": "int", "doc": "one", "name": "x"}], "type": "record",
+                    "name": "n.s.Norm"})
+    na = sr.register_schema(unique("norm-value"), Schema(a, "AVRO"), normalize_schemas=True)
+    assert sr.register_schema(unique("norm-value"), Schema(b, "AVRO"), normalize_schemas=True) == na
+    from broker.schema import parse_schema
+
+    stored = sr.get_schema(na).schema_str
+    assert stored == parse_schema("AVRO", a).normalize().canonical_string()
+    assert json.loads(stored)["fields"][0]["default"] == 1

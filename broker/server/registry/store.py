@@ -134,6 +134,16 @@ def _json_identity(value: Any) -> str:
     return "" if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _forward_errors(new: ParsedSchema, old: ParsedSchema) -> list[str]:
+    """The breaks of reading data written with ``new`` using ``old``, worded from the
+    registration's side (Avro's breaks name the old schema as the reader, as Confluent's
+    FORWARD messages do)."""
+    incompatibilities = getattr(old, "incompatibilities", None)
+    if incompatibilities is not None and old.schema_type == new.schema_type:
+        return [i.message("old", "new") for i in incompatibilities(new)]
+    return old.backward_errors(new)
+
+
 def _valid_guid(text: str) -> bool:
     try:
         uuid.UUID(text)
@@ -534,7 +544,7 @@ class SchemaStore:
             if level.startswith(("BACKWARD", "FULL")):
                 found += parsed.backward_errors(old)
             if level.startswith(("FORWARD", "FULL")):
-                found += old.backward_errors(parsed)
+                found += _forward_errors(parsed, old)
             errors += [f"{msg} (version {sv.version})" if len(previous) > 1 else msg for msg in found]
         return errors
 
