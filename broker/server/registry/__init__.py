@@ -5,7 +5,6 @@ Avro, Protobuf and JSON Schema schemas here as they do against Confluent's regis
 Modules:
 
     config.py    its broker keys (``schema.registry.listeners``: off unless set, ...)
-    records.py   the ``_schemas`` records, byte for byte as Confluent and Karapace write them
     store.py     ``SchemaStore``: the state, replayed from ``_schemas`` with the coordinator
                  runtime at startup, and its only writer (ids, versions, GUIDs, deletes,
                  configs, modes, compatibility checks)
@@ -18,8 +17,9 @@ CLUSTER resource when the broker has an authorizer; any authenticated principal 
 While the registry runs, clients' produce requests to its topic are refused
 (``protected_topic``): only the registry writes there.
 
-Schema formats live in ``broker.schema`` (sans-IO); this package adds the HTTP and the
-topic. Imports go down: ``broker.schema``, ``broker.server.coordinator``,
+Schema formats and the ``_schemas`` records (``broker.schema.registry_records``, byte for
+byte as Confluent and Karapace write them) live in ``broker.schema`` (sans-IO); this
+package adds the HTTP and the topic. Imports go down: ``broker.schema``, ``broker.server.coordinator``,
 ``broker.server.security``, ``broker.protocol``, ``broker.log``.
 
 Thread-safety: ``startup`` / ``shutdown`` on the broker's lifecycle thread; requests on

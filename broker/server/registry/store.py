@@ -3,8 +3,8 @@ GUIDs, configs and modes, kept in memory and in the ``_schemas`` topic (Confluen
 ``KafkaSchemaRegistry`` and ``KafkaStore``, on one node).
 
 The topic is the truth: every change is first appended to ``_schemas`` (one partition,
-compacted; ``records.py`` has the bytes) through the coordinator runtime's writer, and
-only then applied to the cache, by the same ``_apply`` that replays the topic at startup
+compacted; ``broker.schema.registry_records`` has the bytes) through the coordinator
+runtime's writer, and only then applied to the cache, by the same ``_apply`` that replays the topic at startup
 (``CoordinatorRuntime.startup(self._replay)``). A change the log refuses changes nothing.
 
 The cache:
@@ -41,10 +41,10 @@ from broker.log.clock import SYSTEM_TIME, Time
 from broker.log.scheduler import Scheduler
 from broker.protocol import ErrorCode
 from broker.schema import ParsedSchema, SchemaError, SchemaReference, parse_schema
+from broker.schema import registry_records as rec
 from broker.server.coordinator import CoordinatorRecord, CoordinatorRuntime, InternalTopicSpec, storage_error_map
 from broker.server.coordinator.topic import TopicSource
 from broker.server.errors import ApiError
-from broker.server.registry import records as rec
 from broker.server.registry.config import COMPATIBILITY_LEVELS, MODES, RegistryConfig
 
 log = logging.getLogger(__name__)

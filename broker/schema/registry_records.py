@@ -1,6 +1,8 @@
 """The Schema Registry's records in ``_schemas``: their keys and values, as Confluent's
 registry and Karapace write them, so that a ``_schemas`` topic moves between them and this
-broker with the same ids.
+broker with the same ids. Sans-IO, here rather than beside the registry, so that readers
+of a log directory (the Spark source's direct mode, the tools) decode ``_schemas`` without
+a server.
 
 Keys are compact JSON objects (no spaces), ``keytype`` first, ``magic`` last:
 
