@@ -26,6 +26,15 @@ Behaviour:
   Keys, values and header values are UTF-8; other bytes print as ``\\xNN``. Output is
   flushed after each poll's records; a closed stdout (``| head``) ends the command
   quietly (exit 141).
+- Schema Registry formats, as Confluent's ``kafka-avro-console-consumer`` (and its
+  Protobuf and JSON Schema variants): with ``--property schema.registry.url=URL`` (or
+  ``value.format``, ``key.format``, ``print.schema.ids``) each value, and each key with
+  ``key.format``, is decoded with the writer schema its frame or header names and printed
+  as JSON (``schema_serde.SchemaFormatter``). A record that cannot be decoded is told on
+  stderr (topic, partition, offset, why), not printed, counted and committed like the
+  others; the command then exits 1 at the end (Confluent's tool stops at it). A registry
+  that cannot be reached or refuses the client ends the command in one line, as a
+  broker error does.
 - ``--group G`` (or ``group.id`` in the config) without ``--partition``: the command is a
   member of the group, as Kafka's console consumer (``KafkaConsumer.subscribe``; the
   classic protocol, or KIP-848's with ``--consumer-property group.protocol=consumer``):
@@ -66,10 +75,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import CliError, report_unreachable, unreachable_message, warn
 from .records_format import (
+    FORMATTER_PROPERTIES,
     InterruptGuard,
     MessageFormatter,
     add_bootstrap_argument,
@@ -77,6 +87,11 @@ from .records_format import (
     client_settings,
     key_values,
 )
+
+if TYPE_CHECKING:
+    from .schema_serde import SchemaFormatter
+
+    Formatter = MessageFormatter | SchemaFormatter
 
 NAME = "consume"
 SUMMARY = "print the records of a topic (like kafka-console-consumer.sh)"
@@ -146,7 +161,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="formatter property, Kafka's names: print.timestamp, "
                              "print.partition, print.offset, print.headers, print.key, "
                              "print.value, key.separator, line.separator, "
-                             "headers.separator, null.literal")
+                             "headers.separator, null.literal; and Confluent's Schema "
+                             "Registry ones: schema.registry.url (values printed as JSON), "
+                             "value.format / key.format=avro|protobuf|json|string, "
+                             "print.schema.ids, schema.id.separator, basic.auth.user.info, ...")
     parser.add_argument("--consumer-property", action="append", metavar="K=V",
                         help="a consumer config key (repeatable), e.g. fetch.max.wait.ms=100")
     parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
@@ -172,12 +190,20 @@ def consumer_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     return merged, sources
 
 
-def formatter(args: argparse.Namespace) -> MessageFormatter:
+def formatter(args: argparse.Namespace) -> Formatter:
+    """Kafka's formatter of ``--property`` and the ``--print-*`` flags; over the Schema
+    Registry's deserializers when a property names them (``schema_serde``)."""
     props = key_values(args.property, "--property", strip=False)
     for flag in PRINT_FLAGS:
         if getattr(args, f"print_{flag}"):
             props[f"print.{flag}"] = "true"
-    return MessageFormatter(props)
+    if all(k in FORMATTER_PROPERTIES for k in props):
+        return MessageFormatter(props)
+    from .schema_serde import SchemaFormatter, split_properties
+
+    schema_props, rest = split_properties(props, consumer=True, others=FORMATTER_PROPERTIES)
+    return SchemaFormatter.from_properties(schema_props, MessageFormatter({k: v or "" for k, v in rest.items()}),
+                                           NAME)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -200,7 +226,7 @@ def _group_offsets() -> Any:
                        f"client ({name})") from None
 
 
-def _group_error(exc: BaseException, group: str, servers: str) -> CliError:
+def _group_error(exc: BaseException, group: str | None, servers: str) -> CliError:
     """One line for a failed group call (``GroupsNotSupportedError`` already names the
     broker and the missing API)."""
     return CliError(f"--group {group}: {exc}")
@@ -213,11 +239,31 @@ def run(args: argparse.Namespace) -> int:
 
     check_options(args)
     fmt = formatter(args)
-    settings, sources = consumer_settings(args)
-    cfg = build_config(ConsumerConfig, settings, sources)
-    bound = _Bound(args, cfg)
-    with report_unreachable(NAME, bound.config, bound.ms):
-        return _run(args, cfg, fmt, bound)
+    try:
+        settings, sources = consumer_settings(args)
+        cfg = build_config(ConsumerConfig, settings, sources)
+        bound = _Bound(args, cfg)
+        with report_unreachable(NAME, bound.config, bound.ms):
+            code = _run(args, cfg, fmt, bound)
+    finally:
+        if not isinstance(fmt, MessageFormatter):
+            fmt.close()
+    if code == 0 and not isinstance(fmt, MessageFormatter) and fmt.failures:
+        raise CliError(f"{fmt.failures} record{'s' if fmt.failures != 1 else ''} could not be deserialized "
+                       "(each told above, not printed)")
+    return code
+
+
+def _failure(exc: BaseException) -> CliError:
+    """The one line of an error that ends the loop."""
+    from broker.client.registry_http import SchemaRegistryError, SchemaRegistryUnreachableError
+    from broker.record.errors import DecodeError
+
+    if isinstance(exc, DecodeError):
+        return CliError(f"{exc.__class__.__name__}: {exc}")
+    if isinstance(exc, SchemaRegistryError) and not isinstance(exc, SchemaRegistryUnreachableError):
+        return CliError(f"the Schema Registry refused a request: {exc}")
+    return CliError(str(exc))
 
 
 class _Bound:
@@ -243,12 +289,13 @@ class _Bound:
         return CliError(_unreachable(exc, servers, self))
 
 
-def _run(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, bound: _Bound) -> int:
+def _run(args: argparse.Namespace, cfg: Any, fmt: Formatter, bound: _Bound) -> int:
     from broker.client.consumer import ConsumerNetworkClient, partitions_for
     from broker.client.consumer.offsets import EARLIEST, LATEST, TopicPartition
     from broker.client.consumer.poller import PartitionPoller
     from broker.client.errors import BrokerUnreachableError, KafkaError
     from broker.client.network import now_ms
+    from broker.client.registry_http import SchemaRegistryError
     from broker.record.errors import DecodeError
 
     servers = ",".join(cfg["bootstrap.servers"])
@@ -282,7 +329,7 @@ def _run(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, bound: _Boun
             partitions = [args.partition]
         tps = [TopicPartition(topic, p) for p in partitions]
         default = EARLIEST if cfg["auto.offset.reset"] == "earliest" else LATEST
-        specs: dict[TopicPartition, int] = {tp: default for tp in tps}
+        specs: dict[Any, int] = {tp: default for tp in tps}
         if group_api is not None:
             try:
                 committed = group_api.fetch_committed(client, group, tps, timeout_ms=bound.left())
@@ -336,14 +383,13 @@ def _run(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, bound: _Boun
                 if guard.stop:
                     raise KeyboardInterrupt
     except KeyboardInterrupt:
-        if commit is not None and pending:
+        if commit is not None and pending and poller is not None:
             commit = _first_unprinted({**commit, **poller.positions()}, pending)
         _finish(group_api, cfg, group, commit, count, servers)
         return 130
-    except (KafkaError, DecodeError) as exc:  # commit what was printed, then one line
+    except (KafkaError, DecodeError, SchemaRegistryError) as exc:  # commit what was printed, then one line
         _finish(group_api, cfg, group, commit, count, servers)
-        raise CliError(f"{exc.__class__.__name__}: {exc}" if isinstance(exc, DecodeError)
-                       else str(exc)) from None
+        raise _failure(exc) from None
     finally:
         if poller is not None:
             poller.close()
@@ -352,7 +398,7 @@ def _run(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, bound: _Boun
     return 0
 
 
-def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group: str,
+def _run_member(args: argparse.Namespace, cfg: Any, fmt: Formatter, group: str,
                 servers: str, bound: _Bound) -> int:
     """``--group`` without ``--partition``: a subscribed group member (module docstring)."""
     from broker.client.consumer import ConsumerConfig, TopicPartition
@@ -360,6 +406,7 @@ def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group
     from broker.client.consumer.group_driver import ConsumerRebalanceListener
     from broker.client.errors import KafkaError
     from broker.client.network import now_ms
+    from broker.client.registry_http import SchemaRegistryError
     from broker.record.errors import DecodeError
 
     topic = args.topic
@@ -371,7 +418,7 @@ def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group
     committed: dict[TopicPartition, int] = {}
 
     def commit(only: Any = None) -> None:
-        todo = {tp: o for tp, o in printed.items() if committed.get(tp) != o
+        todo: dict[Any, int] = {tp: o for tp, o in printed.items() if committed.get(tp) != o
                 and (only is None or tp in only)}
         if todo:
             try:
@@ -434,10 +481,9 @@ def _run_member(args: argparse.Namespace, cfg: Any, fmt: MessageFormatter, group
     except KeyboardInterrupt:
         _leave(consumer, commit, count)
         return 130
-    except (KafkaError, DecodeError) as exc:
+    except (KafkaError, DecodeError, SchemaRegistryError) as exc:
         _leave(consumer, commit, count)
-        raise CliError(f"{exc.__class__.__name__}: {exc}" if isinstance(exc, DecodeError)
-                       else str(exc)) from None
+        raise _failure(exc) from None
     except BaseException:
         consumer.close(autocommit=False)
         raise

@@ -20,6 +20,16 @@ Behaviour:
   ``--parse-headers`` (``HEADERS<TAB>KEY<TAB>VALUE``, HEADERS ``k1:v1,k2:v2``) and
   ``--headers-delimiter`` / ``--headers-separator`` / ``--headers-key-separator`` (each
   implies ``--parse-headers``), Kafka's ``parse.headers`` properties.
+- Schema Registry formats, as Confluent's ``kafka-avro-console-producer`` (and its
+  Protobuf and JSON Schema variants): ``--property schema.registry.url=URL`` with
+  ``value.schema`` / ``value.schema.file`` / ``value.schema.id`` (``value.format=avro``,
+  the default, ``protobuf`` or ``json``; keys alike with ``key.*`` and ``parse.key``),
+  ``auto.register``, ``use.latest.version``, ``*.subject.name.strategy``: each line's
+  key and value are then JSON, serialized and framed as Confluent's serializers do
+  (``schema_serde.ProducerSerdes``). The schemas are parsed before anything else and
+  registered (or found) once, after the broker preflight and before the first line is
+  read: a schema the registry refuses stops the command with nothing sent; a line that
+  does not fit its schema stops it like a line without its key separator.
 - Producer settings: ``--producer.config FILE`` (Java properties, e.g.
   conf/producer.properties) < ``--producer-property K=V`` < the dedicated options
   (``--bootstrap-server``, ``--compression``, ``--acks``), each overriding the previous,
@@ -54,6 +64,7 @@ from typing import Any, BinaryIO
 
 from .common import PROGRESS_THRESHOLD_BYTES, CliError, parse_key_value, progress, report_unreachable
 from .records_format import (
+    READER_PROPERTIES,
     InterruptGuard,
     LineError,
     LineParser,
@@ -103,7 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--property", action="append", metavar="K=V",
                         help="line reader property, Kafka's names: parse.key, key.separator, "
                              "parse.headers, headers.delimiter, headers.separator, "
-                             "headers.key.separator, null.marker, ignore.error")
+                             "headers.key.separator, null.marker, ignore.error; and "
+                             "Confluent's Schema Registry ones: schema.registry.url, "
+                             "value.format=avro|protobuf|json, value.schema, value.schema.file, "
+                             "value.schema.id, value.schema.message (key.* alike), auto.register, "
+                             "use.latest.version, value.subject.name.strategy, "
+                             "basic.auth.user.info, ...")
     parser.add_argument("--partition", type=_partition, metavar="N",
                         help="send every record to this partition (default: by key, else "
                              "sticky)")
@@ -148,8 +164,8 @@ def reader_properties(args: argparse.Namespace) -> dict[str, str]:
     return props
 
 
-def record_headers(items: list[str] | None) -> list[tuple[str, bytes]]:
-    out = []
+def record_headers(items: list[str] | None) -> list[tuple[str, bytes | None]]:
+    out: list[tuple[str, bytes | None]] = []
     for item in items or ():
         key, value = parse_key_value(item, "--header")
         out.append((key, value.encode("utf-8")))
@@ -280,7 +296,16 @@ def run(args: argparse.Namespace) -> int:
     from broker.client.producer.config import ProducerConfig
 
     inputs = check_inputs(args.file)
-    parser = LineParser(reader_properties(args))
+    props = reader_properties(args)
+    serdes = None
+    if any(k not in READER_PROPERTIES for k in props):  # a Schema Registry format (schema_serde)
+        from .schema_serde import ProducerSerdes, split_properties
+
+        schema_props, line_props = split_properties(props, consumer=False, others=READER_PROPERTIES)
+        parser = LineParser(line_props)
+        serdes = ProducerSerdes(schema_props, args.topic, parse_key=parser.parse_key)
+    else:
+        parser = LineParser(props)
     common_headers = record_headers(args.header)
     settings, sources = producer_settings(args)
     build_config(ProducerConfig, settings, sources)  # every key checked before connecting
@@ -291,6 +316,14 @@ def run(args: argparse.Namespace) -> int:
         preflight(settings, topic, args.partition)
     except KafkaError as exc:
         raise CliError(str(exc)) from None
+    if serdes is not None:
+        try:
+            serdes.connect()  # registered (or found) before the first record; CliError if refused
+        except BaseException:
+            serdes.close()
+            raise
+    key_serializer = serdes.key if serdes is not None else None
+    value_serializer = serdes.value if serdes is not None else None
     total = sum(os.path.getsize(p) for p in inputs if p != STDIN)
     delivery = _Delivery()
     sent = 0
@@ -327,6 +360,10 @@ def run(args: argparse.Namespace) -> int:
                             line = line[:-1]
                         try:
                             key, value, headers = parser.parse(line)
+                            if key_serializer is not None and key is not None:
+                                key = key_serializer(key)
+                            if value_serializer is not None and value is not None:
+                                value = value_serializer(value)
                         except LineError as exc:
                             bad_line = (f"{_label(path)} line {lineno}: {exc} (nothing after "
                                         f"it was sent; the {sent} record"
@@ -359,6 +396,8 @@ def run(args: argparse.Namespace) -> int:
         send_error = exc
     finally:
         producer.close()  # delivers everything sent (a second Ctrl-C abandons it)
+        if serdes is not None:
+            serdes.close()
     problems = []
     if bad_line is not None:
         problems.append(bad_line)
