@@ -18,7 +18,9 @@ Any content type is accepted on requests (Confluent's, ``application/json``, non
 ``listener.name.schema_registry.ssl.*``), ``ssl.client.auth`` included.
 
 Invariants: a request never takes the server down (every failure is an answer); a
-connection is served by its own daemon thread; ``close()`` stops every listener.
+connection is served by its own daemon thread, closed after ``IDLE_TIMEOUT_S`` without a
+byte (an idle keep-alive connection, or a body that stops arriving); ``close()`` stops
+every listener.
 
 Thread-safety: handlers run on per-connection threads; they share only the API (whose
 store locks) and the authenticator (read-only, over the thread-safe credential store).
@@ -44,6 +46,7 @@ from broker.server.registry.api import RawText, RegistryApi
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+IDLE_TIMEOUT_S = 120  # seconds a connection may sit idle (between requests or inside a body)
 REALM = 'Basic realm="SchemaRegistry"'
 
 
@@ -103,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     server_version = "kafkalog-schema-registry"
+    # an idle keep-alive connection, or a body that stops arriving, frees its thread after this
+    timeout = IDLE_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         log.debug("%s - %s", self.address_string(), format % args)
