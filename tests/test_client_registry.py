@@ -311,7 +311,7 @@ def test_latest_is_cached_for_its_ttl(registry, requests):
         with SchemaRegistryClient({"url": registry.schema_registry_url}) as other:
             other.register_schema(subject, AVRO_V2)
         assert c.get_latest_version(subject).version == 1  # still cached
-        time.sleep(0.6)
+        time.sleep(0.6)  # scenario: the cached latest version expires after its 0.5 s TTL
         assert c.get_latest_version(subject).version == 2
         c.register_schema(subject, AVRO_BREAKING.replace('"string"}]', '"string", "default": ""}]'))
         assert c.get_latest_version(subject).version == 3  # its own register dropped the entry
