@@ -50,6 +50,11 @@ chain applies (``AWS_*`` variables, ``~/.aws``). They land in ``ReadOptions.stor
 (never printed: they hold secrets). Another ``fs.s3a.*`` key is an error, as any unknown
 option.
 
+Typed reads (``valueFormat`` / ``keyFormat`` and the options that go with them) are parsed by
+``formats/options.py`` into ``ReadOptions.formats``; their names are registered here with
+the others, and ``schema.registry.*`` keys pass through to the registry client as
+``kafka.*`` keys pass to the consumer.
+
 Unlike Spark's Kafka source, an unknown option is an error (``KafkaLogOptionError``) that
 names it as Spark passed it (lower-cased: pyspark hands a Python data source its option
 keys lower-cased, the user's spelling is lost) with the closest valid name
@@ -85,6 +90,8 @@ from dataclasses import dataclass, field
 
 from broker.log.storage import S3A_KEYS, is_uri
 from broker.record.limits import INT32_MAX, INT64_MAX, INT64_MIN
+
+from .formats.options import FORMAT_OPTIONS, REGISTRY_PREFIX, FormatOptionError, FormatOptions, parse_format_options
 
 __all__ = [
     "KafkaLogOptionError", "ReadOptions", "Strategy", "OffsetSpec", "parse_options",
@@ -125,7 +132,7 @@ _BATCH_ONLY_OPTIONS = ["kafkalog.snapshot"]
 OPTION_NAMES: dict[str, str] = {
     name.lower(): name
     for name in (_SPARK_OPTIONS + _NETWORK_ONLY_OPTIONS + _STREAMING_ONLY_OPTIONS + _OWN_OPTIONS
-                 + _BATCH_ONLY_OPTIONS + list(S3A_KEYS))
+                 + _BATCH_ONLY_OPTIONS + FORMAT_OPTIONS + list(S3A_KEYS))
 }
 # Object stores direct mode reads through pyarrow (broker.log.storage.open_location).
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
@@ -216,6 +223,8 @@ class ReadOptions:
     commit_offsets_to_group: str | None = None  # kafkalog.commitOffsetsToGroup (network mode)
     # batch queries only: kafkalog.snapshot, the latest value of each key (snapshot.py)
     snapshot: bool = False
+    # valueFormat / keyFormat and the options of typed reads (formats/options.py)
+    formats: FormatOptions = field(default_factory=FormatOptions)
 
     @property
     def mode(self) -> str:
@@ -240,12 +249,15 @@ def _fail(message: str) -> KafkaLogOptionError:
 
 
 def _valid_names() -> str:
-    return ", ".join(sorted(OPTION_NAMES.values(), key=str.lower)) + ", kafka.<consumer config>"
+    return (", ".join(sorted(OPTION_NAMES.values(), key=str.lower)) + ", kafka.<consumer config>, "
+            f"{REGISTRY_PREFIX}<registry client config>")
 
 
-# kafka.* keys a misspelling is most likely meant to be (any other kafka.* key is passed on)
+# kafka.* (and schema.registry.*) keys a misspelling is most likely meant to be (any other
+# kafka.* key is passed on)
 _COMMON_KAFKA_KEYS = ("kafka.bootstrap.servers", "kafka.isolation.level", "kafka.security.protocol",
-                      "kafka.sasl.mechanism", "kafka.sasl.jaas.config", "kafka.group.id")
+                      "kafka.sasl.mechanism", "kafka.sasl.jaas.config", "kafka.group.id",
+                      "schema.registry.url", "schema.registry.basic.auth.user.info")
 
 
 def _unknown_options(unknown: list[str]) -> KafkaLogOptionError:
@@ -457,7 +469,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     both kinds share, for ``load()``; the result's bounds are then a batch read's)."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
     unknown = sorted(str(k) for k in options if str(k).lower() not in OPTION_NAMES
-                     and not str(k).lower().startswith("kafka."))
+                     and not str(k).lower().startswith(("kafka.", REGISTRY_PREFIX)))
     if unknown:
         raise _unknown_options(unknown)
 
@@ -600,6 +612,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
                         "mode): the offsets are committed to the group's coordinator on those brokers; a "
                         "direct-mode query has none")
 
+    try:
+        formats = parse_format_options(opts, log_dir=bool(paths) and bootstrap is None)
+    except FormatOptionError as exc:
+        raise _fail(str(exc)) from None
+
     return ReadOptions(
         strategy=strategy, starting=starting, ending=ending,
         fail_on_data_loss=fail_on_data_loss, min_partitions=min_partitions,
@@ -613,7 +630,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         streaming=bool(streaming), max_offsets_per_trigger=max_offsets if streaming else None,
         min_offsets_per_trigger=min_offsets if streaming else None,
         max_trigger_delay_ms=max_delay_ms, commit_offsets_to_group=commit_group,
-        snapshot=snapshot,
+        snapshot=snapshot, formats=formats,
     )
 
 

@@ -7,7 +7,10 @@ pushdown, streaming) and the detection of pyspark's filter-pushdown planner (see
 Invariants: options are validated at ``load()`` (``schema()``: the rules batch and
 streaming reads share, since pyspark calls it the same way for both) and in full when the
 read is planned (batch) or the streaming query starts; a user-given schema other than the
-fixed one is refused.
+fixed one (or, for a typed read, the one its reader schemas give) is refused. A typed
+read's reader schemas are resolved once, by ``schema()`` at ``load()``, and kept on the
+data source object, which pyspark pickles after that call for every query of the
+DataFrame.
 
 Thread-safety: a data source object is created per query, pickled to the planning
 worker, and never shared.
@@ -38,15 +41,24 @@ def _planning_with_filter_pushdown() -> bool:
     return False
 
 
-def _check_schema(schema, include_headers: bool) -> None:
+def _check_schema(schema, include_headers: bool, typed=None) -> None:
     from .options import KafkaLogOptionError
     from .schema import kafka_schema
 
-    expected = kafka_schema(include_headers)
+    expected = kafka_schema(include_headers) if typed is None else typed.spark_schema(include_headers)
     if schema is not None and schema.jsonValue() != expected.jsonValue():
         raise KafkaLogOptionError(
             f"The kafkalog source has a fixed schema and cannot be set with a custom one: "
             f"expected {expected.simpleString()}, got {schema.simpleString()}")
+
+
+# What a typed read's resolution may raise that the user acts on: a bad option, an
+# unreachable or refusing Schema Registry. Raised again with one frame (see below).
+def _typed_read_errors() -> tuple[type[BaseException], ...]:
+    from broker.client.registry import SchemaRegistryError, SchemaRegistryUnreachableError
+
+    from .options import KafkaLogOptionError
+    return (KafkaLogOptionError, SchemaRegistryError, SchemaRegistryUnreachableError)
 
 
 class KafkaLogDataSource(DataSource):
@@ -68,7 +80,8 @@ class KafkaLogDataSource(DataSource):
               .load("/var/lib/kafka/data"))            # a log dir, a copy or a backup
         df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)")
 
-    Schema (fixed; every field nullable; exactly Spark's Kafka source)::
+    Schema (fixed unless a typed read asks otherwise, below; every field nullable; exactly
+    Spark's Kafka source)::
 
         key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT,
         timestamp TIMESTAMP, timestampType INT
@@ -78,6 +91,23 @@ class KafkaLogDataSource(DataSource):
     ``timestampType`` = 1) milliseconds; ``headers`` is null, not empty, for a record
     without headers; key and value are null when the producer sent null. Control records
     (transaction markers) and records of aborted transactions never appear.
+
+    Typed reads (this source's own; ``spark_kafkalog.formats``, ``docs/spark/formats.md``):
+    ``valueFormat`` / ``keyFormat`` ``string``, ``avro``, ``protobuf`` or ``json`` make the
+    column text or a struct of the reader schema (Spark's ``from_avro`` / ``from_protobuf``
+    types), decoded with a Schema Registry (``schema.registry.url`` and every other
+    ``schema.registry.*`` key of the registry client; in direct mode without it, the log
+    directory's ``_schemas`` topic). Values are framed as Confluent's serializers frame them
+    (id or GUID in front, or in a ``__value_schema_id`` header; ``valueFraming=none``: bare
+    payloads); the subject is ``valueSubject`` or follows ``subject.name.strategy`` (several
+    subjects: a struct with one member per record); the reader schema is ``valueSchema``
+    (``latest`` when the DataFrame is loaded, ``version:N``, ``id:N`` or inline), and every
+    registered version is resolved to it. After Spark's columns come ``keySchemaId`` /
+    ``valueSchemaId`` and, with ``mode=PERMISSIVE`` (the default), ``_corrupt_key`` /
+    ``_corrupt_value`` (``columnNameOfCorruptRecord``): the bytes of what could not be
+    decoded, the typed column being null; ``FAILFAST`` fails naming the topic, partition and
+    offset, ``DROPMALFORMED`` leaves the record out. The same in every mode, batch and
+    streaming (each micro-batch loads the subjects' versions afresh).
 
     Where to read (one, or both for stitched reads):
 
@@ -363,9 +393,27 @@ class KafkaLogDataSource(DataSource):
         from .options import KafkaLogOptionError, parse_options
         from .schema import kafka_schema
         try:  # pyspark calls schema() alike for read and readStream: only the shared rules here
-            return kafka_schema(parse_options(self.options, streaming=None).include_headers)
+            options = parse_options(self.options, streaming=None)
+            if options.formats.typed:
+                return self._typed_read(options).spark_schema(options.include_headers)
+            return kafka_schema(options.include_headers)
         except KafkaLogOptionError as error:
             raise error.with_traceback(None) from None
+
+    def _typed_read(self, options):
+        """The reader schemas of a typed read (``formats.registry.TypedRead``), resolved once:
+        by ``schema()`` when the DataFrame is loaded (pyspark pickles this object after that
+        call, so every later query of the DataFrame reads with the same schemas), or here
+        when a user-given schema skipped ``schema()``."""
+        typed = getattr(self, "_kafkalog_typed", None)
+        if typed is None:
+            from .formats.registry import resolve_typed_read
+
+            try:
+                typed = self._kafkalog_typed = resolve_typed_read(options)
+            except _typed_read_errors() as error:
+                raise error.with_traceback(None) from None
+        return typed
 
     def reader(self, schema) -> DataSourceReader:
         from .options import KafkaLogOptionError, parse_options
@@ -373,12 +421,13 @@ class KafkaLogDataSource(DataSource):
 
         try:
             options = parse_options(self.options)
-            _check_schema(schema, options.include_headers)
+            typed = self._typed_read(options) if options.formats.typed else None
+            _check_schema(schema, options.include_headers, typed)
         except KafkaLogOptionError as error:
             raise error.with_traceback(None) from None
         if _planning_with_filter_pushdown():
-            return KafkaLogPushdownReader(options)
-        return KafkaLogBatchReader(options)
+            return KafkaLogPushdownReader(options, typed)
+        return KafkaLogBatchReader(options, typed)
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         from .options import KafkaLogOptionError, parse_options
@@ -386,10 +435,11 @@ class KafkaLogDataSource(DataSource):
 
         try:
             options = parse_options(self.options, streaming=True)
-            _check_schema(schema, options.include_headers)
+            typed = self._typed_read(options) if options.formats.typed else None
+            _check_schema(schema, options.include_headers, typed)
         except KafkaLogOptionError as error:
             raise error.with_traceback(None) from None
-        return KafkaLogStreamReader(options)
+        return KafkaLogStreamReader(options, typed)
 
     # The same for the sink's driver-side checks: a bad option or column, and an unreachable
     # cluster (BrokerUnreachableError, or a TLS / SASL failure), found before any task runs.

@@ -174,6 +174,42 @@ SOURCE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "fs.s3a.aws.credentials.provider": ("string", "read, stream",
                                         "Direct mode on S3: Hadoop's provider class name "
                                         "(`...AnonymousAWSCredentialsProvider`: public buckets)."),
+    "valueFormat": ("binary, string, avro, protobuf or json", "read, stream",
+        "How `value` is read: `binary` (Spark's column, unchanged), UTF-8 `string`, or a struct "
+        "of a Schema Registry schema ([typed reads](../spark/formats.md))."),
+    "keyFormat": ("binary, string, avro, protobuf or json", "read, stream",
+        "How `key` is read, as `valueFormat`."),
+    "valueFraming": ("confluent or none", "read, stream",
+        "`confluent`: Confluent's wire format (magic byte and schema id or GUID, Protobuf's "
+        "message indexes, or the id in a `__value_schema_id` header); `none`: the bare payload, "
+        "written with the reader schema."),
+    "keyFraming": ("confluent or none", "read, stream",
+        "As `valueFraming`, for the key."),
+    "valueSubject": ("string", "read, stream",
+        "The subject(s) of the value's reader schema, comma-separated (several: a struct with one"
+        " member per record). Default: from `subject.name.strategy`."),
+    "keySubject": ("string", "read, stream",
+        "As `valueSubject`, for the key."),
+    "subject.name.strategy": ("TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy", "read, stream",
+        "How subjects are named (Confluent's strategies): `<topic>-value`, the record's full "
+        "name, or `<topic>-<record full name>`."),
+    "valueSchema": ("latest, version:N, id:N or a schema", "read, stream",
+        "The value's reader schema: the subject's latest version when the DataFrame is loaded, a "
+        "version, a schema id, or the schema's text."),
+    "keySchema": ("latest, version:N, id:N or a schema", "read, stream",
+        "As `valueSchema`, for the key."),
+    "valueMessageName": ("string", "read, stream",
+        "Protobuf: the reader schema's message (default: the record name under the record "
+        "strategies, else the file's first message)."),
+    "keyMessageName": ("string", "read, stream",
+        "As `valueMessageName`, for the key."),
+    "mode": ("PERMISSIVE, FAILFAST or DROPMALFORMED", "read, stream",
+        "Typed reads: an undecodable key or value is null with its bytes in the corrupt-record "
+        "column, fails the query naming topic, partition and offset, or is left out."),
+    "columnNameOfCorruptRecord": ("string", "read, stream",
+        "The value's corrupt-record column in PERMISSIVE mode (the key's is `_corrupt_key`)."),
+    "recursive.fields.max.depth": ("int", "read, stream",
+        "-1: a recursive schema is refused; 1..10: read to that depth (Spark's option)."),
 }
 
 # Type and meaning of each option of the sink (spark_kafkalog.writers.common).
@@ -234,6 +270,11 @@ def _source_defaults() -> dict[str, str]:
         "kafkalog.commitoffsetstogroup": opt(stream.commit_offsets_to_group),
         "maxbytesperbatch": f"{batch.max_bytes_per_batch} ({batch.max_bytes_per_batch // 2**20} MiB)",
         "kafkalog.snapshot": opt(batch.snapshot),
+        "valueformat": batch.formats.value.format, "keyformat": batch.formats.key.format,
+        "valueframing": batch.formats.value.framing, "keyframing": batch.formats.key.framing,
+        "subject.name.strategy": batch.formats.strategy, "valueschema": "latest", "keyschema": "latest",
+        "mode": batch.formats.mode, "columnnameofcorruptrecord": batch.formats.value.corrupt_column,
+        "recursive.fields.max.depth": str(batch.formats.recursive_depth),
     }
     return {name: known.get(key, "none") for key, name in OPTION_NAMES.items()}
 
@@ -292,6 +333,9 @@ def spark_options_page() -> str:
             "[client configuration](client-config.md)), e.g. `kafka.bootstrap.servers`, "
             "`kafka.isolation.level`, `kafka.security.protocol`. Refused, as in Spark:", ""]
     out += [f"- {code('kafka.' + key)}: {text(message)}" for key, message in sorted(SOURCE_REFUSED.items())]
+    out += ["", "`schema.registry.<key>`: a Schema Registry client setting for typed reads, passed as "
+            "`<key>` (`schema.registry.url`, `schema.registry.basic.auth.user.info`, "
+            "`schema.registry.ssl.ca.location`, ...); an unknown key is refused."]
     out += ["", "## Writing: `df.write` and `df.writeStream`", "",
             "`kafka.bootstrap.servers` is required; the rows' columns are Spark's Kafka sink's "
             "(`value`; optional `key`, `topic`, `partition`, `headers`, `timestamp`).", ""]

@@ -62,15 +62,21 @@ def brief_cluster_errors(method: _F) -> _F:
     """For the driver's planning calls (``partitions``, ``initialOffset``, ...): an
     unreachable cluster (``BrokerUnreachableError``, which names the source's option) or a
     TLS / SASL failure is raised again with one frame, this one, instead of the client's
-    calls: pyspark prints the traceback of a planning error inside its own message."""
+    calls: pyspark prints the traceback of a planning error inside its own message. The same
+    for a typed read's Schema Registry (unreachable, or refusing) and its option errors, met
+    when each batch's schemas are loaded."""
 
     @functools.wraps(method)
     def planning(*args, **kwargs):
         from broker.client.errors import AuthenticationError, BrokerUnreachableError
+        from broker.client.registry import SchemaRegistryError, SchemaRegistryUnreachableError
+
+        from ..options import KafkaLogOptionError
 
         try:
             return method(*args, **kwargs)
-        except (BrokerUnreachableError, AuthenticationError) as error:
+        except (BrokerUnreachableError, AuthenticationError, SchemaRegistryUnreachableError, SchemaRegistryError,
+                KafkaLogOptionError) as error:
             raise error.with_traceback(None) from None
 
     return planning  # type: ignore[return-value]

@@ -3,8 +3,9 @@
 Owns: ``KafkaLogInputPartition`` (one offset range of one topic-partition: what a task
 reads), ``KafkaLogBatchReader`` (plans on the driver through ``planning.plan_ranges``,
 reads on the executors through the mode's ``RangeReader`` and converts with
-``schema.SparkBatchBuilder``) and ``KafkaLogPushdownReader``, the same reader with
-``pushFilters`` (pyspark >= 4.1).
+``schema.SparkBatchBuilder``, or ``formats.decode.TypedBatchBuilder`` for a typed read:
+``valueFormat`` / ``keyFormat``, whose catalog of schemas each input partition carries) and
+``KafkaLogPushdownReader``, the same reader with ``pushFilters`` (pyspark >= 4.1).
 
 Why two classes: pyspark refuses a reader that overrides ``pushFilters`` while
 ``spark.sql.python.filterPushdown.enabled`` is false (DATA_SOURCE_PUSHDOWN_DISABLED), and
@@ -40,47 +41,72 @@ from ..pushdown import PushedFilters
 from . import brief_cluster_errors
 
 __all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader",
-           "input_partitions", "read_input_partition"]
+           "input_partitions", "read_input_partition", "batch_builder"]
 
 
 class KafkaLogInputPartition(InputPartition):
     """Offsets [start, end) of ``topic``-``partition``; in stitched mode ``pieces`` says
-    where each part is read (``readers.stitched.stitch``), else None."""
+    where each part is read (``readers.stitched.stitch``), else None; for a typed read
+    ``schemas`` holds the topic's reader schemas and the catalog of writer schemas
+    (``formats.registry.PartitionSchemas``), else None."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int,
-                 pieces: tuple | None = None) -> None:
+                 pieces: tuple | None = None, schemas=None) -> None:
         super().__init__((topic, partition, start, end))
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
         self.pieces = pieces
+        self.schemas = schemas
 
 
-def input_partitions(options: ReadOptions, reader, ranges) -> list[InputPartition]:
+def input_partitions(options: ReadOptions, reader, ranges, typed=None) -> list[InputPartition]:
     """The input partitions of planned ``ranges`` (with their stitched pieces): each a
-    ``KafkaLogInputPartition``."""
+    ``KafkaLogInputPartition``; for a typed read (``typed``: ``formats.registry.TypedRead``)
+    with the schemas of its topic, loaded now."""
     from . import range_pieces
 
+    schemas = typed.partition_schemas(r.topic for r in ranges) if typed is not None else {}
     out: list[InputPartition] = [
-        KafkaLogInputPartition(r.topic, r.partition, r.start, r.end, pieces)
+        KafkaLogInputPartition(r.topic, r.partition, r.start, r.end, pieces, schemas.get(r.topic))
         for r, pieces in zip(ranges, range_pieces(options, reader, ranges), strict=True)]
     return out
 
 
 def read_input_partition(options: ReadOptions, partition: KafkaLogInputPartition) -> Iterator:
-    """The decoded batches of one input partition, whatever the mode."""
+    """The decoded batches of one input partition, whatever the mode (with the headers too
+    when a typed read may find schema ids in them)."""
     from . import read_range
 
+    if options.formats.typed:
+        from ..formats.decode import range_options
+
+        options = range_options(options)
     return read_range(options, partition.topic, partition.partition, partition.start, partition.end,
                       getattr(partition, "pieces", None))
+
+
+def batch_builder(options: ReadOptions, typed, partition: KafkaLogInputPartition):
+    """What turns the partition's decoded batches into rows: ``schema.SparkBatchBuilder``,
+    or ``formats.decode.TypedBatchBuilder`` for a typed read. Its ``build`` may return a
+    batch without rows (DROPMALFORMED)."""
+    if typed is None:
+        from ..schema import SparkBatchBuilder
+
+        return SparkBatchBuilder(partition.topic, partition.partition, options.include_headers)
+    from ..formats.decode import TypedBatchBuilder
+
+    return TypedBatchBuilder(options, typed, getattr(partition, "schemas", None), partition.topic,
+                             partition.partition)
 
 
 class KafkaLogBatchReader(DataSourceReader):
     """Reads the ranges ``plan_ranges`` plans (no filter pushdown)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed=None) -> None:
         self.options = options
+        self.typed = typed  # formats.registry.TypedRead of a typed read, else None
         self.filters = PushedFilters()
 
     @brief_cluster_errors
@@ -91,7 +117,7 @@ class KafkaLogBatchReader(DataSourceReader):
         reader = open_offset_reader(self.options)
         try:
             ranges = plan_ranges(self.options, reader, self.filters)
-            return input_partitions(self.options, reader, ranges)
+            return input_partitions(self.options, reader, ranges, self.typed)
         finally:
             close = getattr(reader, "close", None)
             if close is not None:
@@ -100,9 +126,7 @@ class KafkaLogBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator:
         if not isinstance(partition, KafkaLogInputPartition):
             return  # no range planned: pyspark sends one InputPartition(None)
-        from ..schema import SparkBatchBuilder
-
-        builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
+        builder = batch_builder(self.options, self.typed, partition)
         filters = self.filters if self.filters.needs_row_filter else None
         batches = read_input_partition(self.options, partition)
         if self.options.snapshot:
@@ -116,7 +140,9 @@ class KafkaLogBatchReader(DataSourceReader):
             if filters is not None:
                 decoded = decoded.filter(filters.row_mask(decoded))
             if decoded.num_rows:
-                yield builder.build(decoded)
+                rows = builder.build(decoded)
+                if rows.num_rows:
+                    yield rows
 
 
 class KafkaLogPushdownReader(KafkaLogBatchReader):

@@ -5,7 +5,10 @@ Owns: ``KafkaLogStreamReader``: ``spark.readStream.format("kafkalog")`` in direc
 admission control and data-loss rules of Spark's ``KafkaMicroBatchStream``. Offsets are
 resolved on the driver through the mode's ``planning.OffsetReader``; each micro-batch is
 split and read exactly as a batch read (``planning.stream_ranges`` ->
-``KafkaLogInputPartition`` -> the mode's ``RangeReader`` -> ``schema.SparkBatchBuilder``).
+``KafkaLogInputPartition`` -> the mode's ``RangeReader`` -> ``schema.SparkBatchBuilder``, or
+``formats.decode.TypedBatchBuilder`` for a typed read, whose catalog of writer schemas is
+loaded afresh when each micro-batch is planned, so a schema version registered while the
+query runs is decoded from the next micro-batch on).
 
 Offsets (what Spark writes to the checkpoint's offset log and hands back on restart):
 Spark's ``KafkaSourceOffset`` JSON, ``{"topic": {"0": 42, "1": 7}}``, the next offset to
@@ -82,7 +85,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ..options import ReadOptions
 from . import brief_cluster_errors
-from .batch import KafkaLogInputPartition, input_partitions, read_input_partition
+from .batch import KafkaLogInputPartition, batch_builder, input_partitions, read_input_partition
 
 __all__ = ["KafkaLogStreamReader"]
 
@@ -100,8 +103,9 @@ def _offsets(offset: dict) -> dict:
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of the ``kafkalog`` source (see the module docstring)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed=None) -> None:
         self.options = options
+        self.typed = typed  # formats.registry.TypedRead of a typed read, else None
         self._network = None           # network mode: NetworkOffsetReader kept for the query
         self._initial: dict | None = None   # resolved startingOffsets (new queries)
         self._target: dict | None = None    # Trigger.AvailableNow: the offsets not to pass
@@ -235,7 +239,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         with self._offset_reader() as reader:
             ranges = stream_ranges(self.options, reader, begin, until)
-            return input_partitions(self.options, reader, ranges)
+            return input_partitions(self.options, reader, ranges, self.typed)
 
     def commit(self, end: dict) -> None:
         """The offsets live in Spark's checkpoint. With ``kafkalog.commitOffsetsToGroup``
@@ -266,9 +270,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator:
         if not isinstance(partition, KafkaLogInputPartition):
             return
-        from ..schema import SparkBatchBuilder
-
-        builder = SparkBatchBuilder(partition.topic, partition.partition, self.options.include_headers)
+        builder = batch_builder(self.options, self.typed, partition)
         for decoded in read_input_partition(self.options, partition):
             if decoded.num_rows:
-                yield builder.build(decoded)
+                rows = builder.build(decoded)
+                if rows.num_rows:
+                    yield rows
