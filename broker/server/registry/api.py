@@ -52,7 +52,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from broker.schema import SCHEMA_TYPES, SchemaError, SchemaReference
-from broker.server.registry.store import Registered, RegistryError, SchemaStore, StoredSchema
+from broker.server.registry.store import Registered, RegistryError, SchemaStore, StoredSchema, schema_json
 
 log = logging.getLogger(__name__)
 
@@ -128,23 +128,6 @@ def _schema_type(obj: Mapping[str, Any]) -> str:
         raise RegistryError(422, 42201, f"Invalid schema: unknown schema type {kind!r}; use one of "
                             f"{', '.join(SCHEMA_TYPES)}")
     return kind.upper()
-
-
-def _schema_json(s: StoredSchema, text: str, *, with_id: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if with_id:
-        out["id"] = s.id
-    out["guid"] = s.guid
-    if s.schema_type != "AVRO":
-        out["schemaType"] = s.schema_type
-    if s.references:
-        out["references"] = [r.to_json() for r in s.references]
-    if s.metadata is not None:
-        out["metadata"] = s.metadata
-    if s.rule_set is not None:
-        out["ruleSet"] = s.rule_set
-    out["schema"] = text
-    return out
 
 
 class RegistryApi:
@@ -304,7 +287,7 @@ class RegistryApi:
 
     def get_by_id(self, schema_id: str, q: Mapping[str, str], body: bytes) -> Answer:
         s = self._by_id(schema_id, q)
-        out = _schema_json(s, self._formatted(s, q.get("format")))
+        out = schema_json(s, self._formatted(s, q.get("format")))
         if _flag(q, "fetchMaxId"):
             out["maxId"] = self.store.max_id
         return 200, out
@@ -315,7 +298,7 @@ class RegistryApi:
 
     def get_by_guid(self, guid: str, q: Mapping[str, str], body: bytes) -> Answer:
         s = self.store.schema_by_guid(guid)
-        return 200, _schema_json(s, self._formatted(s, q.get("format")), with_id=True)
+        return 200, schema_json(s, self._formatted(s, q.get("format")), with_id=True)
 
     def get_by_guid_schema(self, guid: str, q: Mapping[str, str], body: bytes) -> Answer:
         s = self.store.schema_by_guid(guid)

@@ -112,20 +112,28 @@ class Registered:
     deleted: bool = False
 
     def to_json(self, *, schema_text: str | None = None) -> dict[str, Any]:
-        s = self.schema
-        out: dict[str, Any] = {"subject": self.subject, "version": self.version, "id": s.id, "guid": s.guid}
-        if s.schema_type != "AVRO":
-            out["schemaType"] = s.schema_type
-        if s.references:
-            out["references"] = [r.to_json() for r in s.references]
-        if s.metadata is not None:
-            out["metadata"] = s.metadata
-        if s.rule_set is not None:
-            out["ruleSet"] = s.rule_set
-        out["schema"] = s.schema if schema_text is None else schema_text
+        out: dict[str, Any] = {"subject": self.subject, "version": self.version}
+        out.update(schema_json(self.schema, self.schema.schema if schema_text is None else schema_text, with_id=True))
         if self.deleted:
             out["deleted"] = True
         return out
+
+
+def schema_json(s: StoredSchema, text: str, *, with_id: bool = False) -> dict[str, Any]:
+    """A schema's fields as the API answers them (``schemaType`` left out for AVRO, empty
+    references, metadata and rule set left out)."""
+    out: dict[str, Any] = {"id": s.id} if with_id else {}
+    out["guid"] = s.guid
+    if s.schema_type != "AVRO":
+        out["schemaType"] = s.schema_type
+    if s.references:
+        out["references"] = [r.to_json() for r in s.references]
+    if s.metadata is not None:
+        out["metadata"] = s.metadata
+    if s.rule_set is not None:
+        out["ruleSet"] = s.rule_set
+    out["schema"] = text
+    return out
 
 
 def _json_identity(value: Any) -> str:
@@ -718,5 +726,5 @@ class SchemaStore:
             return number
 
 
-__all__ = ["PARTITION", "Registered", "RegistryError", "SchemaStore", "StoredSchema", "SubjectVersion",
+__all__ = ["PARTITION", "Registered", "RegistryError", "SchemaStore", "StoredSchema", "SubjectVersion", "schema_json",
            "registry_topic_spec"]
