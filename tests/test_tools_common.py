@@ -80,7 +80,8 @@ def _modules() -> list[str]:
 
 def test_every_tool_is_registered():
     helpers = {"broker.tools.common", "broker.tools.records_format", "broker.tools.log_dumper",
-               "broker.tools.coordinator_decoders", "broker.tools.coordinator_schemas", "broker.tools.schemas_dump"}
+               "broker.tools.coordinator_decoders", "broker.tools.coordinator_schemas", "broker.tools.schemas_dump",
+               "broker.tools.schema_serde"}
     assert set(TOOLS) == set(_modules()) - helpers
 
 
