@@ -45,6 +45,8 @@ SLOW_FILES = (
     "test_security_acls.py", "test_reliability_crash_loops.py", "test_stitched_read.py",
     "test_reliability_faults.py", "test_docs.py", "test_tiered_storage_s3.py", "test_spark_stream_sink.py",
     "test_spark_first_hour.py", "test_connection_errors.py", "test_spark_thread_write.py",
+    "test_spark_typed_read.py", "test_spark_typed_read_formats.py", "test_spark_typed_read_stream.py",
+    "test_tools_schemas.py", "test_tools_schema_console.py", "test_registry_confluent.py",
 )
 
 
