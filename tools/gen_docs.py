@@ -227,6 +227,31 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
                                        "ids (and of a stream's marker groups)."),
     "checkpointLocation": ("string", "Spark's own (streaming): the query's checkpoint directory."),
     "queryName": ("string", "Spark's own (streaming, `DataStreamWriter.queryName`): ignored by the sink."),
+    "valueFormat": ("string", "`avro`, `protobuf` or `json`: the `value` column (a struct, or any type its schema "
+                              "takes) is encoded with a Schema Registry writer schema, framed the Confluent way; "
+                              "`binary` / `string` (default): written as it is. See "
+                              "[typed writes](../spark/formats.md#typed-writes)."),
+    "keyFormat": ("string", "As `valueFormat`, for the `key` column (subject `<topic>-key`)."),
+    "valueFraming": ("string", "`confluent` (default: magic byte 0 and the schema id) or `none` (the bare payload; "
+                               "with an inline `valueSchema`)."),
+    "keyFraming": ("string", "As `valueFraming`, for the key."),
+    "valueSubject": ("string", "The subject of the value's writer schema (default: from `subject.name.strategy`)."),
+    "keySubject": ("string", "The subject of the key's writer schema."),
+    "subject.name.strategy": ("string", "`TopicNameStrategy` (default: `<topic>-value`), `RecordNameStrategy` or "
+                                        "`TopicRecordNameStrategy`."),
+    "valueSchema": ("string", "The value's writer schema: `latest` (default: derived from the column's type, or "
+                              "the subject's latest version when it maps to that type), `version:N`, `id:N` or "
+                              "the schema's text."),
+    "keySchema": ("string", "As `valueSchema`, for the key."),
+    "valueMessageName": ("string", "Protobuf: the writer schema's message (full name; default the first)."),
+    "keyMessageName": ("string", "As `valueMessageName`, for the key."),
+    "auto.register.schemas": ("boolean", "Register the writer schema under its subject (default true; a 409 of "
+                                         "the registry fails the write before any record is sent); false: it must "
+                                         "be registered already."),
+    "use.latest.version": ("boolean", "Write with the subject's latest version (default false; Protobuf needs it "
+                                      "or a `valueSchema`)."),
+    "recordName": ("string", "The derived Avro record's name (default `topLevelRecord`, as Spark's `to_avro`)."),
+    "recordNamespace": ("string", "The derived Avro record's namespace (default empty)."),
 }
 
 
@@ -290,6 +315,9 @@ def _sink_defaults() -> tuple[dict[str, str], dict[str, str]]:
         "kafkalog.writebatchheaders": str(opts.write_batch_headers).lower(),
         "kafkalog.exactlyonce": str(opts.exactly_once).lower(),
         "kafkalog.transactionalidprefix": opts.transactional_id_prefix,
+        "valueformat": "binary", "keyformat": "binary", "valueframing": "confluent", "keyframing": "confluent",
+        "subject.name.strategy": "TopicNameStrategy", "valueschema": "latest", "keyschema": "latest",
+        "auto.register.schemas": "true", "use.latest.version": "false", "recordname": "topLevelRecord",
     }
     defaults = {name: known.get(key, "none") for key, name in WRITE_OPTION_NAMES.items()}
     producer = {k: opts.producer_config[k] for k in SINK_PRODUCER_DEFAULTS}
@@ -349,6 +377,8 @@ def spark_options_page() -> str:
             + ", ".join(code(f"kafka.{k}={v}") for k, v in sorted(producer_defaults.items()))
             + ". Refused:", ""]
     out += [f"- {code('kafka.' + key)}: {text(message)}" for key, message in sorted(SINK_REFUSED.items())]
+    out += ["", "`schema.registry.<key>`: a Schema Registry client setting for typed writes (`valueFormat` / "
+            "`keyFormat` avro, protobuf or json), as for typed reads."]
     return "\n".join(out) + "\n"
 
 

@@ -68,6 +68,11 @@ Options:
 ``kafkalog.transactionalIdPrefix`` (default ``kafkalog-sink``)
     The prefix of the tasks' transactional ids (and of the streams' marker groups).
 ``checkpointLocation``: Spark's own (streaming).
+``valueFormat`` / ``keyFormat`` (avro, protobuf, json) and the options with them
+    Typed writes: the ``value`` / ``key`` column (a struct, or any type its schema takes)
+    is encoded with a writer schema resolved (and registered) on the driver before any
+    task starts (``spark_kafkalog.formats.write_schema``, ``formats.encode``; see "Typed
+    writes" in docs/spark/formats.md).
 
 Unreachable cluster: ``make_writer`` and ``make_stream_writer`` run on the driver
 (pyspark calls ``make_stream_writer`` before each micro-batch's tasks, and again to commit
@@ -165,9 +170,10 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     opts = parse_write_options(options)
     if opts.exactly_once:  # this save()'s id, in its tasks' transactional ids
         opts = dataclasses.replace(opts, write_id=uuid.uuid4().hex[:12])
-    writer = KafkaLogArrowWriter(opts, sink_columns(schema, opts))
+    columns = sink_columns(schema, opts)
     check_reachable(opts)  # once, on the driver, before any task starts
-    return writer
+    opts = _with_writer_schemas(opts, schema)  # registered before any task sends a record
+    return KafkaLogArrowWriter(opts, columns)
 
 
 def make_stream_writer(options: Mapping[str, str], schema: StructType,
@@ -177,10 +183,20 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType,
     whole result table)."""
     from .stream import KafkaLogStreamArrowWriter
     opts = parse_write_options(options)
-    writer = KafkaLogStreamArrowWriter(opts, sink_columns(schema, opts), complete_mode=overwrite)
+    columns = sink_columns(schema, opts)
     if not _to_commit_or_abort():
         check_reachable(opts)  # once per query start, on the driver, before any task starts
-    return writer
+        opts = _with_writer_schemas(opts, schema)
+    return KafkaLogStreamArrowWriter(opts, columns, complete_mode=overwrite)
+
+
+def _with_writer_schemas(opts: WriteOptions, schema: StructType) -> WriteOptions:
+    """``opts`` with the typed columns' writer schemas resolved (and registered, a 409
+    failing the write here: ``formats.write_schema``), when valueFormat / keyFormat ask."""
+    if opts.typed is None:
+        return opts
+    from ..formats.write_schema import resolve_typed_write
+    return dataclasses.replace(opts, encoding=resolve_typed_write(opts.typed, schema, opts.topic))
 
 
 def _to_commit_or_abort() -> bool:

@@ -9,7 +9,11 @@ Owns:
   the producer settings are checked by building a ``ProducerConfig`` (no network).
 * ``SinkColumns`` / ``sink_columns``: the input schema checked against Spark's Kafka sink
   rules (``KafkaWriter.validateQuery``) plus the ``timestamp`` column (CreateTime); any
-  other column is an error naming it and its type. Both run when Spark asks the data
+  other column is an error naming it and its type. With ``valueFormat`` / ``keyFormat`` avro, protobuf or
+  json (``formats.write_schema``: parsed with the options, ``WriteOptions.typed``), the
+  ``value`` / ``key`` column may be of any type: ``write_batch`` encodes it with the writer
+  schema resolved on the driver (``WriteOptions.encoding``, ``formats.encode``) before
+  sending. Both run when Spark asks the data
   source for a writer, on the driver, so a bad query fails before any record is sent.
 * ``KafkaLogCommitMessage`` / ``WrittenRange``: what a task wrote, per topic-partition
   (first and last offset, count), with the producer id and epoch, the Spark partition and
@@ -58,6 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from ..formats.write_schema import WRITE_FORMAT_OPTIONS
+
 if TYPE_CHECKING:  # heavy imports stay inside functions (pyspark loads this in every worker)
     import pyarrow as pa
     from pyspark.sql.types import StructType
@@ -97,9 +103,11 @@ KAFKA_PREFIX = "kafka."
 # checkpointLocation and queryName: Spark passes them to the sink with the user's options
 # (DataStreamWriter.queryName() lands here too); the sink keeps checkpointLocation (the
 # exactly-once driver reads the query id there) and ignores queryName.
+# The typed-write options (valueFormat, keyFormat, ..., formats/write_schema.py) are the
+# sink's too, and so is every schema.registry.* key (the registry client's settings).
 WRITE_OPTION_NAMES: dict[str, str] = {
     name.lower(): name for name in (OPT_TOPIC, OPT_BATCH_HEADERS, OPT_EXACTLY_ONCE, OPT_TXN_ID_PREFIX,
-                                    "checkpointLocation", "queryName")
+                                    "checkpointLocation", "queryName", *WRITE_FORMAT_OPTIONS)
 }
 
 _REFUSED_KAFKA = {
@@ -148,6 +156,11 @@ class WriteOptions:
     # Spark's checkpointLocation of a stream (passed with the options): the driver reads the
     # query id from its metadata file when no task of a micro-batch finished (exactly_once.py)
     checkpoint_location: str | None = None
+    # valueFormat / keyFormat avro, protobuf or json: the typed-write options
+    # (formats.write_schema.TypedWriteOptions; None: the columns are written as they are) and,
+    # set on the driver by make_writer, the columns' writer schemas (TypedWrite)
+    typed: Any = field(default=None, repr=False)
+    encoding: Any = field(default=None, repr=False)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -185,6 +198,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     batch_headers = exactly_once = False
     prefix = DEFAULT_TXN_ID_PREFIX
     producer: dict[str, str] = {}
+    typed_options: dict[str, str] = {}
     for raw_key, value in options.items():
         key = raw_key.lower()
         if key.startswith(KAFKA_PREFIX):
@@ -204,12 +218,16 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                 raise KafkaLogWriteError(f"option {OPT_TXN_ID_PREFIX} must not be empty")
         elif key == "checkpointlocation":
             checkpoint = str(value)
+        elif key in WRITE_OPTION_NAMES or key.startswith("schema.registry."):
+            typed_options[key] = value
         elif key == "path":
             raise KafkaLogWriteError(
                 f"the kafkalog sink writes through Kafka brokers (kafka.bootstrap.servers), "
                 f"not to a path: remove the path {value!r} (save() takes none)")
         elif key not in WRITE_OPTION_NAMES:
             raise _unknown_option(raw_key)
+    from ..formats.write_schema import parse_typed_write_options
+    typed = parse_typed_write_options(typed_options)
     if not producer.get("bootstrap.servers", "").strip():
         raise KafkaLogWriteError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
@@ -226,7 +244,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         raise KafkaLogWriteError(f"option kafka.{e.key}: {e}{what}") from None
     return WriteOptions(topic=topic, producer_config=dict(producer),
                         write_batch_headers=batch_headers, exactly_once=exactly_once,
-                        transactional_id_prefix=prefix, checkpoint_location=checkpoint)
+                        transactional_id_prefix=prefix, checkpoint_location=checkpoint, typed=typed)
 
 
 # -- reachability ----------------------------------------------------------------------------
@@ -338,11 +356,14 @@ def sink_columns(schema: StructType, options: WriteOptions) -> SinkColumns:
                                  + ", ".join(f"{f.name} {f.dataType.simpleString()}"
                                              for f in schema.fields) + ")")
     v = found["value"]
-    if not isinstance(schema.fields[v].dataType, (StringType, BinaryType)):
+    typed = options.typed
+    if (typed is None or not typed.typed(False)) and not isinstance(schema.fields[v].dataType,
+                                                                     (StringType, BinaryType)):
         raise KafkaLogWriteError(f"value attribute type must be a string or binary, "
                                  f"but column {col(v)!r} is {typ(v)}")
     k = found.get("key")
-    if k is not None and not isinstance(schema.fields[k].dataType, (StringType, BinaryType)):
+    if k is not None and (typed is None or not typed.typed(True)) \
+            and not isinstance(schema.fields[k].dataType, (StringType, BinaryType)):
         raise KafkaLogWriteError(f"key attribute type must be a string or binary, "
                                  f"but column {col(k)!r} is {typ(k)}")
     t = found.get("topic")
@@ -686,6 +707,13 @@ class _TaskWriter:
         c = self.columns
         get = (lambda i: None if i is None else batch.column(i))
         values, keys = get(c.value), get(c.key)
+        encoding = self.options.encoding
+        if encoding is not None:  # valueFormat / keyFormat: the columns' framed payloads
+            from ..formats.encode import encode_column
+            if encoding.value is not None:
+                values = encode_column(values, encoding.value)
+            if encoding.key is not None and keys is not None:
+                keys = encode_column(keys, encoding.key)
         headers, timestamps, partitions = get(c.headers), get(c.timestamp), get(c.partition)
         if partitions is not None and c.partition is not None:  # the one implies the other
             if partitions.null_count < n and pc.min(partitions).as_py() < 0:
