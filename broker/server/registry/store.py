@@ -186,7 +186,7 @@ class SchemaStore:
         self.max_id = 0
         self._by_text: dict[tuple, int] = {}  # (type, stored text, references, metadata, rule set) -> id
         self._parsed: dict[int, ParsedSchema] = {}
-        self._canonical_indexed = False
+        self._unindexed: set[int] = set()  # ids not yet in _by_canonical (parsed on the first miss)
         self._by_canonical: dict[tuple, int] = {}
 
     # --- lifecycle ---
@@ -231,7 +231,7 @@ class SchemaStore:
                 self.schemas[sv.id] = stored
                 self.guids[sv.guid] = sv.id
                 self._by_text[self._text_identity(stored)] = sv.id
-                self._canonical_indexed = False
+                self._unindexed.add(sv.id)
             self.max_id = max(self.max_id, sv.id)
             versions[key.version] = SubjectVersion(key.subject, key.version, sv.id, sv.deleted)
         elif kind == rec.CONFIG:
@@ -295,15 +295,14 @@ class SchemaStore:
         found = self._by_text.get(self._text_identity(candidate))
         if found is not None:
             return found
-        if not self._canonical_indexed:  # schemas loaded from a dump: index their canonical form once
-            self._by_canonical = {}
-            for sid, s in self.schemas.items():
+        if self._unindexed:  # schemas stored as another registry wrote them: their canonical form, once each
+            for sid in sorted(self._unindexed):
                 try:
                     text = self.parsed(sid).canonical_string()
                 except Exception:  # noqa: BLE001 - a stored schema this broker cannot parse is not a match
                     continue
-                self._by_canonical[self._text_identity(replace(s, schema=text))] = sid
-            self._canonical_indexed = True
+                self._by_canonical[self._text_identity(replace(self.schemas[sid], schema=text))] = sid
+            self._unindexed.clear()
         return self._by_canonical.get(self._text_identity(candidate))
 
     # --- references ---
