@@ -24,6 +24,15 @@ Examples::
     kafkalog export --topic clicks --format parquet --output /tmp/clicks --path data/kafka-logs
     kafkalog export --topic a,b --format csv --binary-encoding base64 --output out \\
         --bootstrap-servers localhost:9092 --ending-offsets '{"a":{"0":100},"b":{"0":-1}}'
+    kafkalog export --topic users --format parquet --output /tmp/users --value-format avro \\
+        --key-format string --bootstrap-servers localhost:9092 \\
+        --schema-registry-url http://localhost:8081 --option mode=DROPMALFORMED
+
+Typed keys and values: --value-format / --key-format / --schema-registry-url are the
+source's valueFormat / keyFormat / schema.registry.url (its other typed-read options,
+schema.registry.basic.auth.user.info, valueSubject, mode, ..., through --option; one
+given both ways is an error). Parquet and JSON lines keep a typed value as a nested
+struct; CSV writes a struct, array or map as JSON text.
 
 The file is also the script ``spark-submit`` runs, with the same arguments and behaviour
 (``spark-submit spark_kafkalog/cli/export_cmd.py --topic clicks ...``; ``python`` on the
@@ -58,6 +67,7 @@ def _positive_int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from spark_kafkalog.formats.options import FORMATS as FIELD_FORMATS
     from spark_kafkalog.jobs.export import BINARY_ENCODINGS, FORMATS, MODES
 
     parser.add_argument("--topic", action="append", required=True, metavar="TOPIC",
@@ -93,10 +103,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how key, value and header values become text: utf8 (default "
                              "for csv and json), base64 or hex; Parquet keeps bytes unless "
                              "this is given")
+    parser.add_argument("--value-format", choices=FIELD_FORMATS, metavar="FMT",
+                        help="read the value as binary (default), string, avro, protobuf or "
+                             "json (Schema Registry framing); Parquet and JSON keep a typed "
+                             "value as a nested struct, CSV writes it as JSON text; adds "
+                             "_corrupt_value (PERMISSIVE mode) and, for avro, protobuf and "
+                             "json, valueSchemaId")
+    parser.add_argument("--key-format", choices=FIELD_FORMATS, metavar="FMT",
+                        help="read the key as binary (default), string, avro, protobuf or json")
+    parser.add_argument("--schema-registry-url", metavar="URL",
+                        help="the Schema Registry of avro, protobuf and json keys and values "
+                             "(direct mode without it: the log directory's _schemas); other "
+                             "settings with --option schema.registry.KEY=VALUE")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the kafkalog reader (repeatable), e.g. "
                              "failOnDataLoss=false, kafka.isolation.level=read_committed, "
-                             "startingTimestamp=1700000000000")
+                             "startingTimestamp=1700000000000, mode=DROPMALFORMED, "
+                             "schema.registry.basic.auth.user.info=USER:PASSWORD")
     parser.add_argument("--master", metavar="URL",
                         help="Spark master when the command builds its own session "
                              "(default local[*]; under spark-submit, spark-submit's)")
@@ -122,6 +145,11 @@ def run(args: argparse.Namespace) -> int:
         if any(k.lower() == "minpartitions" for k in options):
             raise CliError("give --partitions or --option minPartitions=N, not both")
         options["minPartitions"] = str(args.partitions)
+    for flag, key in (("--value-format", "valueFormat"), ("--key-format", "keyFormat"),
+                      ("--schema-registry-url", "schema.registry.url")):
+        if (getattr(args, flag[2:].replace("-", "_")) is not None
+                and any(k.lower() == key.lower() for k in options)):
+            raise CliError(f"give {flag} or --option {key}=..., not both")
     local = _local_output(args.output)
     if args.mode == "errorifexists" and local is not None and os.path.exists(local):
         raise CliError(f"--output {args.output} already exists: use --mode overwrite or "
@@ -131,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
                            path=args.path if args.path is None or len(args.path) > 1 else args.path[0],
                            starting_offsets=args.starting_offsets,
                            ending_offsets=args.ending_offsets,
-                           include_headers=args.include_headers, options=options)
+                           include_headers=args.include_headers, options=options,
+                           value_format=args.value_format, key_format=args.key_format,
+                           schema_registry_url=args.schema_registry_url)
     except ExportError as exc:
         raise CliError(str(exc)) from None
 

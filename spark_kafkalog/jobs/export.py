@@ -28,6 +28,22 @@ or line breaks quoted; leading and trailing spaces kept) and holds ``headers`` a
 string ``[{"key":"k","value":"v"},...]``; JSON lines hold them as an array of objects.
 Timestamps are written by Spark's own formatters (ISO 8601 in the session time zone).
 
+Typed keys and values: ``value_format`` / ``key_format`` (``binary``, the default,
+``string``, ``avro``, ``protobuf``, ``json``) and ``schema_registry_url`` are the source's
+``valueFormat`` / ``keyFormat`` / ``schema.registry.url`` (``docs/spark/formats.md``); the
+source's other typed-read options (``schema.registry.*``, ``valueSubject``,
+``valueSchema``, ``mode``, ...) go in ``options``. Giving one both as an argument and in
+``options`` is an error. A typed column keeps its Spark type: Parquet and JSON lines hold a
+struct as a struct (nested records, arrays, maps, timestamps kept; JSON lines as nested
+objects, every field written, nulls as ``null``), CSV, which cannot hold one, gets the
+struct, array or map as JSON text (Spark's ``to_json``, null fields written), a string
+stays a string. The columns the typed read adds after Spark's Kafka ones (and after
+``headers``) are exported too, in the source's order: ``keySchemaId`` / ``valueSchemaId``
+(int) and, in PERMISSIVE mode, the corrupt-record columns (``_corrupt_key``,
+``_corrupt_value``: the undecodable bytes, encoded as ``key`` and ``value`` are under
+``binary_encoding``). In direct mode the schemas come from the registry when a URL is
+given, else from the log directory's ``_schemas`` partition (the source's rule).
+
 Which offsets: ``starting_offsets`` / ``ending_offsets`` are Spark's ``startingOffsets`` /
 ``endingOffsets`` (``earliest``/``latest`` or per-partition JSON); ``options`` go to the
 reader as they are (``failOnDataLoss``, ``kafka.*``, ``startingTimestamp``,
@@ -82,7 +98,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_kafkalog.planning import OffsetRange
 
@@ -112,6 +128,11 @@ _BOUND_KEYS = {"startingtimestamp", "endingtimestamp", "startingoffsetsbytimesta
                "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy"}
 
 
+# The typed-read options the arguments of ``plan_export`` set (argument -> reader option).
+_FORMAT_ARGUMENTS = {"value_format": "valueFormat", "key_format": "keyFormat",
+                     "schema_registry_url": "schema.registry.url"}
+
+
 class ExportError(Exception):
     """The export could not be done; the message is one line for the user."""
 
@@ -124,7 +145,9 @@ class ExportPlan:
     mode: str                        # "network", "direct" or "stitched"
     source: str                      # bootstrap servers or log directories, for messages
     ranges: tuple[OffsetRange, ...]
-    reader_options: Mapping[str, str]
+    # what the read is given (kafka.sasl.jaas.config, schema.registry.basic.auth.user.info,
+    # ...): kept out of the plan's repr, which a log or a traceback may show
+    reader_options: Mapping[str, str] = field(repr=False)
     include_headers: bool
     min_partitions: int | None
     max_records_per_partition: int | None
@@ -200,9 +223,12 @@ def _offsets_option(value, name: str) -> str:
 def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = None,
                 path: str | Sequence[str] | None = None, starting_offsets="earliest",
                 ending_offsets="latest", include_headers: bool = False,
-                options: Mapping[str, str] | None = None) -> ExportPlan:
+                options: Mapping[str, str] | None = None, value_format: str | None = None,
+                key_format: str | None = None,
+                schema_registry_url: str | None = None) -> ExportPlan:
     """Resolve what to read (see the module docstring); raises ``ExportError``. Needs no
-    Spark: the source's planner runs here, against the log directory or the cluster."""
+    Spark: the source's planner runs here, against the log directory or the cluster (the
+    typed-read options are validated, the registry is not asked before the read)."""
     from broker.client.errors import BrokerUnreachableError, KafkaError
     from broker.log.storage import is_uri
     from spark_kafkalog.errors import KafkaDataLossError
@@ -221,6 +247,19 @@ def plan_export(topics: str | Sequence[str], *, bootstrap_servers: str | None = 
         if argument is not None:
             raise ExportError(f"option {key!r} is set by the export's {argument} argument")
         opts[str(key)] = "" if value is None else str(value)
+    given = {"value_format": value_format, "key_format": key_format,
+             "schema_registry_url": schema_registry_url}
+    for argument, setting in given.items():
+        if setting is None:
+            continue
+        option = _FORMAT_ARGUMENTS[argument]
+        if any(k.lower() == option.lower() for k in opts):
+            raise ExportError(f"option {option!r} is also given by the export's {argument} "
+                              "argument: give one of them")
+        text = str(setting).strip()
+        if not text:
+            raise ExportError(f"{argument} is empty")
+        opts[option] = text.lower() if argument != "schema_registry_url" else text
     if include_headers:
         opts = {k: v for k, v in opts.items() if k.lower() != "includeheaders"}
         opts["includeHeaders"] = "true"
@@ -316,8 +355,11 @@ def default_min_partitions(total_offsets: int, parallelism: int) -> int | None:
 # --- the Spark job ---
 
 def output_columns(df, fmt: str, binary_encoding: str | None, include_headers: bool):
-    """``df`` (the source's rows) with the columns ``fmt`` gets (module docstring)."""
+    """``df`` (the source's rows) with the columns ``fmt`` gets (module docstring): binary
+    columns encoded, typed ones kept (CSV: structs, arrays and maps as JSON text), the
+    typed read's extra columns after the Kafka ones."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
 
     encoding = binary_encoding or (None if fmt == "parquet" else "utf8")
 
@@ -330,7 +372,17 @@ def output_columns(df, fmt: str, binary_encoding: str | None, include_headers: b
             return F.base64(col)
         return F.lower(F.hex(col))
 
-    columns = [encode(F.col("key")).alias("key"), encode(F.col("value")).alias("value"),
+    types = {f.name: f.dataType for f in df.schema.fields}
+
+    def typed(name: str):
+        dtype = types[name]
+        if isinstance(dtype, BinaryType):
+            return encode(F.col(name)).alias(name)
+        if fmt == "csv" and isinstance(dtype, (StructType, ArrayType, MapType)):
+            return F.to_json(F.col(name), {"ignoreNullFields": "false"}).alias(name)
+        return F.col(name)
+
+    columns = [typed("key"), typed("value"),
                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp"),
                F.col("timestampType")]
     if include_headers:
@@ -341,6 +393,9 @@ def output_columns(df, fmt: str, binary_encoding: str | None, include_headers: b
         if fmt == "csv":
             headers = F.to_json(headers, {"ignoreNullFields": "false"})
         columns.append(headers.alias("headers"))
+    kafka = {"key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+             "headers"}
+    columns += [typed(name) for name in df.columns if name not in kafka]
     return df.select(*columns)
 
 
@@ -636,15 +691,20 @@ def export(spark, *, topics: str | Sequence[str], fmt: str, output: str,
            starting_offsets="earliest", ending_offsets="latest",
            options: Mapping[str, str] | None = None, mode: str = "errorifexists",
            include_headers: bool = False, binary_encoding: str | None = None,
-           progress: ProgressCallback | None = None) -> ExportResult:
+           progress: ProgressCallback | None = None, value_format: str | None = None,
+           key_format: str | None = None,
+           schema_registry_url: str | None = None) -> ExportResult:
     """Export ``topics`` (a name, a comma list or a sequence) from a cluster
     (``bootstrap_servers``) or a log directory (``path``) to ``output`` as ``fmt``
-    (``parquet``, ``csv``, ``json``); see the module docstring. Raises ``ExportError``."""
+    (``parquet``, ``csv``, ``json``), the key and value read as ``key_format`` /
+    ``value_format``; see the module docstring. Raises ``ExportError``."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     plan = plan_export(topics, bootstrap_servers=bootstrap_servers, path=path,
                        starting_offsets=starting_offsets, ending_offsets=ending_offsets,
-                       include_headers=include_headers, options=options)
+                       include_headers=include_headers, options=options,
+                       value_format=value_format, key_format=key_format,
+                       schema_registry_url=schema_registry_url)
     return run_export(spark, plan, fmt=fmt, output=output, mode=mode,
                       binary_encoding=binary_encoding, progress=progress)
 
