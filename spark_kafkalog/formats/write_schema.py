@@ -71,8 +71,8 @@ from .registry import CatalogEntry
 if TYPE_CHECKING:
     from .sources import SchemaSource
 
-__all__ = ["WRITE_FORMAT_OPTIONS", "TypedWriteOptions", "parse_typed_write_options", "to_avro_schema",
-           "to_json_schema", "FieldEncoding", "TypedWrite", "resolve_typed_write"]
+__all__ = ["WRITE_FORMAT_OPTIONS", "TypedWriteError", "TypedWriteOptions", "parse_typed_write_options",
+           "to_avro_schema", "to_json_schema", "FieldEncoding", "TypedWrite", "resolve_typed_write"]
 
 # The typed-write options (user spellings); schema.registry.* besides.
 SHARED_OPTIONS = ("valueFormat", "keyFormat", "valueFraming", "keyFraming", "valueSubject", "keySubject",
@@ -82,9 +82,13 @@ WRITE_FORMAT_OPTIONS = SHARED_OPTIONS + WRITE_ONLY_OPTIONS
 DEFAULT_RECORD_NAME = "topLevelRecord"
 
 
+class TypedWriteError(ValueError):
+    """A typed-write option or writer schema that cannot be used; the sink raises it as its
+    ``KafkaLogWriteError`` (``writers``), so this module never imports the writers."""
+
+
 def _error(message: str) -> Exception:
-    from ..writers.common import KafkaLogWriteError
-    return KafkaLogWriteError(message)
+    return TypedWriteError(message)
 
 
 @dataclass(frozen=True)

@@ -195,8 +195,11 @@ def _with_writer_schemas(opts: WriteOptions, schema: StructType) -> WriteOptions
     failing the write here: ``formats.write_schema``), when valueFormat / keyFormat ask."""
     if opts.typed is None:
         return opts
-    from ..formats.write_schema import resolve_typed_write
-    return dataclasses.replace(opts, encoding=resolve_typed_write(opts.typed, schema, opts.topic))
+    from ..formats.write_schema import TypedWriteError, resolve_typed_write
+    try:
+        return dataclasses.replace(opts, encoding=resolve_typed_write(opts.typed, schema, opts.topic))
+    except TypedWriteError as exc:
+        raise KafkaLogWriteError(str(exc)) from None
 
 
 def _to_commit_or_abort() -> bool:

@@ -12,25 +12,25 @@ Owns:
   other column is an error naming it and its type. With ``valueFormat`` / ``keyFormat`` avro, protobuf or
   json (``formats.write_schema``: parsed with the options, ``WriteOptions.typed``), the
   ``value`` / ``key`` column may be of any type: ``write_batch`` encodes it with the writer
-  schema resolved on the driver (``WriteOptions.encoding``, ``formats.encode``) before
-  sending. Both run when Spark asks the data
+  schema resolved on the driver (``WriteOptions.encoding``, ``columnar.encode_typed_columns``)
+  before sending. Both run when Spark asks the data
   source for a writer, on the driver, so a bad query fails before any record is sent.
 * ``KafkaLogCommitMessage`` / ``WrittenRange``: what a task wrote, per topic-partition
   (first and last offset, count), with the producer id and epoch, the Spark partition and
   attempt, and, in a streaming query, the micro-batch id and query id.
-* ``write_task``: the body of a task, shared by both writers (with
-  ``kafkalog.exactlyOnce`` the writers call ``exactly_once.write_task_transactional``
-  instead, which reuses ``_TaskWriter`` with a transactional producer): one idempotent
-  ``KafkaProducer`` per task, the Arrow batches handed to ``send_arrow`` column-wise (no
-  Python object per row), a flush before returning, and one INFO line on the executor
-  saying what the attempt wrote. When the writer itself fails (a producer error, a null
-  topic) it logs at WARNING (one line, the error included), and adds as a note to the
+* ``write_task``: the body of a task, shared by both writers (with ``kafkalog.exactlyOnce``
+  the writers call ``exactly_once.write_task_transactional`` instead, which reuses
+  ``_TaskWriter`` with a transactional producer): one idempotent ``KafkaProducer`` per task,
+  the Arrow batches handed to ``send_arrow`` column-wise (no Python object per row; the
+  column work is ``writers.columnar``'s), a flush before returning, and one INFO line on the
+  executor saying what the attempt wrote. When the writer itself fails (a producer error, a
+  null topic) it logs at WARNING (one line, the error included), and adds as a note to the
   exception, what the attempt had already written, then re-raises; an unreachable cluster
   (``BrokerUnreachableError``) is raised naming the sink's option (``no broker of X
   reachable (connection refused); waited 3000 ms (kafka.max.block.ms)``), without the
-  client's frames (``sink_named_unreachable``). (When the task fails upstream of the
-  writer, pyspark ends the writer's input as if it were complete: the writer then flushes
-  what it got and logs its INFO line, and Spark discards its commit message.)
+  client's frames (``sink_named_unreachable``). (When the task fails upstream of the writer,
+  pyspark ends the writer's input as if it were complete: the writer then flushes what it
+  got and logs its INFO line, and Spark discards its commit message.)
 * ``check_reachable``: the driver's preflight, before any task starts: when none of the
   bootstrap servers answers (or TLS / SASL fails), the write fails once, from the driver,
   with the same error, instead of from every task.
@@ -63,6 +63,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..formats.write_schema import WRITE_FORMAT_OPTIONS
+from .columnar import BATCH_HEADER_KEYS, encode_typed_columns
+from .columnar import BatchHeaders as _BatchHeaders
+from .columnar import binary_bytes as _binary_bytes
+from .columnar import runs as _runs
 
 if TYPE_CHECKING:  # heavy imports stay inside functions (pyspark loads this in every worker)
     import pyarrow as pa
@@ -226,8 +230,11 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                 f"not to a path: remove the path {value!r} (save() takes none)")
         elif key not in WRITE_OPTION_NAMES:
             raise _unknown_option(raw_key)
-    from ..formats.write_schema import parse_typed_write_options
-    typed = parse_typed_write_options(typed_options)
+    from ..formats.write_schema import TypedWriteError, parse_typed_write_options
+    try:
+        typed = parse_typed_write_options(typed_options)
+    except TypedWriteError as exc:
+        raise KafkaLogWriteError(str(exc)) from None
     if not producer.get("bootstrap.servers", "").strip():
         raise KafkaLogWriteError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
@@ -501,12 +508,6 @@ def abort_summary(messages: Sequence[KafkaLogCommitMessage | None],
 
 # -- the task ------------------------------------------------------------------------------
 
-# Keys of the headers added with kafkalog.writeBatchHeaders=true; values are UTF-8 text.
-# (queryId, batchId) name the micro-batch (absent in a batch write), partition and attempt
-# the Spark task, seq the row's position in the task's input (0-based).
-BATCH_HEADER_KEYS = ("kafkalog.queryId", "kafkalog.batchId", "kafkalog.partition",
-                     "kafkalog.attempt", "kafkalog.seq")
-
 # How long a failing task keeps delivering what it had queued, so that its report of
 # what was written is exact (the records are duplicates-to-be either way).
 FAILURE_FLUSH_SECONDS = 10.0
@@ -559,89 +560,6 @@ class _Ranges:
     @property
     def records(self) -> int:
         return sum(v[2] for v in self.parts.values())
-
-
-def _binary_bytes(col: pa.Array) -> int:
-    """Payload bytes of a binary/string column (offsets difference; nulls are 0)."""
-    import pyarrow as pa
-    if col is None or len(col) == 0 or pa.types.is_null(col.type):
-        return 0
-    if isinstance(col, pa.ChunkedArray):
-        return sum(_binary_bytes(c) for c in col.chunks)
-    import numpy as np
-    large = pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)
-    width = np.dtype(np.int64 if large else np.int32)
-    offs = np.frombuffer(col.buffers()[1], width, count=len(col) + 1, offset=col.offset * width.itemsize)
-    return int(offs[-1] - offs[0])
-
-
-class _BatchHeaders:
-    """Builds the kafkalog.* header lists of the rows (see BATCH_HEADER_KEYS) and merges
-    them after the rows' own headers, column-wise."""
-
-    def __init__(self, info: TaskInfo) -> None:
-        import pyarrow as pa
-        keys, consts = [], []
-        if info.batch_id is not None:
-            keys += [BATCH_HEADER_KEYS[0], BATCH_HEADER_KEYS[1]]
-            consts += [(info.query_id or "").encode(), str(info.batch_id).encode()]
-        keys += [BATCH_HEADER_KEYS[2], BATCH_HEADER_KEYS[3], BATCH_HEADER_KEYS[4]]
-        consts += [str(info.partition).encode(), str(info.attempt).encode()]
-        self.k = len(keys)
-        self.keys = pa.array(keys, pa.string())
-        self.consts = pa.array(consts, pa.binary())
-        self.type = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
-                                                             pa.field("value", pa.binary())])))
-
-    def build(self, seq_start: int, n: int, user: pa.Array | None) -> pa.Array:
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        k, nc = self.k, len(self.consts)
-        seq = pc.cast(pa.array(np.arange(seq_start, seq_start + n, dtype=np.int64)), pa.string())
-        values_pool = pa.concat_arrays([self.consts, seq.cast(pa.binary())])
-        # Row i's own headers: index nc + i for seq, 0..nc-1 for the constants.
-        per_row = np.empty((n, k), np.int64)
-        per_row[:, :nc] = np.arange(nc)
-        per_row[:, nc] = nc + np.arange(n)
-        flat_vals = values_pool.take(pa.array(per_row.ravel()))
-        flat_keys = self.keys.take(pa.array(np.tile(np.arange(k), n)))
-        ours = pa.StructArray.from_arrays([flat_keys, flat_vals],
-                                          fields=list(self.type.value_type))
-        if user is None or user.null_count == len(user):
-            offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
-            return pa.ListArray.from_arrays(offsets, ours, type=self.type)
-        # Merge: row i = its own headers (nulls: none), then ours.
-        if isinstance(user, pa.ChunkedArray):
-            user = user.combine_chunks()
-        uoffs = user.offsets.to_numpy().astype(np.int64)
-        valid = np.ones(n, bool) if user.null_count == 0 else user.is_valid().to_numpy(zero_copy_only=False)
-        ulen = np.diff(uoffs) * valid
-        total = ulen + k
-        out_offs = np.zeros(n + 1, np.int64)
-        np.cumsum(total, out=out_offs[1:])
-        ufl = user.values.cast(self.type.value_type)
-        idx = np.empty(int(out_offs[-1]), np.int64)
-        row_of = np.repeat(np.arange(n), total)
-        pos_in_row = np.arange(idx.size) - out_offs[:-1][row_of]
-        is_user = pos_in_row < ulen[row_of]
-        idx[is_user] = uoffs[:-1][row_of[is_user]] + pos_in_row[is_user]
-        ours_pos = pos_in_row[~is_user] - ulen[row_of[~is_user]]
-        idx[~is_user] = len(ufl) + row_of[~is_user] * k + ours_pos
-        merged = pa.concat_arrays([ufl, ours]).take(pa.array(idx))
-        return pa.ListArray.from_arrays(pa.array(out_offs.astype(np.int32)), merged, type=self.type)
-
-
-def _runs(mask: Any) -> list[tuple[int, int, bool]]:
-    """Maximal runs [start, end) of equal values of a boolean numpy array."""
-    import numpy as np
-    n = mask.size
-    if n == 0:
-        return []
-    change = np.flatnonzero(mask[1:] != mask[:-1]) + 1
-    starts = np.concatenate(([0], change))
-    ends = np.concatenate((change, [n]))
-    return [(int(s), int(e), bool(mask[s])) for s, e in zip(starts, ends)]
 
 
 class _TaskWriter:
@@ -707,13 +625,8 @@ class _TaskWriter:
         c = self.columns
         get = (lambda i: None if i is None else batch.column(i))
         values, keys = get(c.value), get(c.key)
-        encoding = self.options.encoding
-        if encoding is not None:  # valueFormat / keyFormat: the columns' framed payloads
-            from ..formats.encode import encode_column
-            if encoding.value is not None:
-                values = encode_column(values, encoding.value)
-            if encoding.key is not None and keys is not None:
-                keys = encode_column(keys, encoding.key)
+        if self.options.encoding is not None:  # valueFormat / keyFormat: the framed payloads
+            values, keys = encode_typed_columns(values, keys, self.options.encoding)
         headers, timestamps, partitions = get(c.headers), get(c.timestamp), get(c.partition)
         if partitions is not None and c.partition is not None:  # the one implies the other
             if partitions.null_count < n and pc.min(partitions).as_py() < 0:
