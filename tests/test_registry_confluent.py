@@ -15,12 +15,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaReference,
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -226,6 +232,31 @@ def test_the_avro_serializer_round_trips_through_the_broker(registry_broker):
     de = AvroDeserializer(client(registry_broker))
     assert _round_trip(registry_broker, topic, ser, de, values) == values
     assert sr.get_latest_version(f"{topic}-value").schema.schema_type == "AVRO"
+
+
+def test_a_record_name_strategy_producer_and_a_default_deserializer(registry_broker):
+    """The producer registers under the record's name (RecordNameStrategy); the consumer's
+    deserializer, on its default strategy, asks for the id with ``?subject=<topic>-value``,
+    a subject that does not hold it. As Confluent's registry, the subject names the context
+    to look in (the default one here), not a filter: the schema is found. A subject of
+    another context finds nothing."""
+    sr = client(registry_broker)
+    topic = unique("by-record")
+    values = [{"name": f"user{i}", "age": i} for i in range(5)]
+    ser = AvroSerializer(sr, USER_V1, conf={"subject.name.strategy": record_subject_name_strategy})
+    de = AvroDeserializer(client(registry_broker))
+    assert _round_trip(registry_broker, topic, ser, de, values) == values
+    schema_id = sr.get_latest_version("com.example.User").schema_id
+    base = registry_broker.schema_registry_url
+    for path in (f"/schemas/ids/{schema_id}?subject={topic}-value", f"/schemas/ids/{schema_id}?subject=none",
+                 f"/schemas/ids/{schema_id}/schema?subject=none"):
+        with urllib.request.urlopen(base + path, timeout=10) as answer:
+            assert answer.status == 200, path
+    with urllib.request.urlopen(f"{base}/schemas/ids/{schema_id}/subjects?subject=none", timeout=10) as answer:
+        assert "com.example.User" in json.loads(answer.read())
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(f"{base}/schemas/ids/{schema_id}?subject=:.other:x", timeout=10)
+    assert raised.value.code == 404 and json.loads(raised.value.read())["error_code"] == 40403
 
 
 def test_the_json_serializer_round_trips_through_the_broker(registry_broker):

@@ -69,6 +69,18 @@ class RawText:
 Answer = tuple[int, Any]
 
 
+def _default_context(schema_id: str, q: Mapping[str, str]) -> None:
+    """Confluent's ``?subject=`` on the by-id routes names the context to find the id in,
+    not a filter: an id is found in the subject's context even when that subject does not
+    hold it (a deserializer asks with ``<topic>-value`` for an id a RecordNameStrategy
+    producer registered under the record's name). This registry has the default context
+    only: an id is found for any subject of it, and for none of another context
+    (``:.ctx:subject``)."""
+    subject = q.get("subject") or ""
+    if subject.startswith(":.") and not subject.startswith(":.:"):
+        raise RegistryError(404, 40403, f"Schema {schema_id} not found")
+
+
 def _flag(query: Mapping[str, str], name: str) -> bool:
     return query.get(name, "false").lower() == "true"
 
@@ -280,9 +292,7 @@ class RegistryApi:
 
     def _by_id(self, schema_id: str, q: Mapping[str, str]) -> StoredSchema:
         s = self.store.schema_by_id(_schema_id(schema_id))
-        subject = q.get("subject")
-        if subject and not self.store.subject_versions_of(s.id, deleted=True, subject=subject):
-            raise RegistryError(404, 40403, f"Schema {schema_id} not found")
+        _default_context(schema_id, q)
         return s
 
     def get_by_id(self, schema_id: str, q: Mapping[str, str], body: bytes) -> Answer:
@@ -305,13 +315,13 @@ class RegistryApi:
         return 200, RawText(self._formatted(s, q.get("format")))
 
     def versions_of_id(self, schema_id: str, q: Mapping[str, str], body: bytes) -> Answer:
-        pairs = self.store.subject_versions_of(_schema_id(schema_id), deleted=_flag(q, "deleted"),
-                                               subject=q.get("subject") or None)
+        pairs = self.store.subject_versions_of(_schema_id(schema_id), deleted=_flag(q, "deleted"))
+        _default_context(schema_id, q)
         return 200, [{"subject": s, "version": v} for s, v in pairs]
 
     def subjects_of_id(self, schema_id: str, q: Mapping[str, str], body: bytes) -> Answer:
-        pairs = self.store.subject_versions_of(_schema_id(schema_id), deleted=_flag(q, "deleted"),
-                                               subject=q.get("subject") or None)
+        pairs = self.store.subject_versions_of(_schema_id(schema_id), deleted=_flag(q, "deleted"))
+        _default_context(schema_id, q)
         return 200, sorted({s for s, _ in pairs})
 
     def lookup(self, subject: str, q: Mapping[str, str], body: bytes) -> Answer:
