@@ -9,6 +9,9 @@ broker and its Schema Registry, read back with confluent-kafka's own deserialize
 - An incompatible DataFrame (``name`` an int where the BACKWARD subject has a string) fails
   the job on the driver with the registry's 409 message, and the topic's end offsets stay.
 - ``kafkalog.exactlyOnce=true``: the same, read_committed; ``df.writeStream`` too.
+- Two record types in one topic under RecordNameStrategy and TopicRecordNameStrategy:
+  registered under the record's full name (``<topic>-<full name>``), read back by
+  ``AvroDeserializer`` and by a typed read as one member per record type.
 - JSON (schema derived, ``JSONDeserializer``) and Protobuf (``use.latest.version``, a
   schema registered beforehand, decoded with the message's class).
 - Bad options fail on the driver, naming the option (and, with hypothesis, nothing but
@@ -405,3 +408,38 @@ def test_rows_the_writer_schema_cannot_take_name_the_column_and_row():
     encoding = FieldEncoding(False, "protobuf", CatalogEntry(9, None, "PROTOBUF", PROTO), message_indexes=(1,))
     with pytest.raises(TypedEncodeError, match=r"column value, row 0: not a example.User message"):
         encode_column(pa.array([{"nope": 1}], pa.struct([pa.field("nope", pa.int64())])), encoding)
+
+
+def test_two_record_types_in_one_topic_under_the_record_strategies(spark, registry_broker):
+    """Several record types in one topic: each DataFrame names its record (``recordName``,
+    ``recordNamespace``); RecordNameStrategy registers it under its full name and
+    TopicRecordNameStrategy under ``<topic>-<full name>``, as Confluent's serializers do;
+    ``AvroDeserializer`` reads both types back, and the typed read gives one member per
+    record type."""
+    sr = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    clicks = spark.createDataFrame([(f"c{i}", (f"/p{i}",)) for i in range(3)], "key STRING, value STRUCT<url: STRING>")
+    views = spark.createDataFrame([(f"v{i}", (f"page{i}", i)) for i in range(2)],
+                                  "key STRING, value STRUCT<page: STRING, ms: BIGINT>")
+    for strategy, subject_of in (("RecordNameStrategy", lambda topic, name: name),
+                                 ("TopicRecordNameStrategy", lambda topic, name: f"{topic}-{name}")):
+        topic = _topic(registry_broker, "mixed-w", partitions=1)
+        for df, name in ((clicks, "Click"), (views, "View")):
+            _write(df, registry_broker, topic, valueFormat="avro", recordName=name, recordNamespace=f"w{topic[-6:]}",
+                   **{"subject.name.strategy": strategy})
+        names = [f"w{topic[-6:]}.Click", f"w{topic[-6:]}.View"]
+        for name in names:
+            assert sr.get_versions(subject_of(topic, name)) == [1], (strategy, name)
+        assert f"{topic}-value" not in sr.get_subjects()
+        got = _consume(registry_broker, topic, 5, AvroDeserializer(sr))
+        assert got == {**{f"c{i}": {"url": f"/p{i}"} for i in range(3)},
+                       **{f"v{i}": {"page": f"page{i}", "ms": i} for i in range(2)}}, strategy
+        read = (spark.read.format("kafkalog").option("kafka.bootstrap.servers", registry_broker.bootstrap)
+                .option("subscribe", topic).option("valueFormat", "avro").option("keyFormat", "string")
+                .option("schema.registry.url", registry_broker.schema_registry_url)
+                .option("subject.name.strategy", strategy))
+        if strategy == "RecordNameStrategy":  # TopicRecordNameStrategy finds <topic>-* itself
+            read = read.option("valueSubject", ",".join(names))
+        read = read.load()
+        rows = {r.key: r.value.asDict(recursive=True) for r in read.collect()}
+        assert rows["c1"] == {names[0]: {"url": "/p1"}, names[1]: None}
+        assert rows["v1"] == {names[0]: None, names[1]: {"page": "page1", "ms": 1}}

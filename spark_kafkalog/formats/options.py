@@ -256,11 +256,12 @@ def _field(opts: Mapping[str, str], is_key: bool, corrupt: str) -> FieldFormat:
     return spec
 
 
-def parse_format_options(opts: Mapping[str, str], *, log_dir: bool) -> FormatOptions:
+def parse_format_options(opts: Mapping[str, str], *, log_dir: bool, write: bool = False) -> FormatOptions:
     """Validate the typed-read options among ``opts`` (keys lower-cased, as
     ``spark_kafkalog.options.parse_options`` passes them). ``log_dir``: the read has a log
     directory of its own (direct mode), whose ``_schemas`` partition can stand in for a
-    registry."""
+    registry. ``write``: the options of a typed write, whose RecordNameStrategy subject
+    defaults to the writer schema's record full name."""
     value_corrupt = opts.get("columnnameofcorruptrecord", "_corrupt_value").strip()
     if not value_corrupt:
         raise _fail("columnNameOfCorruptRecord is empty: give the name of the corrupt-record column")
@@ -309,7 +310,7 @@ def parse_format_options(opts: Mapping[str, str], *, log_dir: bool) -> FormatOpt
         if needs_registry and not registry and not log_dir:
             raise _fail(f"{spec.option('Format')}={spec.format} needs the Schema Registry: set schema.registry.url "
                         f"(or {spec.option('Framing')}=none with an inline {spec.option('Schema')})")
-        if not spec.subjects and strategy == RECORD_NAME and (spec.framing == CONFLUENT or
+        if not write and not spec.subjects and strategy == RECORD_NAME and (spec.framing == CONFLUENT or
                                                               spec.schema.kind != "inline"):
             raise _fail(f"subject.name.strategy={RECORD_NAME} names subjects after records, not topics: set "
                         f"{spec.option('Subject')} to the record full name(s) (comma-separated)")

@@ -129,7 +129,7 @@ def parse_typed_write_options(options: Mapping[str, str]) -> TypedWriteOptions |
         return None
     try:
         formats = parse_format_options({k: v for k, v in ours.items() if k not in
-                                        {n.lower() for n in WRITE_ONLY_OPTIONS}}, log_dir=False)
+                                        {n.lower() for n in WRITE_ONLY_OPTIONS}}, log_dir=False, write=True)
     except FormatOptionError as exc:
         raise _error(str(exc).replace("typed reads", "typed writes")) from None
     if not any(f.registry_format for f in formats.fields):
@@ -299,8 +299,11 @@ class TypedWrite:
 def _topic_subject(spec: FieldFormat, strategy: str, topic: str | None, record_full_name: str | None) -> str:
     if spec.subjects:
         return spec.subjects[0]
-    if strategy == RECORD_NAME:  # parse_format_options asked for the subject already
-        raise _error(f"subject.name.strategy={RECORD_NAME}: set {spec.option('Subject')}")
+    if strategy == RECORD_NAME:  # Confluent's: the record's full name
+        if not record_full_name:
+            raise _error(f"subject.name.strategy={RECORD_NAME} names the subject after the writer schema's record, "
+                         f"which has no name here: set {spec.option('Subject')}")
+        return record_full_name
     if topic is None:
         raise _error(f"{spec.option('Format')}={spec.format} names its subject after the topic: set the topic "
                      f"option (or {spec.option('Subject')})")
