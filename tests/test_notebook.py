@@ -3,11 +3,14 @@
 Covers: the notebook executed top to bottom by nbclient in a real IPython kernel running
 this interpreter (the project's venv: the kernel spec is written for the test, so no
 machine-wide Jupyter setup is relied upon), in notebooks/ as its working directory, with
-the real embedded broker, producer, consumer and Spark in local mode. Checks: no cell
-failed; the kernel ran this interpreter; the figures were drawn (at least four PNG
-outputs); the printed totals agree (records read by Spark = records produced; the lag
-consumer read what was produced while it ran; network mode = direct mode); the broker
-stopped cleanly. The committed notebook must carry no outputs (it is executed here, in
+the real embedded broker (with its Schema Registry), producer, consumer and Spark in local
+mode. Checks: no cell failed; the kernel ran this interpreter; the five figures were drawn
+(five PNG outputs); the printed totals agree (records read by Spark = records produced; the
+lag consumer read what was produced while it ran; network mode = direct mode); the typed
+Avro section (a typed write with ``valueFormat=avro`` that registers the value schema, a
+typed read back) read as many rows as it wrote, every one with the registered schema's id,
+and kept the one value that is not Avro aside in ``_corrupt_value``; the broker stopped
+cleanly. The committed notebook must carry no outputs (it is executed here, in
 memory, and never written back).
 
 A failed cell must not leave the notebook's broker running (it runs in a session of its
@@ -118,7 +121,7 @@ def test_explore_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
     images = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
               if out.output_type == "display_data" and "image/png" in out.get("data", {})]
-    assert len(images) >= 4, f"expected at least 4 plots, got {len(images)}"
+    assert len(images) == 5, f"expected 5 plots, got {len(images)}"
 
     produced = _one_int(r"^records produced: (\d+) ", text)
     read = _one_int(r"^records read: (\d+)$", text)
@@ -130,4 +133,13 @@ def test_explore_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     lag = re.search(r"^consumer read: (\d+) of (\d+) produced meanwhile$", text, re.MULTILINE)
     assert lag is not None and int(lag.group(1)) == int(lag.group(2)) > 0
     assert "network mode identical to direct mode: True" in text
+
+    avro_written = _one_int(r"^avro rows written: (\d+)$", text)
+    avro_read = _one_int(r"^avro rows read: (\d+)$", text)
+    assert avro_written > 0 and avro_read == avro_written
+    registered = re.search(r"^registered: subject readings-value, version 1, schema id (\d+)$",
+                           text, re.MULTILINE)
+    assert registered is not None
+    assert f"valueSchemaId of the rows read: [{registered.group(1)}]" in text
+    assert _one_int(r"^records kept aside in _corrupt_value: (\d+)$", text) == 1
     assert re.search(r"^broker exit code: 0 - log dir removed: True$", text, re.MULTILINE)
