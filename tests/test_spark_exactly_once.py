@@ -6,7 +6,8 @@ batch write whose task fails once after sending part of its rows (exactly the in
 visible to read_committed readers: confluent-kafka, the network reader, direct mode;
 duplicates without the option); a job failing for good (nothing visible, the LSO freed by
 the driver's abort); a streaming query whose driver dies between the tasks' writes and the
-commit, then a replay of a micro-batch that was committed (every row exactly once)."""
+commit, then a replay of a micro-batch that was committed (every row exactly once); a typed
+Avro write whose task fails once (every record once, as ``AvroDeserializer`` reads it)."""
 
 from __future__ import annotations
 
@@ -325,3 +326,81 @@ def test_stream_whose_every_task_fails_is_fenced_at_once_via_the_checkpoint(wspa
             part = fetch_partition(raw, topic, p)
             assert part.last_stable_offset == part.high_watermark, (p, part.last_stable_offset, part.high_watermark)
     assert consume(sink_broker, topic) == []
+
+
+def test_typed_avro_write_whose_task_fails_once_leaves_each_record_once(wspark, tmp_path):
+    """A typed write (``valueFormat=avro``, the schema registered by the write) with the
+    exactly-once sink, whose partition-0 task fails once after part of its rows reached
+    the topic: read_committed, ``AvroDeserializer`` reads every row exactly once."""
+    from confluent_kafka import DeserializingConsumer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import StringDeserializer
+
+    from tests.support.broker import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0",
+                                                 "num.partitions": "3"}, name="eos-typed")
+    broker.start()
+    try:
+        topic = unique_topic("eos-typed")
+        bootstrap = broker.bootstrap
+
+        def gen(batches):
+            import time as _time
+
+            from pyspark import TaskContext
+            tc = TaskContext.get()
+            fail = tc.partitionId() == 0 and tc.attemptNumber() == 0
+            since_ms = int(_time.time() * 1000)
+            sent = 0
+            for b in batches:
+                for s in range(0, b.num_rows, 100):
+                    if fail and sent >= FAIL_AT:
+                        wait_written(bootstrap, topic, since_ms, below=FAIL_AT)
+                        (tmp_path / f"failed-{tc.attemptNumber()}").touch()
+                        raise RuntimeError("injected failure after a partial write")
+                    ids = b.column(0).slice(s, 100).to_pylist()
+                    sent += len(ids)
+                    value = pa.StructArray.from_arrays(
+                        [pa.array(ids, pa.int64()), pa.array([f"n-{i}" for i in ids]),
+                         pa.array(["." * 2040] * len(ids))], names=["id", "name", "note"])
+                    yield pa.record_batch([pa.array([str(i) for i in ids]), value], names=["key", "value"])
+
+        df = wspark.range(0, ROWS, 1, 2).mapInArrow(
+            gen, "key string, value struct<id: bigint, name: string, note: string>")
+        # the writer's input in batches of 100 rows of 2 KiB (full producer batches, sent at
+        # once), so that rows reach the topic before the failure
+        wspark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+        try:
+            rec = tmp_path / "rec"
+            rec.mkdir()
+            (_write(df, broker, topic, **EOS, **{RECORD_OPTION: str(rec)}).option("valueFormat", "avro")
+             .option("schema.registry.url", broker.schema_registry_url).save())
+        finally:
+            wspark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        assert (tmp_path / "failed-0").exists()
+        (kind, _, messages), = recorded(rec)
+        assert kind == "commit" and {m.spark_partition: m.attempt >= 1 for m in messages}[0]
+        consumer = DeserializingConsumer({
+            "bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "isolation.level": "read_committed",
+            "key.deserializer": StringDeserializer(),
+            "value.deserializer": AvroDeserializer(SchemaRegistryClient({"url": broker.schema_registry_url}))})
+        consumer.subscribe([topic])
+        seen: Counter = Counter()
+        try:
+            idle = 0
+            while idle < 10:
+                msg = consumer.poll(1.0)
+                if msg is None:
+                    idle += 1 if sum(seen.values()) >= ROWS else 0
+                    continue
+                assert msg.error() is None, msg.error()
+                assert msg.value() == {"id": int(msg.key()), "name": f"n-{msg.key()}", "note": "." * 2040}
+                seen[int(msg.key())] += 1
+        finally:
+            consumer.close()
+        assert seen == Counter(range(ROWS))
+    finally:
+        broker.kill()
