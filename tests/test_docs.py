@@ -347,7 +347,7 @@ def test_page_blocks_run(page, docs_broker, monkeypatch, capsys) -> None:
                 continue
             code = _substitute(b.code, servers, work, python=b.lang == "python", registry=broker.schema_registry_url)
             if b.lang == "python":
-                if re.search(r"\bspark\.", code) and spark is None:
+                if re.search(r"\bspark\b[.,)]", code) and spark is None:
                     from tests.support.spark import get_spark
                     spark = namespace["spark"] = get_spark()
                 try:

@@ -1,5 +1,12 @@
-"""Export topics to Parquet, CSV or JSON files with a Spark batch job, from a Kafka cluster
+"""Export topics to Parquet, CSV or JSON files, or one topic to an Iceberg or Delta table
+exactly once and incrementally, with a Spark batch job, from a Kafka cluster
 (--bootstrap-servers) or straight from a broker's log directory (--path).
+
+Tables (``--format iceberg|delta --table ...``; ``spark_kafkalog/tables/job.py`` is the
+manual): each run appends what the topic holds after the offsets the table's last commit
+stores, and stores the new ones in the same commit; ``--compact`` and ``--expire`` keep the
+table in shape afterwards. ``--output``, ``--starting-offsets``, ``--ending-offsets``,
+``--mode`` and ``--binary-encoding`` are the files' options only.
 
 Owns the ``kafkalog export`` subcommand: its options, the checks made before any JVM
 starts (--bootstrap-servers and/or --path: both is stitched mode, the cluster's remote
@@ -52,7 +59,7 @@ from pathlib import Path
 from broker.tools.common import CliError, offset_progress, parse_key_value
 
 NAME = "export"
-SUMMARY = "export topics to Parquet, CSV or JSON files with a Spark batch job"
+SUMMARY = "export topics to Parquet, CSV or JSON files, or to Iceberg or Delta tables, with Spark"
 
 
 
@@ -69,13 +76,51 @@ def _positive_int(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from spark_kafkalog.formats.options import FORMATS as FIELD_FORMATS
     from spark_kafkalog.jobs.export import BINARY_ENCODINGS, FORMATS, MODES
+    from spark_kafkalog.tables.job import ON_NEW_TOPIC_ID, TABLE_FORMATS
+    from spark_kafkalog.tables.layout import LAYOUTS
 
     parser.add_argument("--topic", action="append", required=True, metavar="TOPIC",
                         help="topic to export (repeatable, or a comma-separated list)")
-    parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt",
-                        help="file format of the output")
-    parser.add_argument("--output", required=True, metavar="DIR",
-                        help="output directory (local path or any Hadoop file system URI)")
+    parser.add_argument("--format", required=True, choices=FORMATS + TABLE_FORMATS, dest="fmt",
+                        help="file format of the output, or a table: iceberg or delta (with --table: "
+                             "exactly-once and incremental, the offsets kept in the table's commits)")
+    parser.add_argument("--output", metavar="DIR",
+                        help="output directory (local path or any Hadoop file system URI); not with "
+                             "--table")
+    parser.add_argument("--table", metavar="TABLE",
+                        help="--format iceberg: a directory holding the embedded SQL catalog "
+                             "(catalog.db) and warehouse, table default.<topic>; with --catalog-uri, "
+                             "namespace.name. --format delta: the table's path or object-store URI")
+    parser.add_argument("--catalog-uri", metavar="URI",
+                        help="Iceberg: the catalog (REST http(s)://..., sql sqlite:///... or "
+                             "postgresql://..., thrift://... for Hive) instead of the embedded one")
+    parser.add_argument("--catalog-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="Iceberg: a catalog property (repeatable), e.g. type=rest, warehouse=..., "
+                             "credential=..., s3.endpoint=...")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="Delta: an object-store option (repeatable), e.g. AWS_ENDPOINT_URL=..., "
+                             "AWS_REGION=..., AWS_ACCESS_KEY_ID=...")
+    parser.add_argument("--partition-by", metavar="COLS",
+                        help="the table's partitioning, comma-separated (default: Iceberg "
+                             "partition,day(timestamp); Delta partition,timestamp_date); none for none")
+    parser.add_argument("--layout", choices=LAYOUTS, default="flat",
+                        help="flat (default: Kafka's columns, a typed value's fields as columns) or "
+                             "key_value (Redpanda's: a redpanda struct and the value's bytes)")
+    parser.add_argument("--on-new-topic-id", choices=ON_NEW_TOPIC_ID, default="fail",
+                        help="when the topic was deleted and created again since the table's last "
+                             "export: fail (default) or restart from its earliest offsets")
+    parser.add_argument("--compact", action="store_true",
+                        help="after the export, rewrite the table's small files (offsets unchanged)")
+    parser.add_argument("--target-file-size", type=_positive_int, default=DEFAULT_TARGET_FILE_SIZE,
+                        metavar="BYTES", help=f"the file size --compact aims at (default "
+                                              f"{DEFAULT_TARGET_FILE_SIZE})")
+    parser.add_argument("--expire", action="store_true",
+                        help="after the export, expire old snapshots (Iceberg) or vacuum (Delta) "
+                             "older than --retention-ms, keeping --retain-last")
+    parser.add_argument("--retention-ms", type=_positive_int, default=DEFAULT_RETENTION_MS, metavar="MS",
+                        help=f"what --expire keeps (default {DEFAULT_RETENTION_MS}, 7 days)")
+    parser.add_argument("--retain-last", type=_positive_int, default=1, metavar="N",
+                        help="snapshots or versions --expire always keeps (default 1)")
     parser.add_argument("--bootstrap-servers", "--bootstrap-server", dest="bootstrap_servers",
                         metavar="HOST:PORT[,...]",
                         help="network mode: fetch from this Kafka cluster (with --path: "
@@ -127,6 +172,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="never show the progress bar")
 
 
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+_FILE_ONLY = ("starting_offsets", "ending_offsets", "mode", "binary_encoding")
+_TABLE_ONLY = ("catalog_uri", "partition_by")
+
+
 def run(args: argparse.Namespace) -> int:
     from spark_kafkalog.jobs.export import ExportError, _local_output, plan_export, run_export
     from spark_kafkalog.jobs.session import job_session
@@ -137,14 +188,17 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap_servers is None and args.path is None:
         raise CliError("give --bootstrap-servers (network mode), --path (direct mode), or both "
                        "(stitched mode: --path is the cluster's remote storage)")
-    options: dict[str, str] = {}
-    for item in args.option:
-        key, value = parse_key_value(item, "--option")
-        options[key] = value
-    if args.partitions is not None:
-        if any(k.lower() == "minpartitions" for k in options):
-            raise CliError("give --partitions or --option minPartitions=N, not both")
-        options["minPartitions"] = str(args.partitions)
+    if args.fmt in ("iceberg", "delta"):
+        return _run_table(args, topics)
+    if args.output is None:
+        raise CliError(f"--format {args.fmt} writes files: give --output (--table is for iceberg and delta)")
+    given = [f"--{n.replace('_', '-')}" for n in _TABLE_ONLY if getattr(args, n) is not None]
+    given += [f for f, v in (("--table", args.table), ("--catalog-property", args.catalog_property),
+                             ("--storage-option", args.storage_option), ("--compact", args.compact),
+                             ("--expire", args.expire)) if v]
+    if given:
+        raise CliError(f"{', '.join(given)}: for --format iceberg or delta")
+    options = _options(args)
     for flag, key in (("--value-format", "valueFormat"), ("--key-format", "keyFormat"),
                       ("--schema-registry-url", "schema.registry.url")):
         if (getattr(args, flag[2:].replace("-", "_")) is not None
@@ -177,6 +231,74 @@ def run(args: argparse.Namespace) -> int:
     finally:
         session.stop()
     print(result.summary(), flush=True)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for item in args.option:
+        key, value = parse_key_value(item, "--option")
+        options[key] = value
+    if args.partitions is not None:
+        if any(k.lower() == "minpartitions" for k in options):
+            raise CliError("give --partitions or --option minPartitions=N, not both")
+        options["minPartitions"] = str(args.partitions)
+    return options
+
+
+def _run_table(args: argparse.Namespace, topics: list[str]) -> int:
+    """``--format iceberg|delta --table ...``: the exactly-once export of one topic
+    (``spark_kafkalog.tables.job``), then the upkeep asked for."""
+    import time
+
+    from spark_kafkalog.jobs.session import job_session
+    from spark_kafkalog.tables.base import TableError
+    from spark_kafkalog.tables.job import export_table, open_target
+
+    if args.table is None:
+        raise CliError(f"--format {args.fmt} exports to a table: give --table")
+    if args.output is not None:
+        raise CliError("give --table or --output, not both")
+    if len(topics) != 1:
+        raise CliError("one topic per table: give one --topic")
+    defaults = {"starting_offsets": "earliest", "ending_offsets": "latest", "mode": "errorifexists",
+                "binary_encoding": None}
+    wrong = [f"--{n.replace('_', '-')}" for n in _FILE_ONLY if getattr(args, n) != defaults[n]]
+    if wrong:
+        raise CliError(f"{', '.join(wrong)}: not with a table, which goes on from the offsets it holds")
+    if args.fmt == "delta" and (args.catalog_uri or args.catalog_property):
+        raise CliError("--catalog-uri and --catalog-property are Iceberg's: a Delta table is a path or URI")
+    if args.fmt == "iceberg" and args.storage_option:
+        raise CliError("--storage-option is Delta's: give an Iceberg catalog's with --catalog-property")
+    catalog = dict(parse_key_value(item, "--catalog-property") for item in args.catalog_property)
+    storage = dict(parse_key_value(item, "--storage-option") for item in args.storage_option)
+    options = _options(args)
+    session = job_session("kafkalog-export", master=args.master)
+    try:
+        target = open_target(args.fmt, args.table, topic=topics[0], catalog_uri=args.catalog_uri,
+                             catalog_properties=catalog, storage_options=storage)
+        # the total is known once the export has planned: the bar takes it with each update
+        with offset_progress(0, f"export {topics[0]} to {args.fmt}",
+                             enabled=not args.no_progress and sys.stderr.isatty()) as bar:
+            result = export_table(
+                session.spark, topic=topics[0], table=args.table, fmt=args.fmt,
+                bootstrap_servers=args.bootstrap_servers,
+                path=args.path if args.path is None or len(args.path) > 1 else args.path[0],
+                options=options, value_format=args.value_format, key_format=args.key_format,
+                schema_registry_url=args.schema_registry_url, partition_by=args.partition_by,
+                layout=args.layout, on_new_topic_id=args.on_new_topic_id, progress=bar.update, target=target)
+        print(result.summary(), flush=True)
+        if args.compact:
+            state = target.compact(args.target_file_size)
+            print(f"Compacted {args.table}: version {state.version}, {len(state.files)} data files.", flush=True)
+        if args.expire:
+            gone = target.expire(int(time.time() * 1000) - args.retention_ms, args.retain_last)
+            what = "snapshots expired" if args.fmt == "iceberg" else "files vacuumed"
+            print(f"{gone} {what} in {args.table}.", flush=True)
+    except TableError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        session.stop()
     return 0
 
 

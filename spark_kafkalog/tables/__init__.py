@@ -2,9 +2,29 @@
 and Delta (deltalake) tables, with the offsets the table holds stored in the table's own
 commits (``base.py``), so that the table is its own checkpoint.
 
+``export(spark, topic=..., table=..., format="iceberg"|"delta", ...)`` runs one export
+(``job.export_table``, whose docstring is the manual; the ``kafkalog export --format
+iceberg|delta`` command runs the same).
+
 Modules: ``base`` (offsets, written files, table states, the target interface),
 ``layout`` (a table's columns and partitioning), ``files`` (the executors' Parquet files),
-``iceberg`` / ``iceberg_arrow`` and ``delta`` / ``delta_schema`` (the targets), ``export``
-(the exactly-once batch export). Importing this package imports neither pyiceberg
-nor deltalake; each target imports its library when it is used.
+``iceberg`` / ``iceberg_arrow`` and ``delta`` / ``delta_schema`` (the targets), ``job``
+(the exactly-once batch export). Importing this package imports neither pyiceberg nor
+deltalake, nor pyspark; each is imported when it is used.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["export"]
+
+
+def export(spark, *, topic: str, table: str, format: str = "iceberg", **kwargs: Any):  # noqa: A002 - Spark's word
+    """Export what ``topic`` holds after the offsets ``table`` stores, exactly once (see
+    ``job.export_table`` for the other arguments: ``bootstrap_servers`` or ``path``,
+    ``value_format``, ``catalog_uri``, ``storage_options``, ``partition_by``, ...).
+    Returns a ``job.TableExportResult``; raises ``base.TableError``."""
+    from .job import export_table
+
+    return export_table(spark, topic=topic, table=table, fmt=format, **kwargs)

@@ -124,6 +124,7 @@ def _source_topic_id(plan, topic: str) -> str | None:
             found = {topic_id_text(v) for v in ids.values()} - {None}
             return found.pop() if len(found) == 1 else None
         network = getattr(reader, "_network", reader)
+        network.topic_partitions([topic])  # the topic's metadata (with its id: Metadata v10+)
         return topic_id_text(network.client.metadata.fetch().topic_id(topic))
     finally:
         close = getattr(reader, "close", None)
@@ -237,7 +238,7 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
     try:
         probe = plan_export(topic, bootstrap_servers=bootstrap_servers, path=path, options=options,
                             value_format=value_format, key_format=key_format, include_headers=True,
-                            schema_registry_url=schema_registry_url, starting_offsets="latest")
+                            schema_registry_url=schema_registry_url)
     except ExportError as exc:
         raise TableError(str(exc)) from None
     topic_id = _source_topic_id(probe, topic)
