@@ -15,7 +15,9 @@ version, v2) and ``keyFormat=string``:
 - direct mode, with the schemas read from the log directory's ``_schemas`` (no registry
   URL), gives the same DataFrame as network mode; so do direct mode with the URL, a copy
   of the log directory on an S3-protocol server (moto) read without the URL, and a
-  stitched read.
+  stitched read;
+- a snapshot read (``kafkalog.snapshot=true``) of a compacted topic: the latest record of
+  each key decoded, tombstones removing keys, a bad latest value kept aside.
 
 Spark jobs cost seconds each: few queries, several assertions per query.
 """
@@ -211,3 +213,31 @@ def test_direct_object_store_and_stitched_reads_equal_network_mode(spark, regist
         df = _read(spark, registry_broker, topic, where=where, **options)
         assert df.schema == network.schema, where
         assert sorted(df.collect(), key=lambda r: (r.partition, r.offset)) == want, where
+
+
+def test_a_typed_snapshot_read_of_a_compacted_topic(spark, registry_broker):
+    """``kafkalog.snapshot=true`` with ``valueFormat=avro`` on a compacted topic: the latest
+    record of each key, decoded (v1 and v2 writers resolved to v2), a tombstone removing its
+    key, and a key whose latest value is not Avro kept aside in ``_corrupt_value``."""
+    topic = f"profiles-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": registry_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, config={"cleanup.policy": "compact"})])[topic].result(30)
+    sr = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    v1, v2 = AvroSerializer(sr, V1), AvroSerializer(sr, V2)
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap})
+    updates = [("a", v1({"name": "a1", "age": 1, "tags": []}, ctx)),
+               ("b", v1({"name": "b1", "age": 2, "tags": []}, ctx)),
+               ("a", v2({"name": "a2", "tags": ["x"], "email": "a@x"}, ctx)),
+               ("c", v1({"name": "c1", "age": 3, "tags": []}, ctx)), ("c", None),
+               ("d", v2({"name": "d1", "tags": [], "email": None}, ctx)), ("d", b"\x09 not avro"),
+               ("b", v1({"name": "b2", "age": 5, "tags": ["y"]}, ctx))]
+    for key, value in updates:
+        producer.produce(topic, key=key.encode(), value=value)
+    assert producer.flush(30) == 0
+    rows = (_read(spark, registry_broker, topic, **{"kafkalog.snapshot": "true"})
+            .select("key", "value", "_corrupt_value").collect())
+    assert {r.key: (_plain(r.value), r._corrupt_value) for r in rows} == {
+        "a": ({"name": "a2", "tags": ["x"], "email": "a@x"}, None),
+        "b": ({"name": "b2", "tags": ["y"], "email": None}, None),
+        "d": (None, b"\x09 not avro")}
