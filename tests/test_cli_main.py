@@ -277,4 +277,4 @@ def test_a_real_spark_free_command_never_imports_spark(tmp_path):
 
 def test_export_help_lists_the_jobs_choices(capsys):
     code, out, _ = run(capsys, "export", "--help")
-    assert code == 0 and "{parquet,csv,json}" in out.replace(" ", "")
+    assert code == 0 and "{parquet,csv,json,iceberg,delta}" in out.replace(" ", "")

@@ -241,3 +241,16 @@ def test_a_typed_snapshot_read_of_a_compacted_topic(spark, registry_broker):
         "a": ({"name": "a2", "tags": ["x"], "email": "a@x"}, None),
         "b": ({"name": "b2", "tags": ["y"], "email": None}, None),
         "d": (None, b"\x09 not avro")}
+
+
+def test_direct_mode_with_the_broker_stopped_equals_network_mode(spark, registry_broker, avro_topic):
+    """Last of the module: the broker stopped (cleanly), direct mode reads its log
+    directory, schemas from ``_schemas`` and no registry at all, and gives network mode's
+    rows."""
+    topic, _ = avro_topic
+    network = _read(spark, registry_broker, topic)
+    want = sorted(network.collect(), key=lambda r: (r.partition, r.offset))
+    assert registry_broker.stop() == 0
+    df = _read(spark, registry_broker, topic, where="direct", url=False)
+    assert df.schema == network.schema
+    assert sorted(df.collect(), key=lambda r: (r.partition, r.offset)) == want

@@ -127,3 +127,28 @@ def test_offsets_advance_per_partition_and_name_delta_app_ids():
     assert stored.advanced({1: 7, 2: 3}).next_offsets == {0: 10, 1: 7, 2: 3}
     assert stored.advanced({0: 4}).next_offsets[0] == 10  # never backwards
     assert stored.app_id(1) == "kafkalog:AbC:1"
+
+
+def test_null_headers_come_back_from_the_flag_and_row_groups_are_large(tmp_path):
+    """The job hands ``headers`` with nulls as empty arrays and a flag column (Spark's
+    Arrow conversion of null array<struct> is slow): the files hold the nulls again and no
+    flag; the rows of many small batches land in one row group."""
+    from spark_kafkalog.tables.files import HEADERS_NULL_FLAG
+
+    day0 = dt.datetime(2026, 12, 6, 0, tzinfo=UTC)
+    batches = []
+    for start in range(0, 20, 5):
+        b = _rows(0, range(start, start + 5), day0 - dt.timedelta(hours=start), delta=False)
+        headers = pa.array([[{"key": "h", "value": b"x"}] if o % 2 else [] for o in range(start, start + 5)], HEADERS)
+        flag = pa.array([o % 4 == 0 for o in range(start, start + 5)])
+        cols = [headers if n == "headers" else b.column(n) for n in b.schema.names]
+        batches.append(pa.RecordBatch.from_arrays([*cols, flag], names=[*b.schema.names, HEADERS_NULL_FLAG]))
+    spec = FileSpec(str(tmp_path / "run"), "iceberg", ("partition",))
+    files = _run(spec, batches)
+    assert len(files) == 1 and files[0].records == 20
+    f = pq.ParquetFile(files[0].path)
+    assert f.metadata.num_row_groups == 1
+    table = f.read()
+    assert HEADERS_NULL_FLAG not in table.column_names
+    assert table.column("headers").to_pylist() == [
+        None if o % 4 == 0 else ([{"key": "h", "value": b"x"}] if o % 2 else []) for o in range(20)]

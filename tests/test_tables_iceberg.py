@@ -424,3 +424,31 @@ def test_files_the_executors_write_commit_as_they_are(root):
     assert sorted_rows(table.scan().to_arrow()) == sorted_rows(data)
     assert len(list(table.scan(row_filter="partition = 0").plan_files())) == 2
     assert {t.file.partition[0] for t in table.scan().plan_files()} == {0, 1}
+
+
+def test_two_writers_creating_the_catalog_and_the_table_at_once(tmp_path):
+    """Two exporters' first runs on one new local table: both ``ensure`` at the same time
+    (the catalog's SQLite tables, the namespace and the table created concurrently); both
+    end with the one table."""
+    import threading
+
+    for round_ in range(5):
+        root = str(tmp_path / f"t{round_}")
+        states, errors = [], []
+        barrier = threading.Barrier(2)
+
+        def ensure(root=root, states=states, errors=errors, barrier=barrier):
+            target = IcebergTarget(root, topic=TOPIC)
+            barrier.wait()
+            try:
+                states.append(target.ensure(SCHEMA, PARTITION_BY))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=ensure) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [], (round_, errors)
+        assert len(states) == 2 and states[0].location == states[1].location

@@ -44,8 +44,15 @@ __all__ = ["FileSpec", "write_task_files", "written_files", "filesystem_for", "u
 
 OUTPUT_SCHEMA = "file STRING"
 STATS_COLUMNS = ("partition", "offset", "timestamp", "timestampType")
-_ROWS_PER_GROUP = 1 << 20
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# Spark converts a null array<struct> column to Arrow very slowly (seconds per million
+# rows, several times the whole read); the job hands the tasks ``headers`` with nulls as
+# empty arrays and this flag column saying which were null, and the tasks put the nulls
+# back (``_restore_null_headers``) before writing.
+HEADERS_NULL_FLAG = "__kafkalog_headers_null"
+# Rows buffered per file before a Parquet row group is written (Spark hands a task
+# batches of 10,000 rows: one row group each would make small groups).
+ROWS_PER_ROW_GROUP = 131_072
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,8 @@ class _OpenFile:
         self.partition = partition
         self.partition_values = partition_values
         self.records = 0
+        self.pending: list = []
+        self.pending_rows = 0
         self.first_offset: int | None = None
         self.last_offset = -1
         self.mins: dict[str, object] = {}
@@ -145,7 +154,10 @@ class _OpenFile:
     def write(self, table) -> None:
         import pyarrow.compute as pc
 
-        self.writer.write_table(table, row_group_size=_ROWS_PER_GROUP)
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        if self.pending_rows >= ROWS_PER_ROW_GROUP:
+            self._flush()
         self.records += table.num_rows
         for name in table.column_names:
             column = table.column(name)
@@ -161,7 +173,16 @@ class _OpenFile:
                 self.first_offset = int(offsets[0].as_py())
             self.last_offset = int(offsets[-1].as_py())
 
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.pending:
+            table = pa.concat_tables(self.pending) if len(self.pending) > 1 else self.pending[0]
+            self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            self.pending, self.pending_rows = [], 0
+
     def close(self, fs) -> WrittenFile:
+        self._flush()
         self.writer.close()
         self.stream.close()
         size = fs.get_file_info(self.path).size
@@ -174,9 +195,13 @@ class _OpenFile:
                            self.partition_values, json.dumps(stats, separators=(",", ":"), default=str))
 
 
-def _group_keys(batch, spec: FileSpec) -> list[tuple]:
-    """Per row, the key of the file it goes to: (Kafka partition, identity values..., day
-    values...)."""
+def _groups(batch, spec: FileSpec) -> dict[tuple, object]:
+    """The rows of ``batch`` per file key (Kafka partition, identity values..., time
+    buckets...): key -> row indices (an int64 array), or None for every row. A task reads
+    one partition's range, mostly within one day: a batch of one key takes the fast path
+    (no per-row work at all)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     columns = [batch.column(batch.schema.get_field_index("partition")) if "partition" in batch.schema.names
                else _nested(batch, "redpanda.partition")]
@@ -184,8 +209,24 @@ def _group_keys(batch, spec: FileSpec) -> list[tuple]:
         columns.append(_nested(batch, name))
     for transform, name in spec.time_columns:
         columns.append(_time_bucket(_nested(batch, name), transform))
-    lists = [c.to_pylist() for c in columns]
-    return list(zip(*lists, strict=True)) if lists else [()] * batch.num_rows
+    single = []
+    for col in columns:
+        if col.null_count:
+            break
+        lo_hi = pc.min_max(col)
+        lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+        if lo != hi:
+            break
+        single.append(lo)
+    else:
+        return {tuple(single): None}
+    names = [f"k{i}" for i in range(len(columns))]
+    keyed = pa.table([*columns, pa.array(range(batch.num_rows), pa.int64())], names=[*names, "row"])
+    grouped = keyed.group_by(names, use_threads=False).aggregate([("row", "list")])
+    keys = zip(*(grouped.column(n).to_pylist() for n in names), strict=True)
+    return {key: rows.values for key, rows in zip(keys, grouped.column("row_list").chunks[0] if
+                                                   grouped.column("row_list").num_chunks == 1 else
+                                                   grouped.column("row_list").combine_chunks(), strict=True)}
 
 
 def _time_bucket(col, transform: str):
@@ -225,6 +266,24 @@ def utc_timestamps(table):
     return fixed if not hasattr(table, "schema") else table.cast(fixed)
 
 
+def _restore_null_headers(batch):
+    """The batch with ``headers`` null again where ``HEADERS_NULL_FLAG`` says so, and the
+    flag dropped (see the constant)."""
+    import pyarrow as pa
+
+    names = batch.schema.names
+    if HEADERS_NULL_FLAG not in names:
+        return batch
+    flag = batch.column(names.index(HEADERS_NULL_FLAG))
+    i = names.index("headers")
+    headers = batch.column(i)
+    if flag.true_count:
+        headers = pa.ListArray.from_arrays(headers.offsets, headers.values, type=headers.type, mask=flag)
+    columns = [headers if j == i else batch.column(j) for j in range(len(names)) if names[j] != HEADERS_NULL_FLAG]
+    fields = [f for f in batch.schema if f.name != HEADERS_NULL_FLAG]
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
+
+
 def _nested(batch, dotted: str):
     import pyarrow.compute as pc
 
@@ -251,15 +310,13 @@ def write_task_files(spec: FileSpec):
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                keys = _group_keys(batch, spec)
+                batch = _restore_null_headers(batch)
+                groups = _groups(batch, spec)
                 table = utc_timestamps(pa.Table.from_batches([batch]))
                 if dropped:
                     table = table.drop_columns([c for c in table.column_names if c in dropped])
-                order: dict[tuple, list[int]] = {}
-                for i, key in enumerate(keys):
-                    order.setdefault(key, []).append(i)
-                for key, rows in order.items():
-                    part = table if len(order) == 1 else table.take(pa.array(rows, pa.int64()))
+                for key, rows in groups.items():
+                    part = table if rows is None else table.take(rows)
                     open_file = files.get(key)
                     if open_file is None:
                         values = {name: _partition_text(v)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -62,6 +63,8 @@ __all__ = ["IcebergTarget", "RUNS_DIRECTORY", "TOPIC_PROPERTY", "LOCAL_NAMESPACE
 
 CATALOG_NAME = "kafkalog"
 LOCAL_NAMESPACE = "default"
+# ensure's tries when another writer creates the catalog or the table at the same time
+CREATE_ATTEMPTS = 4
 RUNS_DIRECTORY = "data/kafkalog-runs"
 TOPIC_PROPERTY = "kafkalog.topic"          # table property: the table holds a topic's export
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -265,23 +268,39 @@ class IcebergTarget(TableTarget):
     # -- create and evolve -----------------------------------------------------------------
 
     def ensure(self, schema: Any, partition_by: Sequence[str]) -> TableState:
+        with self._errors("create or evolve"):
+            for attempt in range(CREATE_ATTEMPTS):
+                try:
+                    return self._ensure(schema, partition_by)
+                except TableError:
+                    raise
+                except Exception:  # noqa: BLE001 - retried, then named by _errors
+                    # Two exporters creating the catalog, its namespace or the table at
+                    # once: the loser's CREATE fails (SQLite: the catalog's own tables
+                    # exist already). Start again from a fresh catalog: it finds theirs.
+                    if attempt + 1 == CREATE_ATTEMPTS:
+                        raise
+                    self._catalog = None
+                    time.sleep(0.05 * (attempt + 1))  # scenario: let the other writer's CREATE finish
+        raise AssertionError("unreachable")
+
+    def _ensure(self, schema: Any, partition_by: Sequence[str]) -> TableState:
         from pyiceberg.exceptions import TableAlreadyExistsError
 
-        with self._errors("create or evolve"):
-            catalog = self._catalog_or_none(create=True)
-            table = self._table_or_none()
-            if table is None:
-                if len(self.identifier) > 1:
-                    catalog.create_namespace_if_not_exists(self.identifier[:-1])
-                try:
-                    self._create(catalog, nullable(schema), partition_by)
-                except TableAlreadyExistsError:
-                    pass                     # another writer created it meanwhile: evolve that one
-                table = self._existing_table()
-            self._evolve(table, schema)
+        catalog = self._catalog_or_none(create=True)
+        table = self._table_or_none()
+        if table is None:
+            if len(self.identifier) > 1:
+                catalog.create_namespace_if_not_exists(self.identifier[:-1])
+            try:
+                self._create(catalog, nullable(schema), partition_by)
+            except TableAlreadyExistsError:
+                pass                     # another writer created it meanwhile: evolve that one
             table = self._existing_table()
-            self._check_partitioning(table, partition_by)
-            return self._state(table)
+        self._evolve(table, schema)
+        table = self._existing_table()
+        self._check_partitioning(table, partition_by)
+        return self._state(table)
 
     def _create(self, catalog, schema, partition_by: Sequence[str]) -> None:
         from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import CommitConflictError, TableError, TableOffsets, TableState, TableTarget, TopicIdMismatchError
-from .files import OUTPUT_SCHEMA, FileSpec, utc_timestamps, write_task_files, written_files
+from .files import HEADERS_NULL_FLAG, OUTPUT_SCHEMA, FileSpec, utc_timestamps, write_task_files, written_files
 from .layout import LAYOUTS, parse_partition_by, table_frame
 
 __all__ = ["TABLE_FORMATS", "TableExportResult", "open_target", "export_table", "topic_id_text"]
@@ -288,7 +288,7 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
             sc.setJobGroup(group, f"kafkalog export of {topic} to {table}", interruptOnCancel=True)
             try:
                 monitor.start()
-                rows = df.mapInArrow(write_task_files(spec), OUTPUT_SCHEMA).collect()
+                rows = _with_headers_flag(df).mapInArrow(write_task_files(spec), OUTPUT_SCHEMA).collect()
             finally:
                 monitor.stop()
                 sc.setLocalProperty("spark.jobGroup.id", None)
@@ -327,6 +327,20 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
         bytes=sum(f.size for f in files), partitions=per_partition, offsets_before=before,
         offsets_after=new_offsets, version=state.version, seconds=time.monotonic() - started,
         conflicts=conflicts, dropped_files=dropped)
+
+
+def _with_headers_flag(df):
+    """``df`` with null ``headers`` handed over as empty arrays plus
+    ``files.HEADERS_NULL_FLAG`` saying which were null: Spark converts a null
+    array<struct> to Arrow several times slower than the whole read otherwise; the tasks
+    put the nulls back before writing."""
+    from pyspark.sql import functions as F
+
+    if "headers" not in df.columns:
+        return df
+    empty = F.expr("cast(array() as array<struct<key:string,value:binary>>)")
+    return (df.withColumn(HEADERS_NULL_FLAG, F.isnull("headers"))
+            .withColumn("headers", F.coalesce(F.col("headers"), empty)))
 
 
 def _file_spec(target: TableTarget, run_id: str, fmt: str, partitioning: Sequence[str]) -> FileSpec:
