@@ -39,6 +39,7 @@ Thread-safety: one export per thread; the progress callback runs on a monitoring
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -249,16 +250,15 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
         if missing:
             raise TableError(f"table {state.location} holds partitions {missing} that topic {topic} does not have")
         start = {p: stored.next_offsets.get(p, -2) for p in partitions}
-        import json
-        starting = json.dumps({topic: {str(p): o for p, o in start.items()}})
+        try:
+            plan = plan_export(topic, bootstrap_servers=bootstrap_servers, path=path, options=options,
+                               value_format=value_format, key_format=key_format, include_headers=True,
+                               schema_registry_url=schema_registry_url,
+                               starting_offsets=json.dumps({topic: {str(p): o for p, o in start.items()}}))
+        except ExportError as exc:
+            raise TableError(str(exc)) from None
     else:
-        starting = "earliest"
-    try:
-        plan = plan_export(topic, bootstrap_servers=bootstrap_servers, path=path, options=options,
-                           value_format=value_format, key_format=key_format, include_headers=True,
-                           schema_registry_url=schema_registry_url, starting_offsets=starting)
-    except ExportError as exc:
-        raise TableError(str(exc)) from None
+        plan = probe  # from the earliest offsets: what the probe planned
     before = stored
     base_offsets = stored if stored is not None else TableOffsets(topic, topic_id, {})
     new_offsets = TableOffsets(topic, topic_id, dict(base_offsets.next_offsets)).advanced(
