@@ -152,11 +152,14 @@ def _check_group(group_id: str) -> None:
 
 
 def _broker_name(client: ConsumerNetworkClient, node_id: int) -> str:
+    """``host:port`` of ``node_id``: from the metadata, else from its connection (a
+    coordinator connection has no metadata entry, and a broker's may not be known yet
+    when only its connection's ApiVersions were read)."""
     node = client.metadata.node(node_id)
-    if node is None and node_id > COORDINATOR_ID_BASE // 2:
-        conn = client.client._conns.get(node_id)  # a coordinator connection (no metadata entry)
+    if node is None:
+        conn = client.client._conns.get(node_id)
         return f"{conn.host}:{conn.port}" if conn is not None else f"node {node_id}"
-    return f"{node.host}:{node.port}" if node is not None else f"node {node_id}"
+    return f"{node.host}:{node.port}"
 
 
 def _require(client: ConsumerNetworkClient, node_id: int, api_key: ApiKey, versions: tuple[int, int]) -> None:
