@@ -150,7 +150,7 @@ def _check_topic(state: TableState, topic: str, topic_id: str | None, on_new_top
     return stored
 
 
-def _without_overlap(target: TableTarget, files: list, held: Mapping[int, int], spec: FileSpec) -> tuple[list, int]:
+def _without_overlap(files: list, held: Mapping[int, int], spec: FileSpec) -> tuple[list, int]:
     """``files`` without the rows another writer committed meanwhile (``held``: the
     table's next offsets now): files entirely below are dropped, a file across is
     rewritten without them. Returns (files, how many were dropped or rewritten)."""
@@ -161,14 +161,14 @@ def _without_overlap(target: TableTarget, files: list, held: Mapping[int, int], 
         if f.last_offset < below:
             gone += 1
         elif f.first_offset < below:
-            kept += _rewrite_without(target, f, below, spec.location, spec) or []
+            kept += _rewrite_without(f, below, spec) or []
             gone += 1
         else:
             kept.append(f)
     return kept, gone
 
 
-def _rewrite_without(target: TableTarget, written, below: int, run_location: str, spec: FileSpec):
+def _rewrite_without(written, below: int, spec: FileSpec):
     """``written`` (one file) rewritten without its rows of offsets below ``below``; None
     when none remain."""
     import pyarrow.compute as pc
@@ -303,7 +303,7 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
     while True:
         if base.offsets != stored:
             held = _check_topic(base, topic, topic_id, on_new_topic_id)
-            files, gone = _without_overlap(target, files, held.next_offsets if held is not None else {}, spec)
+            files, gone = _without_overlap(files, held.next_offsets if held is not None else {}, spec)
             dropped += gone
             new_offsets = (held if held is not None else TableOffsets(topic, topic_id, {})).advanced(
                 new_offsets.next_offsets)

@@ -412,13 +412,12 @@ class SchemaStore:
                 raise schema_not_found()
             return self.schemas[sid]
 
-    def subject_versions_of(self, schema_id: int, *, deleted: bool = False, subject: str | None = None
-                            ) -> list[tuple[str, int]]:
+    def subject_versions_of(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
         with self._lock:
             if schema_id not in self.schemas:
                 raise schema_not_found()
             return sorted((s, v) for s, versions in self.subjects.items() for v, sv in versions.items()
-                          if sv.id == schema_id and (deleted or not sv.deleted) and (subject is None or s == subject))
+                          if sv.id == schema_id and (deleted or not sv.deleted))
 
     def all_schemas(self, *, prefix: str = "", deleted: bool = False, deleted_only: bool = False,
                     latest_only: bool = False) -> list[Registered]:
