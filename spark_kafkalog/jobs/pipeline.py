@@ -256,11 +256,14 @@ def source_reader(spark, args: argparse.Namespace, summary: Summary, log_dir: Pa
     return reader.option("kafka.bootstrap.servers", summary.bootstrap_servers)
 
 
-def batch_job(spark, args: argparse.Namespace, summary: Summary, log_dir: Path | None) -> None:
+def batch_job(spark, args: argparse.Namespace, summary: Summary, log_dir: Path | None,
+              interrupter: Interrupter | None = None) -> None:
     from pyspark.sql import functions as F
 
+    check = interrupter.check if interrupter is not None else (lambda: None)
     begin = time.perf_counter()
     raw = source_reader(spark, args, summary, log_dir, stream=False).load()
+    check()  # planning a Python data source runs no Spark job that a cancel could stop
     events = raw.select(F.length("value").alias("size"),
                         F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("size", "e.*")
     stats = (events.groupBy("page", "action")
@@ -269,6 +272,7 @@ def batch_job(spark, args: argparse.Namespace, summary: Summary, log_dir: Path |
                   F.round(F.sum(F.coalesce("price", F.lit(0.0))), 2).alias("revenue"),
                   F.sum("size").alias("bytes"))
              .orderBy(F.desc("events")))
+    check()
     rows = stats.collect()  # one pass over the topic
     summary.batch_read = Stage(sum(r["events"] for r in rows), sum(r["bytes"] for r in rows),
                                time.perf_counter() - begin)
@@ -361,12 +365,19 @@ def format_summary(s: Summary, args: argparse.Namespace) -> str:
 class Interrupter:
     """SIGINT for the script: before Spark runs, a plain KeyboardInterrupt; while it
     runs, stop the streaming query and cancel Spark's jobs from a helper thread, so that the
-    main thread's JVM call returns, and raise KeyboardInterrupt at the next ``check()``."""
+    main thread's JVM call returns, and raise KeyboardInterrupt at the next ``check()``.
+
+    The helper keeps cancelling every ``CANCEL_EVERY_S`` until ``finish()``: a Ctrl-C that
+    comes while the driver plans (no job running yet) cancels the next job the moment it
+    starts instead of letting the rest of the batch job run."""
+
+    CANCEL_EVERY_S = 0.2
 
     def __init__(self) -> None:
         self.requested = False
         self.spark: SparkSession | None = None
         self.query: StreamingQuery | None = None
+        self._finished = threading.Event()
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._handle)
@@ -385,10 +396,15 @@ class Interrupter:
         try:
             if self.query is not None:
                 self.query.stop()
-            if self.spark is not None:  # always: _handle starts this thread only then
+            while self.spark is not None and not self._finished.is_set():
                 self.spark.sparkContext.cancelAllJobs()
+                self._finished.wait(self.CANCEL_EVERY_S)
         except Exception:  # noqa: BLE001 - best effort; the main thread stops Spark anyway
             pass
+
+    def finish(self) -> None:
+        """Spark is about to stop: no more cancelling from the helper thread."""
+        self._finished.set()
 
     def check(self) -> None:
         if self.requested:
@@ -434,7 +450,7 @@ def run(args: argparse.Namespace, out=sys.stdout, interrupter: Interrupter | Non
             interrupter.attach(spark)
         try:
             print("batch job: read -> parse -> aggregate -> write ...", file=out, flush=True)
-            batch_job(spark, args, summary, log_dir)
+            batch_job(spark, args, summary, log_dir, interrupter)
             if interrupter is not None:
                 interrupter.check()
             print("streaming query (Trigger.AvailableNow) ...", file=out, flush=True)
@@ -452,6 +468,8 @@ def run(args: argparse.Namespace, out=sys.stdout, interrupter: Interrupter | Non
         print(format_summary(summary, args), file=out, flush=True)
         return summary
     finally:
+        if interrupter is not None:
+            interrupter.finish()
         if session is not None:
             session.stop()
         if broker is not None:
