@@ -8,8 +8,8 @@ iceberg|delta`` command runs the same).
 
 Modules: ``base`` (offsets, written files, table states, the target interface),
 ``layout`` (a table's columns and partitioning), ``files`` (the executors' Parquet files),
-``iceberg`` / ``iceberg_arrow`` and ``delta`` / ``delta_schema`` (the targets), ``job``
-(the exactly-once batch export). Importing this package imports neither pyiceberg nor
+``iceberg`` / ``iceberg_arrow`` and ``delta`` / ``delta_schema`` (the targets),
+``targets`` (opening a target of either format), ``job`` (the exactly-once batch export). Importing this package imports neither pyiceberg nor
 deltalake, nor pyspark; each is imported when it is used.
 """
 

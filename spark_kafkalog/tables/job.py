@@ -38,7 +38,6 @@ Thread-safety: one export per thread; the progress callback runs on a monitoring
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 import uuid
@@ -49,10 +48,10 @@ from typing import Any
 from .base import CommitConflictError, TableError, TableOffsets, TableState, TableTarget, TopicIdMismatchError
 from .files import HEADERS_NULL_FLAG, OUTPUT_SCHEMA, FileSpec, utc_timestamps, write_task_files, written_files
 from .layout import LAYOUTS, parse_partition_by, table_frame
+from .targets import TABLE_FORMATS, open_target, topic_id_text
 
 __all__ = ["TABLE_FORMATS", "TableExportResult", "open_target", "export_table", "topic_id_text"]
 
-TABLE_FORMATS = ("iceberg", "delta")
 ON_NEW_TOPIC_ID = ("fail", "restart")
 DEFAULT_ORPHAN_AGE_MS = 24 * 3600 * 1000
 
@@ -83,33 +82,6 @@ class TableExportResult:
         return (f"Exported {self.records:,} records of {self.offsets_after.topic} ({shown}{more}) to the "
                 f"{self.format} table {self.table}: {self.files} file{'' if self.files == 1 else 's'}, "
                 f"{self.bytes:,} bytes, version {self.version}, in {self.seconds:.1f} s.")
-
-
-def topic_id_text(topic_id) -> str | None:
-    """Kafka's spelling of a topic id (base64 URL-safe, unpadded: ``Uuid.toString``)."""
-    if topic_id is None:
-        return None
-    if isinstance(topic_id, uuid.UUID):
-        if topic_id.int == 0:
-            return None
-        return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
-    return str(topic_id)
-
-
-def open_target(fmt: str, table: str, *, topic: str, catalog_uri: str | None = None,
-                catalog_properties: Mapping[str, str] | None = None,
-                storage_options: Mapping[str, str] | None = None) -> TableTarget:
-    """The ``TableTarget`` of ``fmt`` for ``table`` (see ``iceberg.py`` and ``delta.py``)."""
-    if fmt == "iceberg":
-        from .iceberg import IcebergTarget
-        return IcebergTarget(table, topic=topic, catalog_uri=catalog_uri,
-                             catalog_properties=dict(catalog_properties or {}))
-    if fmt == "delta":
-        if catalog_uri is not None:
-            raise TableError("a Delta table is a path or an object-store URI: no catalog (--catalog-uri is Iceberg's)")
-        from .delta import DeltaTarget
-        return DeltaTarget(table, topic=topic, storage_options=dict(storage_options or {}))
-    raise TableError(f"unknown table format {fmt!r}: choose one of {', '.join(TABLE_FORMATS)}")
 
 
 def _source_topic_id(plan, topic: str) -> str | None:
