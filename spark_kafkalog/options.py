@@ -96,7 +96,7 @@ from .formats.options import FORMAT_OPTIONS, REGISTRY_PREFIX, FormatOptionError,
 __all__ = [
     "KafkaLogOptionError", "ReadOptions", "Strategy", "OffsetSpec", "parse_options",
     "EARLIEST", "LATEST", "OPTION_NAMES", "DEFAULT_MAX_BYTES_PER_BATCH",
-    "DEFAULT_MAX_TRIGGER_DELAY_MS", "parse_duration_ms",
+    "DEFAULT_MAX_TRIGGER_DELAY_MS", "parse_duration_ms", "TableRead",
 ]
 
 log = logging.getLogger("spark_kafkalog")
@@ -129,10 +129,18 @@ _STREAMING_ONLY_OPTIONS = ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxT
                            "kafkalog.commitOffsetsToGroup"]
 _OWN_OPTIONS = ["path", "paths", "maxBytesPerBatch"]
 _BATCH_ONLY_OPTIONS = ["kafkalog.snapshot"]
+# Bridge reads (readers/bridge.py): the table, its format, and the prefixes passed on to
+# the catalog (pyiceberg's catalog properties) and to the store (deltalake's storage options)
+TABLE_OPTION = "kafkalog.table"
+TABLE_FORMAT_OPTION = "kafkalog.table.format"
+TABLE_CATALOG_PREFIX = "kafkalog.table.catalog."
+TABLE_STORAGE_PREFIX = "kafkalog.table.storage."
+TABLE_FORMATS = ("iceberg", "delta")
+_TABLE_OPTIONS = [TABLE_OPTION, TABLE_FORMAT_OPTION]
 OPTION_NAMES: dict[str, str] = {
     name.lower(): name
     for name in (_SPARK_OPTIONS + _NETWORK_ONLY_OPTIONS + _STREAMING_ONLY_OPTIONS + _OWN_OPTIONS
-                 + _BATCH_ONLY_OPTIONS + FORMAT_OPTIONS + list(S3A_KEYS))
+                 + _BATCH_ONLY_OPTIONS + _TABLE_OPTIONS + FORMAT_OPTIONS + list(S3A_KEYS))
 }
 # Object stores direct mode reads through pyarrow (broker.log.storage.open_location).
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
@@ -196,6 +204,18 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True)
+class TableRead:
+    """A bridge read's table (``kafkalog.table``): where it is, its format (``iceberg`` or
+    ``delta``; None: told from the location when the read is planned), an Iceberg catalog's
+    URI and properties, deltalake's storage options (both repr=False: they hold secrets)."""
+    location: str
+    format: str | None = None
+    catalog_uri: str | None = None
+    catalog_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     strategy: Strategy
     starting: OffsetSpec
@@ -225,6 +245,8 @@ class ReadOptions:
     snapshot: bool = False
     # valueFormat / keyFormat and the options of typed reads (formats/options.py)
     formats: FormatOptions = field(default_factory=FormatOptions)
+    # kafkalog.table: a bridge read, the table's rows then the log after its offsets
+    table: TableRead | None = None
 
     @property
     def mode(self) -> str:
@@ -469,7 +491,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     both kinds share, for ``load()``; the result's bounds are then a batch read's)."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
     unknown = sorted(str(k) for k in options if str(k).lower() not in OPTION_NAMES
-                     and not str(k).lower().startswith(("kafka.", REGISTRY_PREFIX)))
+                     and not str(k).lower().startswith(("kafka.", REGISTRY_PREFIX, TABLE_CATALOG_PREFIX,
+                                                        TABLE_STORAGE_PREFIX)))
     if unknown:
         raise _unknown_options(unknown)
 
@@ -616,6 +639,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         formats = parse_format_options(opts, log_dir=bool(paths) and bootstrap is None)
     except FormatOptionError as exc:
         raise _fail(str(exc)) from None
+    table = _table_read(opts, strategy, snapshot)
 
     return ReadOptions(
         strategy=strategy, starting=starting, ending=ending,
@@ -630,8 +654,46 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         streaming=bool(streaming), max_offsets_per_trigger=max_offsets if streaming else None,
         min_offsets_per_trigger=min_offsets if streaming else None,
         max_trigger_delay_ms=max_delay_ms, commit_offsets_to_group=commit_group,
-        snapshot=snapshot, formats=formats,
+        snapshot=snapshot, formats=formats, table=table,
     )
+
+
+_STARTING_KEYS = ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
+
+
+def _table_read(opts: Mapping[str, str], strategy: Strategy, snapshot: bool) -> TableRead | None:
+    """``kafkalog.table`` and its options (``TableRead``), checked: one topic, no starting
+    bound (the table's offsets are where the log part starts), no snapshot."""
+    given = [k for k in opts if k == TABLE_OPTION or k.startswith("kafkalog.table.")]
+    if TABLE_OPTION not in opts:
+        if given:
+            raise _fail(f"Option {OPTION_NAMES.get(given[0], given[0])!r} needs 'kafkalog.table' (the table "
+                        "a bridge read starts with)")
+        return None
+    location = opts[TABLE_OPTION].strip()
+    if not location:
+        raise _fail("Option 'kafkalog.table' is empty: give the table (a path, an object-store URI, or "
+                    "namespace.name with 'kafkalog.table.catalog.uri')")
+    topics = set(strategy.topics) | {t for t, _ in strategy.partitions}
+    if strategy.kind == "subscribePattern" or len(topics) != 1:
+        raise _fail("Option 'kafkalog.table' reads one topic, the table's: use 'subscribe' (or 'assign') "
+                    "with exactly one topic")
+    for key in _STARTING_KEYS:
+        if key in opts:
+            raise _fail(f"Option {OPTION_NAMES[key]!r} cannot be used with 'kafkalog.table': the log is read "
+                        "from the offsets the table holds")
+    if snapshot:
+        raise _fail("Options 'kafkalog.snapshot' and 'kafkalog.table' cannot be used together")
+    fmt = opts.get(TABLE_FORMAT_OPTION, "").strip().lower() or None
+    if fmt is not None and fmt not in TABLE_FORMATS:
+        raise _invalid("kafkalog.table.format", opts[TABLE_FORMAT_OPTION], " or ".join(TABLE_FORMATS))
+    catalog = {k[len(TABLE_CATALOG_PREFIX):]: v for k, v in opts.items() if k.startswith(TABLE_CATALOG_PREFIX)}
+    catalog_uri = catalog.pop("uri", None)
+    if fmt == "delta" and (catalog_uri is not None or catalog):
+        raise _fail("Options 'kafkalog.table.catalog.*' are Iceberg's: a Delta table is a path or an "
+                    "object-store URI")
+    storage = {k[len(TABLE_STORAGE_PREFIX):]: v for k, v in opts.items() if k.startswith(TABLE_STORAGE_PREFIX)}
+    return TableRead(location, fmt, catalog_uri, catalog, storage)
 
 
 def _log_dirs(opts: Mapping[str, str]) -> tuple[str, ...]:

@@ -425,7 +425,7 @@ class KafkaLogDataSource(DataSource):
             _check_schema(schema, options.include_headers, typed)
         except KafkaLogOptionError as error:
             raise error.with_traceback(None) from None
-        if _planning_with_filter_pushdown():
+        if _planning_with_filter_pushdown() and options.table is None:  # bridge reads: Spark filters
             return KafkaLogPushdownReader(options, typed)
         return KafkaLogBatchReader(options, typed)
 

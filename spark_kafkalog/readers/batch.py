@@ -39,66 +39,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from ..options import ReadOptions
 from ..pushdown import PushedFilters
 from . import brief_cluster_errors
+from .bridge import TableFileInputPartition, plan_bridge, read_table_partition
+from .partitions import KafkaLogInputPartition, batch_builder, input_partitions, read_input_partition
 
 __all__ = ["KafkaLogInputPartition", "KafkaLogBatchReader", "KafkaLogPushdownReader",
            "input_partitions", "read_input_partition", "batch_builder"]
-
-
-class KafkaLogInputPartition(InputPartition):
-    """Offsets [start, end) of ``topic``-``partition``; in stitched mode ``pieces`` says
-    where each part is read (``readers.stitched.stitch``), else None; for a typed read
-    ``schemas`` holds the topic's reader schemas and the catalog of writer schemas
-    (``formats.registry.PartitionSchemas``), else None."""
-
-    def __init__(self, topic: str, partition: int, start: int, end: int,
-                 pieces: tuple | None = None, schemas=None) -> None:
-        super().__init__((topic, partition, start, end))
-        self.topic = topic
-        self.partition = partition
-        self.start = start
-        self.end = end
-        self.pieces = pieces
-        self.schemas = schemas
-
-
-def input_partitions(options: ReadOptions, reader, ranges, typed=None) -> list[InputPartition]:
-    """The input partitions of planned ``ranges`` (with their stitched pieces): each a
-    ``KafkaLogInputPartition``; for a typed read (``typed``: ``formats.registry.TypedRead``)
-    with the schemas of its topic, loaded now."""
-    from . import range_pieces
-
-    schemas = typed.partition_schemas(r.topic for r in ranges) if typed is not None else {}
-    out: list[InputPartition] = [
-        KafkaLogInputPartition(r.topic, r.partition, r.start, r.end, pieces, schemas.get(r.topic))
-        for r, pieces in zip(ranges, range_pieces(options, reader, ranges), strict=True)]
-    return out
-
-
-def read_input_partition(options: ReadOptions, partition: KafkaLogInputPartition) -> Iterator:
-    """The decoded batches of one input partition, whatever the mode (with the headers too
-    when a typed read may find schema ids in them)."""
-    from . import read_range
-
-    if options.formats.typed:
-        from ..formats.decode import range_options
-
-        options = range_options(options)
-    return read_range(options, partition.topic, partition.partition, partition.start, partition.end,
-                      getattr(partition, "pieces", None))
-
-
-def batch_builder(options: ReadOptions, typed, partition: KafkaLogInputPartition):
-    """What turns the partition's decoded batches into rows: ``schema.SparkBatchBuilder``,
-    or ``formats.decode.TypedBatchBuilder`` for a typed read. Its ``build`` may return a
-    batch without rows (DROPMALFORMED)."""
-    if typed is None:
-        from ..schema import SparkBatchBuilder
-
-        return SparkBatchBuilder(partition.topic, partition.partition, options.include_headers)
-    from ..formats.decode import TypedBatchBuilder
-
-    return TypedBatchBuilder(options, typed, getattr(partition, "schemas", None), partition.topic,
-                             partition.partition)
 
 
 class KafkaLogBatchReader(DataSourceReader):
@@ -116,14 +61,21 @@ class KafkaLogBatchReader(DataSourceReader):
 
         reader = open_offset_reader(self.options)
         try:
-            ranges = plan_ranges(self.options, reader, self.filters)
-            return input_partitions(self.options, reader, ranges, self.typed)
+            options, table = self.options, list[InputPartition]()
+            if options.table is not None:  # a bridge read: the table's files, the log after them
+                options, files = plan_bridge(options, reader, self.typed)
+                table.extend(files)
+            ranges = plan_ranges(options, reader, self.filters)
+            return [*table, *input_partitions(options, reader, ranges, self.typed)]
         finally:
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
 
     def read(self, partition: InputPartition) -> Iterator:
+        if isinstance(partition, TableFileInputPartition):
+            yield from read_table_partition(self.options, self.typed, partition)
+            return
         if not isinstance(partition, KafkaLogInputPartition):
             return  # no range planned: pyspark sends one InputPartition(None)
         builder = batch_builder(self.options, self.typed, partition)

@@ -85,7 +85,8 @@ from pyspark.sql.streaming.datasource import (
 
 from ..options import ReadOptions
 from . import brief_cluster_errors
-from .batch import KafkaLogInputPartition, batch_builder, input_partitions, read_input_partition
+from .bridge import TABLE_KEY, TableFileInputPartition, bridge_initial, read_table_partition, stream_table_partitions
+from .partitions import KafkaLogInputPartition, batch_builder, input_partitions, read_input_partition
 
 __all__ = ["KafkaLogStreamReader"]
 
@@ -97,7 +98,7 @@ _INITIAL = "kafkalog:initial"  # marks initialOffset's result (see the module do
 def _offsets(offset: dict) -> dict:
     from ..planning import offsets_from_json
 
-    return offsets_from_json({k: v for k, v in offset.items() if k != _INITIAL})
+    return offsets_from_json({k: v for k, v in offset.items() if k not in (_INITIAL, TABLE_KEY)})
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -112,6 +113,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict | None = None    # latest offsets seen last (reportLatestOffset)
         self._last_trigger_ms = 0.0         # minOffsetsPerTrigger / maxTriggerDelay
         self._group_committed: dict | None = None  # kafkalog.commitOffsetsToGroup: committed last
+        self._table_version: int | None = None      # bridge reads: the commit the first batch reads
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -151,7 +153,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ..planning import initial_offsets
 
         if self._initial is None:
-            self._initial = initial_offsets(self.options, reader)
+            if self.options.table is not None:  # a bridge read starts at the table's offsets
+                self._initial, self._table_version = bridge_initial(self.options, reader)
+            else:
+                self._initial = initial_offsets(self.options, reader)
         return self._initial
 
     @brief_cluster_errors
@@ -161,6 +166,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with self._offset_reader() as reader:
             out: dict[str, Any] = offsets_json(self._resolve_initial(reader))
         out[_INITIAL] = True
+        if self._table_version is not None:
+            out[TABLE_KEY] = self._table_version
         return out
 
     @brief_cluster_errors
@@ -235,11 +242,14 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ..planning import stream_ranges
 
         begin, until = _offsets(start), _offsets(end)
+        table: list[InputPartition] = []
+        if start.get(TABLE_KEY) is not None:  # a bridge read's first micro-batch: the table's files too
+            table.extend(stream_table_partitions(self.options, int(start[TABLE_KEY]), begin, self.typed))
         if begin == until:
-            return []
+            return table
         with self._offset_reader() as reader:
             ranges = stream_ranges(self.options, reader, begin, until)
-            return input_partitions(self.options, reader, ranges, self.typed)
+            return [*table, *input_partitions(self.options, reader, ranges, self.typed)]
 
     def commit(self, end: dict) -> None:
         """The offsets live in Spark's checkpoint. With ``kafkalog.commitOffsetsToGroup``
@@ -268,6 +278,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- rows (executors) --
 
     def read(self, partition: InputPartition) -> Iterator:
+        if isinstance(partition, TableFileInputPartition):
+            yield from read_table_partition(self.options, self.typed, partition)
+            return
         if not isinstance(partition, KafkaLogInputPartition):
             return
         builder = batch_builder(self.options, self.typed, partition)

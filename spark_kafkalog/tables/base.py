@@ -214,6 +214,14 @@ class TableTarget(ABC):
         Returns how many snapshots or files went."""
 
     @abstractmethod
+    def scan_files(self, version: int) -> list[tuple[str, dict[str, Any]]]:
+        """The data files of the table as of ``version`` (a ``TableState.version``), each
+        with the values of the partition columns its rows share that the file does not
+        hold (Delta's ``partitionValues``, typed; ``{}`` for Iceberg, whose files hold every
+        column): what a bridge read scans. Raises ``TableError`` when the version is gone
+        (expired, vacuumed) or cannot be read."""
+
+    @abstractmethod
     def remove_orphans(self, older_than_ms: int) -> int:
         """Delete data files under this table's run locations that no version references and
         that are older than ``older_than_ms`` (runs killed before their commit). Returns

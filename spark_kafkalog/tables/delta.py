@@ -63,7 +63,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from .base import (
     OFFSETS_PROPERTY,
@@ -206,6 +206,22 @@ class DeltaTarget(TableTarget):
         if not known:
             offsets = self._offsets(table)
         return TableState(self.format, self.table, version, offsets, schema, files)
+
+    def scan_files(self, version: int) -> list[tuple[str, dict[str, Any]]]:
+        import pyarrow as pa
+
+        table = self._require(version)
+        with self._errors("cannot read"):
+            actions = pa.table(table.get_add_actions(flatten=True))
+            root = table.table_uri.rstrip("/")
+        paths = actions.column("path").to_pylist()
+        parts = {name[len("partition."):]: actions.column(name).to_pylist()
+                 for name in actions.column_names if name.startswith("partition.")}
+        out = []
+        for i, path in enumerate(paths):
+            uri = path if "://" in path else f"{root}/{unquote(path)}"
+            out.append((uri, {name: values[i] for name, values in parts.items()}))
+        return out
 
     def _commit_infos(self, table) -> Iterator[dict[str, Any]]:
         """The commit infos of ``table``'s versions, newest first (as far as the log goes)."""

@@ -258,6 +258,14 @@ class IcebergTarget(TableTarget):
         return TableState(self.format, self.table, snapshot.snapshot_id, self._offsets(table, snapshot), schema,
                           files)
 
+    def scan_files(self, version: int) -> list[tuple[str, dict[str, Any]]]:
+        with self._errors(f"snapshot {version}"):
+            table = self._existing_table()
+            snapshot = table.snapshot_by_id(version)
+            if snapshot is None:
+                raise TableError(f"iceberg table {self.table}: snapshot {version} is gone (expired)")
+            return [(f.file_path, {}) for f in self._data_files(table, [snapshot])]
+
     def load(self) -> TableState:
         with self._errors("load"):
             table = self._table_or_none()
