@@ -228,6 +228,17 @@ class KafkaLogDataSource(DataSource):
         ``df.groupBy("topic", "key").agg(max_by(struct("*"), "offset").alias("r"))``
         then ``.where("r.value IS NOT NULL")``.
 
+    ``kafkalog.table`` (this source's own; batch and streaming; ``readers/bridge.py``)
+        A bridge read: the rows of the topic's Iceberg or Delta table (written by
+        ``kafkalog export --format iceberg|delta``) as of its latest commit, then the log
+        from the offsets that commit stores, each offset once (the commit is pinned when the
+        read is planned). One topic; the starting bounds are refused (the table's offsets
+        are the start). ``kafkalog.table.format`` (``iceberg`` / ``delta``, else told from
+        the location), ``kafkalog.table.catalog.uri`` and ``kafkalog.table.catalog.<key>``
+        (pyiceberg catalog properties), ``kafkalog.table.storage.<key>`` (deltalake storage
+        options). Streaming: the first micro-batch of a new query reads the table. See
+        docs/spark/tables.md.
+
     Parallelism (one Spark task per range, planned on the driver, deterministic):
 
     ``minPartitions``

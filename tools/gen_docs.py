@@ -160,6 +160,12 @@ SOURCE_OPTIONS: dict[str, tuple[str, str, str]] = {
                           "`true`: one row per key, its latest record in the range (tombstoned keys left "
                           "out): a table view of a compacted topic. Not with `minPartitions` / "
                           "`maxRecordsPerPartition` nor in streaming queries."),
+    "kafkalog.table": ("string", "read, stream",
+                       "A bridge read: the topic's Iceberg or Delta table (what `kafkalog export --table` "
+                       "names) as of its latest commit, then the log from the offsets that commit stores. "
+                       "One topic; no starting bounds (see Topics as tables)."),
+    "kafkalog.table.format": ("string", "read, stream",
+                              "`iceberg` or `delta` for `kafkalog.table` (default: told from the location)."),
     "fs.s3a.endpoint": ("string", "read, stream",
                         "Direct mode on S3: the endpoint, `host:port` or a URL (omit for AWS itself)."),
     "fs.s3a.endpoint.region": ("string", "read, stream", "Direct mode on S3: the region."),
@@ -361,6 +367,9 @@ def spark_options_page() -> str:
             "[client configuration](client-config.md)), e.g. `kafka.bootstrap.servers`, "
             "`kafka.isolation.level`, `kafka.security.protocol`. Refused, as in Spark:", ""]
     out += [f"- {code('kafka.' + key)}: {text(message)}" for key, message in sorted(SOURCE_REFUSED.items())]
+    out += ["", "`kafkalog.table.catalog.<key>` (`uri` and pyiceberg's catalog properties) and "
+               "`kafkalog.table.storage.<key>` (deltalake's storage options): where the table of a bridge "
+               "read (`kafkalog.table`) is."]
     out += ["", "`schema.registry.<key>`: a Schema Registry client setting for typed reads, passed as "
             "`<key>` (`schema.registry.url`, `schema.registry.basic.auth.user.info`, "
             "`schema.registry.ssl.ca.location`, ...); an unknown key is refused."]
