@@ -226,8 +226,8 @@ def _read(spark, broker, topic: str, mode: str, **options):
 def test_spark_reads_a_cleaned_topic_in_tiny_ranges(spark, compacted, mode):
     broker, topic, model = compacted
     present = {p: existing_offsets(broker.log_dir, topic, p) for p in (0, 1)}
-    # pieces of 3 offsets: most hold no record at all, many end on a removed offset
-    df = _read(spark, broker, topic, mode, failOnDataLoss="true", maxRecordsPerPartition=3)
+    # pieces of 6 offsets: many hold no record at all, many end on a removed offset
+    df = _read(spark, broker, topic, mode, failOnDataLoss="true", maxRecordsPerPartition=6)
     rows = df.select("partition", "offset", "key", "value").collect()
     assert sorted((r.partition, r.offset) for r in rows) == \
         sorted((p, o) for p in (0, 1) for o in present[p])
