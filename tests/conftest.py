@@ -28,7 +28,7 @@ import pytest
 from hypothesis import settings
 
 pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.spark_write", "tests.support.tls",
-                  "tests.support.object_store"]
+                  "tests.support.object_store", "tests.support.tables"]
 
 KCAT = shutil.which("kcat")
 
@@ -55,7 +55,8 @@ SLOW_FILES = (
     "test_spark_typed_read.py", "test_spark_typed_read_formats.py", "test_spark_typed_read_stream.py",
     "test_tools_schemas.py", "test_tools_schema_console.py", "test_registry_confluent.py",
     "test_spark_typed_write.py", "test_cli_export_typed.py", "test_spark_typed_security.py",
-    "test_spark_connect.py", "test_tables_export.py", "test_tables_kills.py",
+    "test_spark_connect.py", "test_tables_export.py", "test_tables_kills.py", "test_tables_bridge.py",
+    "test_tables_stream.py",
 )
 
 

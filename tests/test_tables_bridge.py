@@ -23,38 +23,25 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from spark_kafkalog.options import KafkaLogOptionError, parse_options
 from spark_kafkalog.readers.batch import KafkaLogBatchReader
 from spark_kafkalog.tables.job import export_table
-from tests.support.broker import BrokerProcess
+from tests.support.tables import create_topic, produce_numbered
 
 COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType", "headers")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("bridge"), {"schema.registry.listeners": "http://127.0.0.1:0",
-                                                          "num.partitions": "3"}, name="bridge")
-    b.start()
-    yield b
-    b.kill()
+def broker(table_broker):
+    return table_broker
 
 
 def _topic(broker, partitions: int = 3) -> str:
     topic = f"bridge-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
+    create_topic(broker, topic, partitions)
     return topic
-
-
-def _produce(broker, topic: str, start: int, n: int, partitions: int = 3) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(start, start + n):
-        producer.produce(topic, key=None if i % 7 == 0 else f"k{i}".encode(), value=f"v{i}".encode(),
-                         partition=i % partitions, headers=[("h", f"{i}".encode())] if i % 5 == 0 else None)
-    assert producer.flush(30) == 0
 
 
 def _reader(spark, broker, topic: str, table: str | None = None, fmt: str | None = None, direct: bool = False):
@@ -80,10 +67,10 @@ def _keyed(rows) -> dict[tuple[int, int], tuple]:
 def test_a_bridge_read_is_the_table_then_the_log(spark, broker, tmp_path, fmt) -> None:
     topic = _topic(broker)
     table = str(tmp_path / "table")
-    _produce(broker, topic, 0, 600)
+    produce_numbered(broker, topic, 0, 600)
     first = export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap)
     assert first.records == 600
-    _produce(broker, topic, 600, 300)
+    produce_numbered(broker, topic, 600, 300)
 
     plain = _keyed(_reader(spark, broker, topic).load().collect())
     bridged = _keyed(_reader(spark, broker, topic, table).load().collect())
@@ -111,9 +98,9 @@ def test_the_commit_is_pinned_when_the_read_is_planned(spark, broker, tmp_path) 
     offset once (the files and offsets of the commit it planned with)."""
     topic = _topic(broker)
     table = str(tmp_path / "table")
-    _produce(broker, topic, 0, 300)
+    produce_numbered(broker, topic, 0, 300)
     export_table(spark, topic=topic, table=table, fmt="iceberg", bootstrap_servers=broker.bootstrap)
-    _produce(broker, topic, 300, 150)
+    produce_numbered(broker, topic, 300, 150)
     options = parse_options({"subscribe": topic, "kafka.bootstrap.servers": broker.bootstrap,
                              "kafkalog.table": table, "includeHeaders": "true"})
     reader = KafkaLogBatchReader(options)
@@ -121,7 +108,7 @@ def test_the_commit_is_pinned_when_the_read_is_planned(spark, broker, tmp_path) 
     assert any(type(p).__name__ == "TableFileInputPartition" for p in planned)
     moved = export_table(spark, topic=topic, table=table, fmt="iceberg", bootstrap_servers=broker.bootstrap)
     assert moved.records == 150                      # the table now holds what the plan reads from the log
-    _produce(broker, topic, 450, 60)                 # and the log has more than the plan's end
+    produce_numbered(broker, topic, 450, 60)                 # and the log has more than the plan's end
     seen: Counter = Counter()
     for part in planned:
         for batch in reader.read(part):
@@ -132,9 +119,9 @@ def test_the_commit_is_pinned_when_the_read_is_planned(spark, broker, tmp_path) 
 def test_a_streaming_bridge_reads_the_table_once(spark, broker, tmp_path) -> None:
     topic = _topic(broker)
     table = str(tmp_path / "table")
-    _produce(broker, topic, 0, 400)
+    produce_numbered(broker, topic, 0, 400)
     export_table(spark, topic=topic, table=table, fmt="delta", bootstrap_servers=broker.bootstrap)
-    _produce(broker, topic, 400, 200)
+    produce_numbered(broker, topic, 400, 200)
     out, chk = tmp_path / "out", tmp_path / "chk"
 
     def run() -> list:
@@ -151,7 +138,7 @@ def test_a_streaming_bridge_reads_the_table_once(spark, broker, tmp_path) -> Non
     offsets = Counter((r["partition"], r["offset"]) for r in rows)
     assert len(offsets) == 600 and max(offsets.values()) == 1
     assert {r["value"] for r in rows} == {f"v{i}" for i in range(600)}
-    _produce(broker, topic, 600, 90)
+    produce_numbered(broker, topic, 600, 90)
     rows = run()
     offsets = Counter((r["partition"], r["offset"]) for r in rows)
     assert len(offsets) == 690 and max(offsets.values()) == 1

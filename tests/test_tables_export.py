@@ -21,99 +21,42 @@ import json
 import threading
 import time
 import uuid
-from collections import Counter
 
-import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from spark_kafkalog.tables.base import TopicIdMismatchError
-from spark_kafkalog.tables.job import export_table, open_target
-from tests.support.broker import BrokerProcess
+from spark_kafkalog.tables.job import export_table
+from tests.support.tables import check_table, create_topic, end_offsets, produce_numbered, table_rows
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("tables"), {"schema.registry.listeners": "http://127.0.0.1:0",
-                                                          "num.partitions": "3"}, name="tables")
-    b.start()
-    yield b
-    b.kill()
-
-
-def _create(broker, topic: str, partitions: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
-
-
-def _produce(broker, topic: str, start: int, n: int, partitions: int = 3) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(start, start + n):
-        producer.produce(topic, key=None if i % 7 == 0 else f"k{i}".encode(), value=f"v{i}".encode(),
-                         partition=i % partitions, headers=[("h", f"{i}".encode())] if i % 5 == 0 else None)
-    assert producer.flush(30) == 0
-
-
-def _ends(broker, topic: str, partitions: int = 3) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ends"})
-    try:
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-    finally:
-        c.close()
-
-
-def _rows(fmt: str, table: str, topic: str) -> pa.Table:
-    """Every row of the table, read by the format's own library."""
-    if fmt == "iceberg":
-        from pyiceberg.catalog import load_catalog
-        catalog = load_catalog("kafkalog", type="sql", uri=f"sqlite:///{table}/catalog.db", warehouse=f"file://{table}")
-        return catalog.load_table(("default", topic)).scan().to_arrow()
-    from deltalake import DeltaTable, QueryBuilder
-    return pa.table(QueryBuilder().register("t", DeltaTable(table)).execute("select * from t").read_all())
-
-
-def _check(fmt: str, table: str, topic: str, broker, partitions: int = 3) -> pa.Table:
-    """Every (partition, offset) of the topic exactly once, with its key, value and
-    headers; the stored offsets are the end offsets. Returns the rows."""
-    rows = _rows(fmt, table, topic)
-    seen = Counter(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist(), strict=True))
-    assert max(seen.values()) == 1, [k for k, n in seen.items() if n > 1][:5]
-    ends = _ends(broker, topic, partitions)
-    assert set(seen) == {(p, o) for p, end in ends.items() for o in range(end)}
-    by_value = {v.decode(): (k, h) for k, v, h in zip(rows.column("key").to_pylist(), rows.column("value").to_pylist(),
-                                                      rows.column("headers").to_pylist(), strict=True)}
-    for value, (key, headers) in list(by_value.items())[:200]:
-        i = int(value[1:])
-        assert key == (None if i % 7 == 0 else f"k{i}".encode())
-        # no headers: null, as Spark's Kafka source gives them (pyiceberg's scan reads [])
-        assert (headers or []) == ([{"key": "h", "value": f"{i}".encode()}] if i % 5 == 0 else [])
-    state = open_target(fmt, table, topic=topic).load()
-    assert dict(state.offsets.next_offsets) == ends
-    return rows
+def broker(table_broker):
+    return table_broker
 
 
 @pytest.mark.parametrize("fmt", ["iceberg", "delta"])
 def test_export_is_exactly_once_and_incremental(spark, broker, tmp_path, fmt):
     topic = f"tbl-{fmt}-{uuid.uuid4().hex[:6]}"
-    _create(broker, topic)
-    _produce(broker, topic, 0, 3000)
+    create_topic(broker, topic)
+    produce_numbered(broker, topic, 0, 3000)
     table = str(tmp_path / "table")
     first = export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap)
     assert first.records == 3000 and first.offsets_before is None
     assert first.offsets_after.topic_id is not None
-    _check(fmt, table, topic, broker)
-    rows = _rows(fmt, table, topic)
+    check_table(fmt, table, topic, broker)
+    rows = table_rows(fmt, table, topic)
     assert rows.column_names[:8] == ["topic", "partition", "offset", "timestamp", "timestampType", "key", "value",
                                      "headers"]
 
-    _produce(broker, topic, 3000, 500)
+    produce_numbered(broker, topic, 3000, 500)
     second = export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap)
     assert second.records == 500 and second.offsets_before == first.offsets_after
-    _check(fmt, table, topic, broker)
+    check_table(fmt, table, topic, broker)
 
     # nothing new: nothing added, the offsets as they were
     third = export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap)
@@ -122,20 +65,20 @@ def test_export_is_exactly_once_and_incremental(spark, broker, tmp_path, fmt):
     # a partition added to the topic; direct mode (the log directory) goes on from the table
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
-    _produce(broker, topic, 3500, 400, partitions=4)
+    produce_numbered(broker, topic, 3500, 400, partitions=4)
     deadline = time.monotonic() + 30
-    while sum(_ends(broker, topic, 4).values()) < 3900 and time.monotonic() < deadline:
+    while sum(end_offsets(broker, topic, 4).values()) < 3900 and time.monotonic() < deadline:
         time.sleep(0.1)  # scenario: the produce is acknowledged; the watermarks follow at once
     fourth = export_table(spark, topic=topic, table=table, fmt=fmt, path=str(broker.log_dir))
     assert fourth.records == 400 and fourth.partitions[3] == 100
-    _check(fmt, table, topic, broker, partitions=4)
+    check_table(fmt, table, topic, broker, partitions=4)
 
 
 @pytest.mark.parametrize("fmt", ["iceberg", "delta"])
 def test_two_exporters_at_once_hold_every_record_once(spark, broker, tmp_path, fmt):
     topic = f"tbl-race-{fmt}-{uuid.uuid4().hex[:6]}"
-    _create(broker, topic)
-    _produce(broker, topic, 0, 2000)
+    create_topic(broker, topic)
+    produce_numbered(broker, topic, 0, 2000)
     table = str(tmp_path / "table")
     results, errors = [], []
 
@@ -151,14 +94,14 @@ def test_two_exporters_at_once_hold_every_record_once(spark, broker, tmp_path, f
     for t in threads:
         t.join(300)
     assert errors == []
-    _check(fmt, table, topic, broker)
+    check_table(fmt, table, topic, broker)
     assert sum(r.records for r in results) >= 2000
 
 
 def test_a_recreated_topic_is_refused_then_restarted_on_request(spark, broker, tmp_path):
     topic = f"tbl-again-{uuid.uuid4().hex[:6]}"
-    _create(broker, topic)
-    _produce(broker, topic, 0, 30)
+    create_topic(broker, topic)
+    produce_numbered(broker, topic, 0, 30)
     table = str(tmp_path / "table")
     first = export_table(spark, topic=topic, table=table, fmt="iceberg", bootstrap_servers=broker.bootstrap)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -166,18 +109,18 @@ def test_a_recreated_topic_is_refused_then_restarted_on_request(spark, broker, t
     deadline = time.monotonic() + 30
     while True:
         try:
-            _create(broker, topic)
+            create_topic(broker, topic)
             break
         except Exception:  # noqa: BLE001 - the deletion completes asynchronously
             assert time.monotonic() < deadline
             time.sleep(0.2)  # scenario: waiting for the topic deletion to finish
-    _produce(broker, topic, 100, 9)
+    produce_numbered(broker, topic, 100, 9)
     with pytest.raises(TopicIdMismatchError, match="deleted and created again"):
         export_table(spark, topic=topic, table=table, fmt="iceberg", bootstrap_servers=broker.bootstrap)
     again = export_table(spark, topic=topic, table=table, fmt="iceberg", bootstrap_servers=broker.bootstrap,
                          on_new_topic_id="restart")
     assert again.records == 9 and again.offsets_after.topic_id != first.offsets_after.topic_id
-    assert _rows("iceberg", table, topic).num_rows == 39
+    assert table_rows("iceberg", table, topic).num_rows == 39
 
 
 V1 = json.dumps({"type": "record", "name": "Reading", "namespace": "t", "fields": [
@@ -191,7 +134,7 @@ V2 = json.dumps({"type": "record", "name": "Reading", "namespace": "t", "fields"
 @pytest.mark.parametrize("fmt", ["iceberg", "delta"])
 def test_a_typed_topic_becomes_typed_columns_that_evolve(spark, broker, tmp_path, fmt):
     topic = f"tbl-avro-{fmt}-{uuid.uuid4().hex[:6]}"
-    _create(broker, topic, 1)
+    create_topic(broker, topic, 1)
     sr = SchemaRegistryClient({"url": broker.schema_registry_url})
     ctx = SerializationContext(topic, MessageField.VALUE)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
@@ -204,7 +147,7 @@ def test_a_typed_topic_becomes_typed_columns_that_evolve(spark, broker, tmp_path
     typed = {"value_format": "avro", "schema_registry_url": broker.schema_registry_url}
     assert export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap,
                         **typed).records == 6
-    rows = _rows(fmt, table, topic)
+    rows = table_rows(fmt, table, topic)
     # the value's fields are columns; its "offset" clashes with Kafka's: value_offset
     assert {"device", "celsius", "value_offset", "valueSchemaId", "_corrupt_value"} <= set(rows.column_names)
     assert "value" not in rows.column_names and "unit" not in rows.column_names
@@ -217,7 +160,7 @@ def test_a_typed_topic_becomes_typed_columns_that_evolve(spark, broker, tmp_path
     assert producer.flush(30) == 0
     assert export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap,
                         **typed).records == 1
-    rows = _rows(fmt, table, topic)
+    rows = table_rows(fmt, table, topic)
     units = dict(zip(rows.column("offset").to_pylist(), rows.column("unit").to_pylist(), strict=True))
     assert units == {0: None, 1: None, 2: None, 3: None, 4: None, 5: None, 6: "K"}
 
@@ -229,18 +172,18 @@ def test_the_kafkalog_export_command_with_a_table(spark, broker, tmp_path, capsy
     from spark_kafkalog.cli.main import main
 
     topic = f"tbl-cli-{uuid.uuid4().hex[:6]}"
-    _create(broker, topic)
-    _produce(broker, topic, 0, 300)
+    create_topic(broker, topic)
+    produce_numbered(broker, topic, 0, 300)
     table = str(tmp_path / "delta")
     args = ["export", "--topic", topic, "--format", "delta", "--table", table, "--bootstrap-servers",
             broker.bootstrap, "--no-progress"]
     assert main(args) == 0
     assert "Exported 300 records" in capsys.readouterr().out
-    _produce(broker, topic, 300, 30)
+    produce_numbered(broker, topic, 300, 30)
     assert main([*args, "--compact", "--expire", "--retention-ms", "1"]) == 0
     out = capsys.readouterr().out
     assert "Exported 30 records" in out and "Compacted" in out and "files vacuumed" in out
-    _check("delta", table, topic, broker)
+    check_table("delta", table, topic, broker)
     for extra, message in ((["--output", str(tmp_path / "o")], "not both"),
                            (["--starting-offsets", "latest"], "not with a table"),
                            (["--catalog-uri", "sqlite:///x.db"], "Iceberg's")):
