@@ -252,3 +252,106 @@ def test_exports_killed_at_random_points_hold_every_record_once(spark, broker, t
     assert not left, f"{context}: orphans left: {left[:3]}"
     soak_row(f"tables: {fmt} export SIGKILLed", KILLS, KILLS, RECORDS + more, 0,
              f"kills landed {', '.join(landings)}; random.Random({RANDOM_KEY})")
+
+
+def _committed_batches(log: Path) -> int:
+    """How many micro-batches the streaming job reported committed (its stdout lines)."""
+    out = log.with_suffix(".out")
+    if not out.exists():
+        return 0
+    return sum(1 for line in out.read_text().splitlines() if line.startswith('{"batch"'))
+
+
+def _kill_stream_while_writing(proc: subprocess.Popen, table: str, log: Path, batches: int, rng: random.Random,
+                               context: str) -> None:
+    """SIGKILL once ``batches`` micro-batches are committed and the next one's first data
+    file exists, after a random delay of up to ``WRITE_WINDOW``."""
+    started = time.monotonic()
+    while _committed_batches(log) < batches:
+        assert proc.poll() is None, f"{context}: the export ended (rc {proc.returncode}) before {batches} commits"
+        assert time.monotonic() - started < 300, f"{context}: not {batches} commits within 300 s"
+        time.sleep(0.01)  # scenario: watching the job's lines for its commits
+    before = _run_dirs(table)
+    committed = {d for d in before if _files(d)}
+    while not any(_files(d) for d in _run_dirs(table) - committed):
+        assert proc.poll() is None, f"{context}: the export ended (rc {proc.returncode}) before the next batch"
+        assert time.monotonic() - started < 300, f"{context}: no next micro-batch within 300 s"
+        time.sleep(0.005)  # scenario: watching for the next micro-batch's data files
+    time.sleep(rng.uniform(0.0, WRITE_WINDOW))  # scenario: the kill lands while the batch is written
+    _kill_group(proc)
+
+
+STREAM_FORMATS = ["iceberg", "delta"] if SOAK else ["delta"]
+
+
+@pytest.mark.parametrize("fmt", STREAM_FORMATS)
+def test_streaming_exports_killed_mid_run_hold_every_record_once(spark, broker, tmp_path, fmt):
+    """The streaming export (Trigger.AvailableNow, about five micro-batches) SIGKILLed
+    while a micro-batch is written, after one or more micro-batches committed (the soak:
+    three kills, the last after a random delay); then a streaming export in this process
+    runs to the end: every (partition, offset) once, the offsets the end offsets."""
+    from spark_kafkalog.tables.stream import export_stream
+
+    rng = random.Random(RANDOM_KEY + 2 + (fmt == "delta"))
+    topic = f"kills-stream-{fmt}-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(30)
+    _produce(broker, topic, 0, RECORDS)
+    table = str(tmp_path / "table")
+    checkpoints = tmp_path / "checkpoints"
+    args = {"topic": topic, "table": table, "fmt": fmt, "bootstrap_servers": broker.bootstrap,
+            "streaming": True, "max_offsets_per_trigger": RECORDS // 5 + PARTITIONS,
+            "checkpoint_location": str(checkpoints)}
+    target = open_target(fmt, table, topic=topic)
+
+    landings: list[str] = []
+    uncommitted: set[str] = set()
+    for kill in range(KILLS):
+        context = f"stream {fmt}, kill {kill + 1} of {KILLS}, random.Random({RANDOM_KEY}) (KAFKALOG_KILL_RANDOM)"
+        before = target.load().offsets
+        before_dirs = _run_dirs(table)
+        log = tmp_path / f"killed-stream-{kill}"
+        proc = _job(args, log)
+        if kill < 2:
+            _kill_stream_while_writing(proc, table, log, 1 if kill == 0 else rng.randint(1, 2), rng, context)
+        else:
+            _kill_after(proc, rng.uniform(5.0, 30.0), log, context)
+        held = target.load().offsets
+        committed_records = sum(held.next_offsets.values()) if held is not None else 0
+        landings.append(f"{committed_records} of {RECORDS} committed")
+        if kill == 0:
+            # killed mid-run: some micro-batches committed, not all
+            assert held is not None and held != before and 0 < committed_records < RECORDS, context
+        table_files = {_local(f) for f in target.load().files}
+        for d in _run_dirs(table) - before_dirs:
+            written = _files(d)
+            if written and not written & table_files:
+                uncommitted |= written
+
+    context = f"stream {fmt}, kills landed {landings}, random.Random({RANDOM_KEY}) (KAFKALOG_KILL_RANDOM)"
+    left_by_kills = set(checkpoints.iterdir())
+    assert left_by_kills, f"{context}: the killed queries left no checkpoint"
+    held = target.load().offsets
+    batches: list = []
+    query = export_stream(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap,
+                          checkpoint_location=str(checkpoints), on_commit=batches.append)
+    try:
+        assert query.awaitTermination(300), context
+    finally:
+        query.stop()
+    assert query.exception() is None, context
+    ends = _ends(broker, topic)
+    assert sum(ends.values()) == RECORDS
+    _check_rows(fmt, table, topic, ends, context)
+    state = target.load()
+    assert dict(state.offsets.next_offsets) == ends, context
+    assert sum(b.records for b in batches) == RECORDS - sum(held.next_offsets.values()), context
+    table_files = {_local(f) for f in state.files}
+    assert uncommitted, f"{context}: no kill landed while a micro-batch was written"
+    assert not table_files & uncommitted, f"{context}: the table references killed micro-batches' files"
+    deadline = time.monotonic() + 30
+    while set(checkpoints.iterdir()) != left_by_kills:  # the completed query's checkpoint goes
+        assert time.monotonic() < deadline, f"{context}: {sorted(checkpoints.iterdir())}"
+        time.sleep(0.05)  # scenario: the listener deletes the stopped query's checkpoint
+    soak_row(f"tables: {fmt} streaming export SIGKILLed", KILLS, KILLS, RECORDS, 0,
+             f"kills landed {', '.join(landings)}; random.Random({RANDOM_KEY})")

@@ -5,7 +5,10 @@ exactly once and incrementally, with a Spark batch job, from a Kafka cluster
 Tables (``--format iceberg|delta --table ...``; ``spark_kafkalog/tables/job.py`` is the
 manual): each run appends what the topic holds after the offsets the table's last commit
 stores, and stores the new ones in the same commit; ``--compact`` and ``--expire`` keep the
-table in shape afterwards. ``--output``, ``--starting-offsets``, ``--ending-offsets``,
+table in shape afterwards. ``--streaming`` runs the same export as a structured streaming
+query (``spark_kafkalog/tables/stream.py``): ``--trigger available-now`` (the default) or an
+interval (until Ctrl-C: the query is stopped, exit status 130), ``--max-offsets-per-trigger``;
+one line per committed micro-batch, then a summary. ``--output``, ``--starting-offsets``, ``--ending-offsets``,
 ``--mode`` and ``--binary-encoding`` are the files' options only.
 
 Owns the ``kafkalog export`` subcommand: its options, the checks made before any JVM
@@ -121,6 +124,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"what --expire keeps (default {DEFAULT_RETENTION_MS}, 7 days)")
     parser.add_argument("--retain-last", type=_positive_int, default=1, metavar="N",
                         help="snapshots or versions --expire always keeps (default 1)")
+    parser.add_argument("--streaming", action="store_true",
+                        help="with --table: export with a structured streaming query, one commit per "
+                             "micro-batch, resuming from the offsets the table holds")
+    parser.add_argument("--trigger", metavar="TRIGGER",
+                        help="with --streaming: available-now (default: up to the end offsets at the "
+                             "start, then stop) or a processing-time interval such as '10 seconds' (runs "
+                             "until Ctrl-C)")
+    parser.add_argument("--max-offsets-per-trigger", type=_positive_int, metavar="N",
+                        help="with --streaming: at most about N records per micro-batch")
     parser.add_argument("--bootstrap-servers", "--bootstrap-server", dest="bootstrap_servers",
                         metavar="HOST:PORT[,...]",
                         help="network mode: fetch from this Kafka cluster (with --path: "
@@ -190,6 +202,10 @@ def run(args: argparse.Namespace) -> int:
                        "(stitched mode: --path is the cluster's remote storage)")
     if args.fmt in ("iceberg", "delta"):
         return _run_table(args, topics)
+    streaming = [f for f, v in (("--streaming", args.streaming), ("--trigger", args.trigger),
+                                ("--max-offsets-per-trigger", args.max_offsets_per_trigger)) if v]
+    if streaming:
+        raise CliError(f"{', '.join(streaming)}: for --format iceberg or delta with --table")
     if args.output is None:
         raise CliError(f"--format {args.fmt} writes files: give --output (--table is for iceberg and delta)")
     given = [f"--{n.replace('_', '-')}" for n in _TABLE_ONLY if getattr(args, n) is not None]
@@ -273,6 +289,10 @@ def _run_table(args: argparse.Namespace, topics: list[str]) -> int:
     catalog = dict(parse_key_value(item, "--catalog-property") for item in args.catalog_property)
     storage = dict(parse_key_value(item, "--storage-option") for item in args.storage_option)
     options = _options(args)
+    if args.streaming:
+        return _run_stream(args, topics[0], catalog, storage, options)
+    if args.trigger is not None or args.max_offsets_per_trigger is not None:
+        raise CliError("--trigger and --max-offsets-per-trigger: with --streaming")
     session = job_session("kafkalog-export", master=args.master)
     try:
         target = open_target(args.fmt, args.table, topic=topics[0], catalog_uri=args.catalog_uri,
@@ -300,6 +320,102 @@ def _run_table(args: argparse.Namespace, topics: list[str]) -> int:
     finally:
         session.stop()
     return 0
+
+
+def _run_stream(args: argparse.Namespace, topic: str, catalog: dict[str, str], storage: dict[str, str],
+                options: dict[str, str]) -> int:
+    """``--format iceberg|delta --table ... --streaming``: the streaming export
+    (``spark_kafkalog.tables.stream``): one line per committed micro-batch, then a summary;
+    with an interval trigger it runs until Ctrl-C, which stops the query and exits 130."""
+    import time
+
+    from spark_kafkalog.jobs.session import job_session
+    from spark_kafkalog.tables.base import TableError
+    from spark_kafkalog.tables.stream import AVAILABLE_NOW, export_stream, parse_trigger
+
+    if args.compact or args.expire:
+        raise CliError("--compact and --expire: not with --streaming (run them with a batch export)")
+    try:
+        trigger = parse_trigger(args.trigger or AVAILABLE_NOW)
+    except TableError as exc:
+        raise CliError(str(exc)) from None
+    started = time.monotonic()
+    committed: list = []
+
+    def on_commit(batch) -> None:
+        if batch.committed:
+            committed.append(batch)
+            print(batch.summary(), flush=True)
+
+    session = job_session("kafkalog-export", master=args.master)
+    interrupted = False
+    try:
+        query = export_stream(
+            session.spark, topic=topic, table=args.table, fmt=args.fmt,
+            bootstrap_servers=args.bootstrap_servers,
+            path=args.path if args.path is None or len(args.path) > 1 else args.path[0],
+            options=options, value_format=args.value_format, key_format=args.key_format,
+            schema_registry_url=args.schema_registry_url, catalog_uri=args.catalog_uri,
+            catalog_properties=catalog, storage_options=storage, partition_by=args.partition_by,
+            layout=args.layout, on_new_topic_id=args.on_new_topic_id, trigger=trigger,
+            max_offsets_per_trigger=args.max_offsets_per_trigger, on_commit=on_commit)
+        try:
+            interrupted = _await_or_interrupt(query)
+        except Exception as exc:  # noqa: BLE001 - a failed query: awaitTermination raises its error
+            raise CliError(f"the streaming export failed: {_one_line(exc)}") from None
+        if interrupted:
+            query.stop()
+        failure = query.exception()
+        if failure is not None:
+            raise CliError(f"the streaming export failed: {_one_line(failure)}")
+    except TableError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        session.stop()
+    records = sum(b.records for b in committed)
+    last = committed[-1] if committed else None
+    where = (f"version {last.version}, offsets {dict(sorted(last.offsets_after.next_offsets.items()))}"
+             if last is not None else "nothing new")
+    print(f"Streamed {records:,} records of {topic} to the {args.fmt} table {args.table} in {len(committed)} "
+          f"commit{'' if len(committed) == 1 else 's'}: {where}, in {time.monotonic() - started:.1f} s"
+          f"{' (stopped by Ctrl-C)' if interrupted else ''}.", flush=True)
+    return 130 if interrupted else 0
+
+
+def _await_or_interrupt(query) -> bool:
+    """Wait for ``query`` to end; True when Ctrl-C came first. On the main thread SIGINT
+    only sets a flag while waiting (pyspark's own handler would cancel every job and raise
+    in the middle of a call to the JVM); the previous handler is put back afterwards."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    try:
+        while not stop.is_set():
+            if query.awaitTermination(1):
+                return False
+        return True
+    except KeyboardInterrupt:
+        return True
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A streaming query's failure (``StreamingQueryException``) in one line: the
+    export's own error when a micro-batch raised one, else the message's first line."""
+    import re
+
+    text = str(exc)
+    ours = re.search(r"(?:TableError|TopicIdMismatchError|ExportError): ([^\n]+)", text)
+    if ours is not None:
+        return ours.group(1).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:

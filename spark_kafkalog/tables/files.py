@@ -280,7 +280,8 @@ def _restore_null_headers(batch):
     if flag.true_count:
         headers = pa.ListArray.from_arrays(headers.offsets, headers.values, type=headers.type, mask=flag)
     columns = [headers if j == i else batch.column(j) for j in range(len(names)) if names[j] != HEADERS_NULL_FLAG]
-    fields = [f for f in batch.schema if f.name != HEADERS_NULL_FLAG]
+    # nullable again: Spark marked the column not nullable (it held no null when handed over)
+    fields = [f.with_nullable(True) if f.name == "headers" else f for f in batch.schema if f.name != HEADERS_NULL_FLAG]
     return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
 
 

@@ -2,7 +2,9 @@
 
 Owns ``export_table`` (the batch export behind ``kafkalog export --format iceberg|delta``
 and ``spark_kafkalog.tables.export``), ``open_target`` (a ``TableTarget`` from the
-arguments) and ``TableExportResult``.
+arguments) and ``TableExportResult``; and what the streaming export (``stream.py``) shares
+with it: ``_write_files`` (step 4) and ``_commit_with_retries`` (step 5), the topic check
+(``_check_topic``) and the overlap rule (``_without_overlap``).
 
 One run, on the driver:
 
@@ -18,9 +20,12 @@ One run, on the driver:
    for the next run.
 3. ``target.ensure``: the table created, or its schema evolved (a typed value's new
    optional fields become new nullable columns), before any file is written.
-4. The Spark job: the ``kafkalog`` source's rows, laid out by ``layout.table_frame``,
-   written by the tasks with ``files.write_task_files`` under the run's location; the
-   driver collects what each task wrote.
+4. The Spark job (``tasks.write_ranges``): one task per planned range, each reading it
+   with the ``kafkalog`` source's own reader, laying the rows out as
+   ``layout.table_frame`` does (``tasks.arrow_layout``, to the schema ``table_frame``
+   gives) and writing them with ``files.write_task_files`` under the run's location, in
+   one Python worker; the driver collects what each task wrote (the streaming export
+   writes each micro-batch's DataFrame through ``mapInArrow``: ``_write_files``).
 5. One atomic commit (``target.commit``) of every file and the new offsets. When another
    exporter committed meanwhile (``CommitConflictError``), the table is reloaded: files
    entirely at or below its new offsets are dropped, a file across them is rewritten
@@ -49,6 +54,7 @@ from .base import CommitConflictError, TableError, TableOffsets, TableState, Tab
 from .files import HEADERS_NULL_FLAG, OUTPUT_SCHEMA, FileSpec, utc_timestamps, write_task_files, written_files
 from .layout import LAYOUTS, parse_partition_by, table_frame
 from .targets import TABLE_FORMATS, open_target, topic_id_text
+from .tasks import write_ranges
 
 __all__ = ["TABLE_FORMATS", "TableExportResult", "open_target", "export_table", "topic_id_text"]
 
@@ -250,7 +256,8 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
     try:
         activate_session(spark)
         spark_kafkalog.register(spark)
-        df = table_frame(spark.read.format("kafkalog").options(**reader_options).load(), fmt=fmt, layout=layout)
+        reader = _source_reader(reader_options)
+        df = table_frame(spark.createDataFrame([], _source_schema(reader)), fmt=fmt, layout=layout)
         schema = utc_timestamps(to_arrow_schema(df.schema, timezone="UTC"))
         state = target.ensure(schema, partitioning)
         spec = _file_spec(target, run_id, fmt, partitioning)
@@ -260,35 +267,20 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
             sc.setJobGroup(group, f"kafkalog export of {topic} to {table}", interruptOnCancel=True)
             try:
                 monitor.start()
-                rows = _with_headers_flag(df).mapInArrow(write_task_files(spec), OUTPUT_SCHEMA).collect()
+                files = write_ranges(spark, reader, reader.partitions(), schema, layout, spec)
             finally:
                 monitor.stop()
                 sc.setLocalProperty("spark.jobGroup.id", None)
-            files = written_files(rows)
     except (Py4JError, PySparkException) as exc:
         raise TableError(spark_error_message(exc)) from None
 
     # The commit, on top of the latest state: what another exporter committed since the
     # plan (before ``ensure`` or during the job) is dropped from this run's files first.
-    conflicts = dropped = 0
-    base = state
-    while True:
-        if base.offsets != stored:
-            held = _check_topic(base, topic, topic_id, on_new_topic_id)
-            files, gone = _without_overlap(files, held.next_offsets if held is not None else {}, spec)
-            dropped += gone
-            new_offsets = (held if held is not None else TableOffsets(topic, topic_id, {})).advanced(
-                new_offsets.next_offsets)
-            stored = held
-        try:
-            state = target.commit(base, files, new_offsets)
-            break
-        except CommitConflictError:
-            conflicts += 1
-            if conflicts >= max_commit_attempts:
-                raise TableError(f"table {table}: {conflicts} commits in a row lost to other writers; "
-                                 "the data files of this run are not referenced (run again)") from None
-            base = target.load()
+    outcome = _commit_with_retries(target, state, files, new_offsets, topic=topic, topic_id=topic_id,
+                                   on_new_topic_id=on_new_topic_id, spec=spec, table=table,
+                                   max_commit_attempts=max_commit_attempts)
+    state, files, new_offsets = outcome.state, outcome.files, outcome.offsets
+    conflicts, dropped = outcome.conflicts, outcome.dropped
     if progress is not None:
         progress(total, total)
     per_partition: dict[int, int] = {r.partition: 0 for r in plan.ranges}
@@ -299,6 +291,99 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
         bytes=sum(f.size for f in files), partitions=per_partition, offsets_before=before,
         offsets_after=new_offsets, version=state.version, seconds=time.monotonic() - started,
         conflicts=conflicts, dropped_files=dropped)
+
+
+def _source_reader(reader_options: Mapping[str, str]):
+    """The ``kafkalog`` source's batch reader of the planned ranges (a typed read's
+    schemas resolved once, here), which the tasks of ``tasks.write_ranges`` run."""
+    from broker.client.registry import SchemaRegistryError, SchemaRegistryUnreachableError
+    from spark_kafkalog.formats.registry import resolve_typed_read
+    from spark_kafkalog.options import KafkaLogOptionError, parse_options
+    from spark_kafkalog.readers.batch import KafkaLogBatchReader
+
+    try:
+        options = parse_options(dict(reader_options))
+        typed = resolve_typed_read(options) if options.formats.typed else None
+    except (KafkaLogOptionError, SchemaRegistryError, SchemaRegistryUnreachableError) as exc:
+        raise TableError(str(exc)) from None
+    return KafkaLogBatchReader(options, typed)
+
+
+def _source_schema(reader):
+    """The Spark schema of the rows ``reader`` yields (the source's, typed or not)."""
+    from spark_kafkalog.schema import kafka_schema
+
+    include_headers = reader.options.include_headers
+    return kafka_schema(include_headers) if reader.typed is None else reader.typed.spark_schema(include_headers)
+
+
+@dataclass(frozen=True)
+class _CommitOutcome:
+    """What ``_commit_with_retries`` did: the state after the commit (the reloaded one
+    when nothing was committed), the files and offsets committed (the overlap dropped),
+    the conflicts met, the files dropped or rewritten, and whether a commit happened."""
+
+    state: TableState
+    files: list
+    offsets: TableOffsets
+    conflicts: int
+    dropped: int
+    committed: bool
+
+
+def _write_files(spark, df, spec: FileSpec, description: str,
+                 monitor: Callable[[str], Any] | None = None) -> list:
+    """The executors write ``df`` (the table's rows) as Parquet files under
+    ``spec.location`` (``files.write_task_files`` in ``mapInArrow``); returns what they
+    wrote. ``monitor`` (the batch export's): called with a new job group id, returns an
+    object with ``start()`` / ``stop()`` following the job's tasks; the job then runs in
+    that group. Without it the job runs in the calling thread's group (a streaming
+    query's micro-batch keeps its own, which ``StreamingQuery.stop`` cancels)."""
+    job = _with_headers_flag(df).mapInArrow(write_task_files(spec), OUTPUT_SCHEMA)
+    if monitor is None:
+        return written_files(job.collect())
+    sc = spark.sparkContext
+    group = f"kafkalog-table-export-{uuid.uuid4().hex}"
+    follower = monitor(group)
+    sc.setJobGroup(group, description, interruptOnCancel=True)
+    try:
+        follower.start()
+        rows = job.collect()
+    finally:
+        follower.stop()
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return written_files(rows)
+
+
+def _commit_with_retries(target: TableTarget, base: TableState, files: list, new_offsets: TableOffsets, *,
+                         topic: str, topic_id: str | None, on_new_topic_id: str, spec: FileSpec, table: str,
+                         max_commit_attempts: int, skip_unchanged: bool = False) -> _CommitOutcome:
+    """One atomic commit of ``files`` and ``new_offsets`` on top of ``base`` (the latest
+    state the caller loaded): the files' rows at or below the offsets the table holds
+    (another exporter committed them) are dropped first (``_without_overlap``), and the
+    offsets merged with the table's. On ``CommitConflictError`` the table is reloaded and
+    the commit tried again, at most ``max_commit_attempts`` times (then ``TableError``).
+    ``skip_unchanged``: commit nothing when no file remains and the offsets would not
+    advance (every row is in the table already)."""
+    conflicts = dropped = 0
+    while True:
+        held = _check_topic(base, topic, topic_id, on_new_topic_id)
+        files, gone = _without_overlap(files, held.next_offsets if held is not None else {}, spec)
+        dropped += gone
+        now = held if held is not None else TableOffsets(topic, topic_id, {})
+        new_offsets = now.advanced(new_offsets.next_offsets)
+        before = now.next_offsets
+        if skip_unchanged and not files and all(o <= before.get(p, 0) for p, o in new_offsets.next_offsets.items()):
+            return _CommitOutcome(base, files, new_offsets, conflicts, dropped, committed=False)
+        try:
+            state = target.commit(base, files, new_offsets)
+            return _CommitOutcome(state, files, new_offsets, conflicts, dropped, committed=True)
+        except CommitConflictError:
+            conflicts += 1
+            if conflicts >= max_commit_attempts:
+                raise TableError(f"table {table}: {conflicts} commits in a row lost to other writers; "
+                                 "the data files of this run are not referenced (run again)") from None
+            base = target.load()
 
 
 def _with_headers_flag(df):
