@@ -9,8 +9,9 @@ Owns: measuring rows/s (records / seconds of the call) of
    bootstrap_servers=...)``: Spark's own Parquet writer in the JVM;
 2. ``iceberg``: ``tables.export(spark, topic=..., table=<fresh dir>, format="iceberg",
    bootstrap_servers=...)``: the embedded SQLite catalog, the table partitioned by
-   ``partition`` and ``day(timestamp)`` (the default), the tasks writing zstd Parquet with
-   pyarrow through ``mapInArrow``, one pyiceberg commit on the driver;
+   ``partition`` and ``day(timestamp)`` (the default), each task reading its range with the
+   source's reader and writing zstd Parquet with pyarrow in the same Python worker
+   (``tables/tasks.py``), one pyiceberg commit on the driver;
 3. ``delta``: the same with ``format="delta"`` (partitioned by ``partition`` and
    ``timestamp_date``, one deltalake commit).
 

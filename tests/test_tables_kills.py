@@ -10,8 +10,9 @@ a random delay from the start. Then a run completes (in this process, on the sui
 session), and the table, read back with pyiceberg's scan and deltalake's ``QueryBuilder``, holds every
 (partition, offset) exactly once; the offsets of its last commit are the topic's end
 offsets; it references no file of a killed run, whose files the completed run left in place
-(younger than ``orphan_age_ms``). A second completed run (in this process) after 5% more
-records adds exactly those, and with ``orphan_age_ms=0`` deletes the killed runs' files,
+(younger than ``orphan_age_ms``). After 5% more records, a bridge read (``kafkalog.table``:
+the table's rows, then the log after its offsets) returns every record once; a second
+completed run (in this process) adds exactly those records, and with ``orphan_age_ms=0`` deletes the killed runs' files,
 the rows staying.
 
 ``make test``: 20,000 records, one kill once the first file exists. ``KAFKALOG_SOAK=1``
@@ -241,6 +242,12 @@ def test_exports_killed_at_random_points_hold_every_record_once(spark, broker, t
     # first deletes the killed runs' files
     more = RECORDS // 20
     _produce(broker, topic, RECORDS, more)
+    # a bridge read before that export: the table's rows, then the log after its offsets
+    bridged = (spark.read.format("kafkalog").option("kafka.bootstrap.servers", broker.bootstrap)
+               .option("subscribe", topic).option("kafkalog.table", table).load()
+               .groupBy("partition", "offset").count()
+               .selectExpr("count(*) AS offsets", "max(count) AS most", "sum(count) AS rows").first())
+    assert (bridged["offsets"], bridged["most"], bridged["rows"]) == (RECORDS + more, 1, RECORDS + more), context
     result = export_table(spark, topic=topic, table=table, fmt=fmt, bootstrap_servers=broker.bootstrap,
                           orphan_age_ms=0)
     assert result.records == more, context
