@@ -10,10 +10,10 @@ a random delay from the start. Then a run completes (in this process, on the sui
 session), and the table, read back with pyiceberg's scan and deltalake's ``QueryBuilder``, holds every
 (partition, offset) exactly once; the offsets of its last commit are the topic's end
 offsets; it references no file of a killed run, whose files the completed run left in place
-(younger than ``orphan_age_ms``). After 5% more records, a bridge read (``kafkalog.table``:
-the table's rows, then the log after its offsets) returns every record once; a second
-completed run (in this process) adds exactly those records, and with ``orphan_age_ms=0`` deletes the killed runs' files,
-the rows staying.
+(younger than ``orphan_age_ms``). After 2.5% more records (5,000 under the soak), a
+bridge read (``kafkalog.table``: the table's rows, then the log after its offsets) returns
+every record once; a second completed run (in this process) adds exactly those records,
+and with ``orphan_age_ms=0`` deletes the killed runs' files, the rows staying.
 
 ``make test``: 20,000 records, one kill once the first file exists. ``KAFKALOG_SOAK=1``
 (the soak): 200,000 records and three kills: after the first file, after a random one of
@@ -240,7 +240,7 @@ def test_exports_killed_at_random_points_hold_every_record_once(spark, broker, t
 
     # more records; a second completed run adds exactly those, and with orphan_age_ms=0
     # first deletes the killed runs' files
-    more = RECORDS // 20
+    more = RECORDS // 40  # 5,000 after 200,000 under the soak
     _produce(broker, topic, RECORDS, more)
     # a bridge read before that export: the table's rows, then the log after its offsets
     bridged = (spark.read.format("kafkalog").option("kafka.bootstrap.servers", broker.bootstrap)

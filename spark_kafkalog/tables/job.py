@@ -193,46 +193,19 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
     from spark_kafkalog.planning import split_ranges
 
     started = time.monotonic()
-    if fmt not in TABLE_FORMATS:
-        raise TableError(f"unknown table format {fmt!r}: choose one of {', '.join(TABLE_FORMATS)}")
-    if layout not in LAYOUTS:
-        raise TableError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
-    if on_new_topic_id not in ON_NEW_TOPIC_ID:
-        raise TableError(f"on_new_topic_id {on_new_topic_id!r}: one of {', '.join(ON_NEW_TOPIC_ID)}")
-    if not topic or "," in topic:
-        raise TableError("one topic per table: give exactly one topic")
-    try:
-        partitioning = parse_partition_by(partition_by, fmt, layout)
-    except ValueError as exc:
-        raise TableError(str(exc)) from None
-    if target is None:
-        target = open_target(fmt, table, topic=topic, catalog_uri=catalog_uri,
-                             catalog_properties=catalog_properties, storage_options=storage_options)
-    state = target.load()
-    if state.version is not None and orphan_age_ms >= 0:
-        target.remove_orphans(int(time.time() * 1000) - orphan_age_ms)
-
-    # what to read: a first plan names the partitions and the topic id; the stored offsets
-    # decide where each partition starts
-    try:
-        probe = plan_export(topic, bootstrap_servers=bootstrap_servers, path=path, options=options,
-                            value_format=value_format, key_format=key_format, include_headers=True,
-                            schema_registry_url=schema_registry_url)
-    except ExportError as exc:
-        raise TableError(str(exc)) from None
-    topic_id = _source_topic_id(probe, topic)
-    stored = _check_topic(state, topic, topic_id, on_new_topic_id)
-    partitions = [r.partition for r in probe.ranges]
+    begun = _begin(topic=topic, table=table, fmt=fmt, layout=layout, on_new_topic_id=on_new_topic_id,
+                   partition_by=partition_by, target=target, catalog_uri=catalog_uri,
+                   catalog_properties=catalog_properties, storage_options=storage_options,
+                   orphan_age_ms=orphan_age_ms, bootstrap_servers=bootstrap_servers, path=path, options=options,
+                   value_format=value_format, key_format=key_format, schema_registry_url=schema_registry_url)
+    target, state, partitioning, probe = begun.target, begun.state, begun.partitioning, begun.probe
+    topic_id, stored = begun.topic_id, begun.stored
     if stored is not None:
-        missing = sorted(set(stored.next_offsets) - set(partitions))
-        if missing:
-            raise TableError(f"table {state.location} holds partitions {missing} that topic {topic} does not have")
-        start = {p: stored.next_offsets.get(p, -2) for p in partitions}
         try:
             plan = plan_export(topic, bootstrap_servers=bootstrap_servers, path=path, options=options,
                                value_format=value_format, key_format=key_format, include_headers=True,
                                schema_registry_url=schema_registry_url,
-                               starting_offsets=json.dumps({topic: {str(p): o for p, o in start.items()}}))
+                               starting_offsets=json.dumps({topic: {str(p): o for p, o in begun.start.items()}}))
         except ExportError as exc:
             raise TableError(str(exc)) from None
     else:
@@ -291,6 +264,64 @@ def export_table(spark, *, topic: str, table: str, fmt: str, bootstrap_servers: 
         bytes=sum(f.size for f in files), partitions=per_partition, offsets_before=before,
         offsets_after=new_offsets, version=state.version, seconds=time.monotonic() - started,
         conflicts=conflicts, dropped_files=dropped)
+
+
+@dataclass(frozen=True)
+class _Begun:
+    """Where an export (batch or streaming) starts: the target and its state, the
+    partitioning, the first plan (from the earliest offsets: it names the partitions), the
+    topic id, the offsets the table holds (None: none, or a restart after a new topic id)
+    and each partition's first offset to export (-2: its earliest)."""
+
+    target: TableTarget
+    state: TableState
+    partitioning: tuple[str, ...]
+    probe: Any
+    topic_id: str | None
+    stored: TableOffsets | None
+    start: dict[int, int]
+
+
+def _begin(*, topic: str, table: str, fmt: str, layout: str, on_new_topic_id: str, partition_by,
+           target: TableTarget | None, catalog_uri: str | None, catalog_properties: Mapping[str, str] | None,
+           storage_options: Mapping[str, str] | None, orphan_age_ms: int, **plan_args: Any) -> _Begun:
+    """The checks and the first steps both exports share (module docstring, steps 1-2):
+    the arguments, the table's state (orphans of killed runs older than ``orphan_age_ms``
+    removed; negative: kept), the topic id, the stored offsets. ``plan_args``:
+    ``jobs.export.plan_export``'s source arguments."""
+    from spark_kafkalog.jobs.export import ExportError, plan_export
+
+    if fmt not in TABLE_FORMATS:
+        raise TableError(f"unknown table format {fmt!r}: choose one of {', '.join(TABLE_FORMATS)}")
+    if layout not in LAYOUTS:
+        raise TableError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+    if on_new_topic_id not in ON_NEW_TOPIC_ID:
+        raise TableError(f"on_new_topic_id {on_new_topic_id!r}: one of {', '.join(ON_NEW_TOPIC_ID)}")
+    if not topic or "," in topic:
+        raise TableError("one topic per table: give exactly one topic")
+    try:
+        partitioning = parse_partition_by(partition_by, fmt, layout)
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
+    if target is None:
+        target = open_target(fmt, table, topic=topic, catalog_uri=catalog_uri,
+                             catalog_properties=catalog_properties, storage_options=storage_options)
+    state = target.load()
+    if state.version is not None and orphan_age_ms >= 0:
+        target.remove_orphans(int(time.time() * 1000) - orphan_age_ms)
+    try:
+        probe = plan_export(topic, include_headers=True, **plan_args)
+    except ExportError as exc:
+        raise TableError(str(exc)) from None
+    topic_id = _source_topic_id(probe, topic)
+    stored = _check_topic(state, topic, topic_id, on_new_topic_id)
+    partitions = [r.partition for r in probe.ranges]
+    if stored is not None:
+        missing = sorted(set(stored.next_offsets) - set(partitions))
+        if missing:
+            raise TableError(f"table {state.location} holds partitions {missing} that topic {topic} does not have")
+    start = {p: (stored.next_offsets.get(p, -2) if stored is not None else -2) for p in partitions}
+    return _Begun(target, state, partitioning, probe, topic_id, stored, start)
 
 
 def _source_reader(reader_options: Mapping[str, str]):

@@ -65,15 +65,12 @@ from typing import Any
 from .base import TableError, TableOffsets, TableTarget
 from .job import (
     DEFAULT_ORPHAN_AGE_MS,
-    ON_NEW_TOPIC_ID,
-    _check_topic,
+    _begin,
     _commit_with_retries,
     _file_spec,
-    _source_topic_id,
     _write_files,
 )
-from .layout import LAYOUTS, parse_partition_by, table_frame
-from .targets import TABLE_FORMATS, open_target
+from .layout import table_frame
 
 __all__ = ["AVAILABLE_NOW", "StreamBatchResult", "export_stream", "parse_trigger"]
 
@@ -141,19 +138,11 @@ def export_stream(spark, *, topic: str, table: str, fmt: str, bootstrap_servers:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     import spark_kafkalog
-    from spark_kafkalog.jobs.export import ExportError, plan_export, spark_error_message
+    from spark_kafkalog.jobs.export import spark_error_message
     from spark_kafkalog.jobs.session import activate_session
 
     from .files import utc_timestamps
 
-    if fmt not in TABLE_FORMATS:
-        raise TableError(f"unknown table format {fmt!r}: choose one of {', '.join(TABLE_FORMATS)}")
-    if layout not in LAYOUTS:
-        raise TableError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
-    if on_new_topic_id not in ON_NEW_TOPIC_ID:
-        raise TableError(f"on_new_topic_id {on_new_topic_id!r}: one of {', '.join(ON_NEW_TOPIC_ID)}")
-    if not topic or "," in topic:
-        raise TableError("one topic per table: give exactly one topic")
     trigger = parse_trigger(trigger)
     if max_offsets_per_trigger is not None and int(max_offsets_per_trigger) <= 0:
         raise TableError(f"max_offsets_per_trigger {max_offsets_per_trigger}: a positive number")
@@ -167,30 +156,14 @@ def export_stream(spark, *, topic: str, table: str, fmt: str, bootstrap_servers:
             if max_offsets_per_trigger is not None:
                 raise TableError("give max_offsets_per_trigger or the option maxOffsetsPerTrigger, not both")
             max_offsets_per_trigger = int(reader_extra.pop(key))
-    try:
-        partitioning = parse_partition_by(partition_by, fmt, layout)
-    except ValueError as exc:
-        raise TableError(str(exc)) from None
-    target = open_target(fmt, table, topic=topic, catalog_uri=catalog_uri,
-                         catalog_properties=catalog_properties, storage_options=storage_options)
-    state = target.load()
-    if state.version is not None:
-        target.remove_orphans(int(time.time() * 1000) - DEFAULT_ORPHAN_AGE_MS)
-
-    try:
-        probe = plan_export(topic, bootstrap_servers=bootstrap_servers, path=path, options=reader_extra,
-                            value_format=value_format, key_format=key_format, include_headers=True,
-                            schema_registry_url=schema_registry_url)
-    except ExportError as exc:
-        raise TableError(str(exc)) from None
-    topic_id = _source_topic_id(probe, topic)
-    stored = _check_topic(state, topic, topic_id, on_new_topic_id)
-    partitions = [r.partition for r in probe.ranges]
-    if stored is not None:
-        missing = sorted(set(stored.next_offsets) - set(partitions))
-        if missing:
-            raise TableError(f"table {state.location} holds partitions {missing} that topic {topic} does not have")
-    start = {p: (stored.next_offsets.get(p, -2) if stored is not None else -2) for p in partitions}
+    begun = _begin(topic=topic, table=table, fmt=fmt, layout=layout, on_new_topic_id=on_new_topic_id,
+                   partition_by=partition_by, target=None, catalog_uri=catalog_uri,
+                   catalog_properties=catalog_properties, storage_options=storage_options,
+                   orphan_age_ms=DEFAULT_ORPHAN_AGE_MS, bootstrap_servers=bootstrap_servers, path=path,
+                   options=reader_extra, value_format=value_format, key_format=key_format,
+                   schema_registry_url=schema_registry_url)
+    target, partitioning, probe, topic_id, start = (begun.target, begun.partitioning, begun.probe, begun.topic_id,
+                                                    begun.start)
     reader_options = {k: v for k, v in probe.reader_options.items()
                       if k.lower() not in ("assign", "endingoffsets", "minpartitions")}
     reader_options.update({"subscribe": topic, "includeHeaders": "true",
