@@ -195,3 +195,47 @@ def test_the_kafkalog_export_command_with_a_table(spark, broker, tmp_path, capsy
     assert main(["export", "--topic", f"{topic},other", "--format", "iceberg", "--table", str(tmp_path / "i"),
                  "--bootstrap-servers", broker.bootstrap]) != 0
     assert "one topic per table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["iceberg"])
+def test_a_task_failing_mid_write_leaves_no_partial_data(spark, tmp_path, fmt):
+    """A task that fails after it wrote rows (a batch in the middle of the partition has a
+    bad CRC, failOnDataLoss=true): the export fails, the table holds no row and no offset
+    of it, no file of the failed run is referenced; with the log repaired, the next run
+    holds every record once."""
+    from broker.record.batch import RECORDS_OFFSET, iter_batch_headers
+    from spark_kafkalog.tables.base import TableError
+    from spark_kafkalog.tables.targets import open_target
+    from tests.support.spark import LogWriter
+
+    root, topic = tmp_path / "logs", "failing"
+    writer = LogWriter(root, segment_bytes=1 << 20)
+    for b in range(40):
+        writer.append(topic, 0, [(b"k%d" % i, b"v%d-" % i + bytes(200), 1_700_000_000_000 + i)
+                                 for i in range(b * 50, b * 50 + 50)])
+    writer.close()
+    log_path = sorted((root / f"{topic}-0").glob("*.log"))[0]
+    original = log_path.read_bytes()
+    damaged = bytearray(original)
+    pos = next(p for p, h in iter_batch_headers(original) if h.base_offset == 1500)
+    damaged[pos + RECORDS_OFFSET + 7] ^= 0xFF  # the CRC no longer matches
+    log_path.write_bytes(bytes(damaged))
+    table = str(tmp_path / "table")
+    args = dict(topic=topic, table=table, fmt=fmt, path=str(root), options={"maxBytesPerBatch": "65536"})
+
+    with pytest.raises(TableError, match=r"KafkaDataLossError: .*offset \[1500, 1550\) .*failing-0"):
+        export_table(spark, **args)
+    target = open_target(fmt, table, topic=topic)
+    state = target.load()
+    assert state.offsets is None and not state.files
+    written = {str(p) for p in (tmp_path / "table").rglob("*.parquet")}
+    assert written, "the failed task wrote no file before it failed"
+
+    log_path.write_bytes(original)
+    result = export_table(spark, **args)
+    assert result.records == 2000
+    rows = table_rows(fmt, table, topic)
+    assert sorted(rows.column("offset").to_pylist()) == list(range(2000))
+    state = target.load()
+    assert dict(state.offsets.next_offsets) == {0: 2000}
+    assert not {f.removeprefix("file://") for f in state.files} & written

@@ -556,7 +556,9 @@ def spark_error_message(exc: BaseException) -> str:
     message without its package, class chain or stack trace."""
     text = str(exc)
     if "Traceback (most recent call last)" in text:
-        tail = text.split("Traceback (most recent call last)", 1)[1]
+        # the last traceback's exception: the one raised (an earlier one is what it was
+        # raised while handling, e.g. the corrupt batch behind a KafkaDataLossError)
+        tail = text.rsplit("Traceback (most recent call last)", 1)[1]
         for line in tail.splitlines():
             if line[:1].isspace() or not line.strip():
                 continue
