@@ -52,6 +52,10 @@ PARTITIONS = 6
 RANDOM_KEY = int(os.environ.get("KAFKALOG_KILL_RANDOM") or random.SystemRandom().randrange(1 << 32))
 # once the awaited Parquet file of the run appears, the kill waits up to this long (seconds)
 WRITE_WINDOW = 0.5 if SOAK else 0.05
+# Spark tasks of a killed batch export: its tasks write a range in tens of milliseconds, so
+# many small tasks keep the run writing long enough (a second or more) for a kill to land
+# while the files are written rather than after the commit
+KILLED_TASKS = 120 if SOAK else 40
 
 pytestmark = pytest.mark.timeout(3600 if SOAK else 600)
 
@@ -186,7 +190,8 @@ def test_exports_killed_at_random_points_hold_every_record_once(spark, broker, t
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(30)
     _produce(broker, topic, 0, RECORDS)
     table = str(tmp_path / "table")
-    args = {"topic": topic, "table": table, "fmt": fmt, "bootstrap_servers": broker.bootstrap}
+    args = {"topic": topic, "table": table, "fmt": fmt, "bootstrap_servers": broker.bootstrap,
+            "options": {"minPartitions": str(KILLED_TASKS)}}
     target = open_target(fmt, table, topic=topic)
 
     landed_on = None                           # the table's offsets after the kills
