@@ -3,7 +3,7 @@ Delta table plus the live log after the offsets its latest commit stores, as one
 ``kafkalog`` source, against the real broker and real tables written by the export.
 
 Covered, for both formats: a bridge read returns exactly what a plain read of the whole log
-returns (every column, headers included), each (partition, offset) once, in network mode;
+returns (every column, headers included), each (partition, offset) once, in network and stitched mode;
 after DeleteRecords removed offsets the table holds, the bridge still returns them (the
 table's rows come from the table) while a plain read no longer can; direct mode (the log
 directory) bridges too. The commit is pinned when the read is planned: an export
@@ -44,9 +44,13 @@ def _topic(broker, partitions: int = 3) -> str:
     return topic
 
 
-def _reader(spark, broker, topic: str, table: str | None = None, fmt: str | None = None, direct: bool = False):
+def _reader(spark, broker, topic: str, table: str | None = None, fmt: str | None = None, direct: bool = False,
+            stitched: bool = False):
     r = spark.read.format("kafkalog").option("subscribe", topic).option("includeHeaders", "true")
-    r = r.option("path", str(broker.log_dir)) if direct else r.option("kafka.bootstrap.servers", broker.bootstrap)
+    if direct or stitched:  # stitched: the log directory stands for the cluster's remote storage
+        r = r.option("path", str(broker.log_dir))
+    if not direct:
+        r = r.option("kafka.bootstrap.servers", broker.bootstrap)
     if table is not None:
         r = r.option("kafkalog.table", table)
     if fmt is not None:
@@ -76,6 +80,8 @@ def test_a_bridge_read_is_the_table_then_the_log(spark, broker, tmp_path, fmt) -
     bridged = _keyed(_reader(spark, broker, topic, table).load().collect())
     assert len(plain) == 900
     assert [(k, plain[k][5:], bridged.get(k, ())[5:]) for k in plain if bridged.get(k) != plain[k]][:3] == []
+    if fmt == "iceberg":  # stitched mode plans the log part as network mode does
+        assert _keyed(_reader(spark, broker, topic, table, stitched=True).load().collect()) == plain
 
     # The table's rows come from the table: records the log no longer holds are still there.
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
