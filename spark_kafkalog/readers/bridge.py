@@ -262,6 +262,7 @@ def _decoded(table, values: Mapping[str, Any], include_headers: bool):
 def read_table_file(partition: TableFileInputPartition, include_headers: bool) -> Iterator[tuple[int, Any]]:
     """(Kafka partition, decoded-records RecordBatch) of the file's rows below the
     commit's stored offsets, in file order."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -272,8 +273,6 @@ def read_table_file(partition: TableFileInputPartition, include_headers: bool) -
     with fs.open_input_file(path) as f:
         parquet = pq.ParquetFile(f)
         for chunk in parquet.iter_batches(batch_size=ROWS_PER_BATCH):
-            import pyarrow as pa
-
             kafka_partitions, decoded = _decoded(pa.Table.from_batches([chunk]), partition.partition_values,
                                                  include_headers)
             for p in pc.unique(kafka_partitions).to_pylist():

@@ -91,20 +91,16 @@ class TableExportResult:
 
 
 def _source_topic_id(plan, topic: str) -> str | None:
-    """The topic's id as the source sees it, None when it cannot tell."""
+    """The topic's id as the source sees it, None when it cannot tell
+    (``readers.bridge.source_topic_id`` through the plan's offset reader)."""
     from spark_kafkalog.options import parse_options
     from spark_kafkalog.readers import open_offset_reader
+    from spark_kafkalog.readers.bridge import source_topic_id
 
     parsed = parse_options(dict(plan.reader_options))
     reader: Any = open_offset_reader(parsed)
     try:
-        if parsed.mode == "direct":
-            ids = reader.topic_ids([(r.topic, r.partition) for r in plan.ranges if r.topic == topic])
-            found = {topic_id_text(v) for v in ids.values()} - {None}
-            return found.pop() if len(found) == 1 else None
-        network = getattr(reader, "_network", reader)
-        network.topic_partitions([topic])  # the topic's metadata (with its id: Metadata v10+)
-        return topic_id_text(network.client.metadata.fetch().topic_id(topic))
+        return source_topic_id(parsed, reader, topic)
     finally:
         close = getattr(reader, "close", None)
         if close is not None:
