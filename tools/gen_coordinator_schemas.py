@@ -66,10 +66,14 @@ def render_message(data: dict, const: str, record_type: int) -> list[str]:
 
 
 def _record_types(directory: Path) -> list[tuple[list[int], str]]:
-    """(record types, record name) per Key/Value pair: a key's validVersions are its types."""
+    """(record types, record name) per Key/Value pair: a key's validVersions are its types,
+    or, in Kafka 4.1+'s layout (``"type": "coordinator-key"``), its ``apiKey``."""
     out = []
     for key_path in sorted(directory.glob("*Key.json")):
         data, _ = load_spec(key_path)
+        if data.get("type") == "coordinator-key":
+            out.append(([int(data["apiKey"])], data["name"][: -len("Key")]))
+            continue
         lo, _, hi = data["validVersions"].partition("-")
         out.append((list(range(int(lo), int(hi or lo) + 1)), data["name"][: -len("Key")]))
     return sorted(out)

@@ -46,6 +46,11 @@ GENERATED_APIS = (
     "GetTelemetrySubscriptions", "PushTelemetry", "ListClientMetricsResources",
     "DescribeUserScramCredentials", "AlterUserScramCredentials",
     "DescribeAcls", "CreateAcls", "DeleteAcls", "WriteTxnMarkers",
+    # share groups (KIP-932, Kafka 4.2's definitions)
+    "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+    "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState",
+    "ReadShareGroupStateSummary", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
 )
 
 FIELD_KEYS = {

@@ -100,6 +100,9 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 API_VERSION_RANGES: dict[int, tuple[int, int, int | None]] = {
@@ -179,16 +182,19 @@ API_VERSION_RANGES: dict[int, tuple[int, int, int | None]] = {
     73: (0, 0, 0),  # AssignReplicasToDirs
     74: (0, 0, 0),  # ListClientMetricsResources
     75: (0, 0, 0),  # DescribeTopicPartitions
-    76: (0, 0, 0),  # ShareGroupHeartbeat
-    77: (0, 0, 0),  # ShareGroupDescribe
-    78: (0, 0, 0),  # ShareFetch
-    79: (0, 0, 0),  # ShareAcknowledge
+    76: (1, 1, 0),  # ShareGroupHeartbeat
+    77: (1, 1, 0),  # ShareGroupDescribe
+    78: (1, 2, 0),  # ShareFetch
+    79: (1, 2, 0),  # ShareAcknowledge
     80: (0, 0, 0),  # AddRaftVoter
     81: (0, 0, 0),  # RemoveRaftVoter
     82: (0, 0, 0),  # UpdateRaftVoter
     83: (0, 0, 0),  # InitializeShareGroupState
     84: (0, 0, 0),  # ReadShareGroupState
-    85: (0, 0, 0),  # WriteShareGroupState
+    85: (0, 1, 0),  # WriteShareGroupState
     86: (0, 0, 0),  # DeleteShareGroupState
-    87: (0, 0, 0),  # ReadShareGroupStateSummary
+    87: (0, 1, 0),  # ReadShareGroupStateSummary
+    90: (0, 1, 0),  # DescribeShareGroupOffsets
+    91: (0, 0, 0),  # AlterShareGroupOffsets
+    92: (0, 0, 0),  # DeleteShareGroupOffsets
 }

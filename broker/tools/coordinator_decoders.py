@@ -181,9 +181,11 @@ def _parse(records: dict[int, tuple[Message, Message]], key: bytes | memoryview,
     if tables is None:
         raise _UnknownRecordType(record_type)
     key_message, value_message = tables
-    key_struct = _read(key_message, record_type, reader, "key")
+    # a key's version is its record type (Kafka 4.1+'s layout: 0, the type is the apiKey)
+    key_version = min(record_type, key_message.valid_versions[1])
+    key_struct = _read(key_message, key_version, reader, "key")
     key_text = _dumps({"type": str(record_type),
-                       "data": to_json(key_struct, key_message.fields, record_type)})
+                       "data": to_json(key_struct, key_message.fields, key_version)})
     if value is None:
         return key_text, TOMBSTONE
     reader = Reader(value)

@@ -327,12 +327,12 @@ SHARE_GROUP_PARTITION_METADATA_VALUE = Message(
 
 SHARE_GROUP_MEMBER_METADATA_KEY = Message(
     "ShareGroupMemberMetadataKey", api_key=10, kind="request",
-    valid="10", flexible="none",
+    valid="0", flexible="none",
     fields=(
         # The group id.
-        Field("groupId", "string", "10"),
+        Field("groupId", "string", "0"),
         # The member id.
-        Field("memberId", "string", "10"),
+        Field("memberId", "string", "0"),
     ),
 )
 
@@ -355,10 +355,10 @@ SHARE_GROUP_MEMBER_METADATA_VALUE = Message(
 
 SHARE_GROUP_METADATA_KEY = Message(
     "ShareGroupMetadataKey", api_key=11, kind="request",
-    valid="11", flexible="none",
+    valid="0", flexible="none",
     fields=(
         # The group id.
-        Field("groupId", "string", "11"),
+        Field("groupId", "string", "0"),
     ),
 )
 
@@ -369,16 +369,18 @@ SHARE_GROUP_METADATA_VALUE = Message(
     fields=(
         # The group epoch.
         Field("epoch", "int32", "0+"),
+        # The hash of all topics in the group.
+        Field("metadataHash", "int64", "0+"),
     ),
 )
 
 
 SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = Message(
     "ShareGroupTargetAssignmentMetadataKey", api_key=12, kind="request",
-    valid="12", flexible="none",
+    valid="0", flexible="none",
     fields=(
         # The group id.
-        Field("groupId", "string", "12"),
+        Field("groupId", "string", "0"),
     ),
 )
 
@@ -395,12 +397,12 @@ SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = Message(
 
 SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = Message(
     "ShareGroupTargetAssignmentMemberKey", api_key=13, kind="request",
-    valid="13", flexible="none",
+    valid="0", flexible="none",
     fields=(
         # The group id.
-        Field("groupId", "string", "13"),
+        Field("groupId", "string", "0"),
         # The member id.
-        Field("memberId", "string", "13"),
+        Field("memberId", "string", "0"),
     ),
 )
 
@@ -413,7 +415,9 @@ SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = Message(
         Field(
             "topicPartitions", "[]TopicPartition", "0+",
             fields=(
+                # The topic id.
                 Field("topicId", "uuid", "0+"),
+                # The partition indexes.
                 Field("partitions", "[]int32", "0+"),
             ),
         ),
@@ -423,12 +427,12 @@ SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = Message(
 
 SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = Message(
     "ShareGroupCurrentMemberAssignmentKey", api_key=14, kind="request",
-    valid="14", flexible="none",
+    valid="0", flexible="none",
     fields=(
         # The group id.
-        Field("groupId", "string", "14"),
+        Field("groupId", "string", "0"),
         # The member id.
-        Field("memberId", "string", "14"),
+        Field("memberId", "string", "0"),
     ),
 )
 
@@ -461,10 +465,10 @@ SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message(
 
 SHARE_GROUP_STATE_PARTITION_METADATA_KEY = Message(
     "ShareGroupStatePartitionMetadataKey", api_key=15, kind="request",
-    valid="15", flexible="none",
+    valid="0", flexible="none",
     fields=(
         # The group id.
-        Field("groupId", "string", "15"),
+        Field("groupId", "string", "0"),
     ),
 )
 
@@ -473,6 +477,18 @@ SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = Message(
     "ShareGroupStatePartitionMetadataValue", api_key=15, kind="request",
     valid="0", flexible="0+",
     fields=(
+        # The topic-partitions whose share-group state is being initialized.
+        Field(
+            "initializingTopics", "[]TopicPartitionsInfo", "0+",
+            fields=(
+                # The topic identifier.
+                Field("topicId", "uuid", "0+"),
+                # The topic name.
+                Field("topicName", "string", "0+"),
+                # The partitions.
+                Field("partitions", "[]int32", "0+"),
+            ),
+        ),
         # The topics with initialized share-group state.
         Field(
             "initializedTopics", "[]TopicPartitionsInfo", "0+",
