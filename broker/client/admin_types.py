@@ -16,7 +16,8 @@ Owns:
 
 * Arguments: ``NewTopic`` (-1 partitions / replication factor: the broker's defaults),
   ``ConfigResource(ConfigResourceType, name)`` (a BROKER resource is named by the broker
-  id, "" for the cluster-wide default), ``AlterConfigOp(name, value, AlterConfigOpType)``.
+  id, "" for the cluster-wide default; a GROUP (32) one by the group id, ``"group"`` as a
+  string type), ``AlterConfigOp(name, value, AlterConfigOpType)``.
 
 * Results: ``TopicDescription`` (``topic_id`` None when the broker sends no ids, Metadata
   < v10) of ``TopicPartitionInfo`` (``leader`` None when leaderless); ``Config`` (a dict
@@ -152,11 +153,12 @@ class ConfigResourceType(enum.IntEnum):
     BROKER = 4
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
+    GROUP = 32
 
 
 class ConfigResource(NamedTuple):
     """``ConfigResource(ConfigResourceType.TOPIC, "orders")``; a BROKER resource is named
-    by the broker id ("" for the cluster-wide default)."""
+    by the broker id ("" for the cluster-wide default), a GROUP one by the group id."""
 
     type: ConfigResourceType
     name: str

@@ -15,8 +15,11 @@ Owns the command line and the output; the work is ``AdminClient``'s:
   user-principal 'U' are SCRAM-SHA-256=iterations=8192".
 * ``--entity-type client-metrics --entity-name SUB``: a KIP-714 subscription (``metrics``,
   ``interval.ms``, ``match``), ``topics --entity-name T``, ``brokers --entity-name ID |
-  --entity-default``: IncrementalAlterConfigs / DescribeConfigs; ``--describe`` prints
-  "Dynamic configs for topic T are:" and one "  key=value" line per override.
+  --entity-default``, ``groups --entity-name G`` (Kafka 4's per-group configs:
+  ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...; the group need not
+  exist): IncrementalAlterConfigs / DescribeConfigs; ``--describe`` prints "Dynamic configs
+  for topic T are:" and one "  key=value" line per override (for a group, the keys the group
+  sets).
 
 ``--alter`` takes ``--add-config`` (Kafka's syntax: comma-separated ``KEY=VALUE``, a
 value in brackets may hold commas) and ``--delete-config`` (keys). The broker comes from
@@ -36,7 +39,8 @@ import re
 from .common import CliError, admin_config, report_unreachable
 
 NAME = "configs"
-SUMMARY = "quotas, SCRAM credentials, client-metrics subscriptions, topic and broker configs (like kafka-configs.sh)"
+SUMMARY = ("quotas, SCRAM credentials, client-metrics subscriptions, topic, broker and group configs "
+           "(like kafka-configs.sh)")
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -50,9 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else localhost:9092)")
     parser.add_argument("--entity-type", required=True, metavar="TYPE",
                         help="users, clients, ips (quotas; users also SCRAM credentials), topics, brokers, "
-                             "client-metrics")
-    parser.add_argument("--entity-name", metavar="NAME", help="the user, client id, IP, topic, broker or "
-                                                               "subscription")
+                             "client-metrics, groups")
+    parser.add_argument("--entity-name", metavar="NAME", help="the user, client id, IP, topic, broker, "
+                                                               "subscription or group")
     parser.add_argument("--entity-default", action="store_true",
                         help="the default entity of the type (quotas: <default>; brokers: the cluster default)")
     parser.add_argument("--add-config", metavar="K=V,...",
@@ -122,7 +126,7 @@ QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", 
 QUOTA_ENTITIES = {"users": ("user", "user-principal"), "clients": ("client-id", "client-id"),
                   "ips": ("ip", "ip")}
 ALIASES = {"user": "users", "client": "clients", "ip": "ips", "topic": "topics", "broker": "brokers",
-           "client-metric": "client-metrics"}
+           "client-metric": "client-metrics", "group": "groups"}
 
 
 def _deletions(args) -> list[str]:
@@ -134,9 +138,9 @@ def run(args) -> int:
     from broker.client.errors import KafkaError
 
     entity_type = ALIASES.get(args.entity_type, args.entity_type)
-    if entity_type not in (*QUOTA_ENTITIES, "topics", "brokers", "client-metrics"):
+    if entity_type not in (*QUOTA_ENTITIES, "topics", "brokers", "client-metrics", "groups"):
         raise CliError(f"--entity-type {args.entity_type}: one of users, clients, ips, topics, brokers, "
-                       "client-metrics")
+                       "client-metrics, groups")
     if not args.alter and (args.add_config or args.delete_config):
         raise CliError("--add-config and --delete-config need --alter")
     if args.alter and not args.add_config and not args.delete_config:
@@ -153,6 +157,8 @@ def run(args) -> int:
                 return _resource_configs(admin, args, 16, "client-metric")
             if entity_type == "topics":
                 return _resource_configs(admin, args, 2, "topic")
+            if entity_type == "groups":
+                return _resource_configs(admin, args, 32, "group")
             return _resource_configs(admin, args, 4, "broker")
     except KafkaError as exc:
         raise CliError(str(exc)) from None
@@ -218,7 +224,7 @@ def _quotas(admin, args, entity_type: str) -> int:
 
 
 def _resource_configs(admin, args, resource_type: int, label: str) -> int:
-    """topics, brokers, client-metrics: IncrementalAlterConfigs / DescribeConfigs."""
+    """topics, brokers, client-metrics, groups: IncrementalAlterConfigs / DescribeConfigs."""
     from broker.client.admin import AlterConfigOp, AlterConfigOpType, ConfigResource, ConfigResourceType
 
     name = "" if args.entity_default else (args.entity_name or "")
@@ -239,7 +245,9 @@ def _resource_configs(admin, args, resource_type: int, label: str) -> int:
     for entry in sorted(entries, key=lambda e: e.name):
         if label == "broker" and entry.source not in (1, 2, 3):  # only dynamic ones, as kafka-configs.sh
             continue
-        if label == "topic" and entry.is_default:
+        if label in ("topic", "group") and entry.is_default:
+            continue
+        if label == "group" and entry.source != 8:  # GROUP_CONFIG: the group's own overrides
             continue
         print(f"  {entry.name}={'<hidden>' if entry.is_sensitive else entry.value}")
     return 0

@@ -38,10 +38,20 @@ result per resource of the request, in order, each with an error_message when it
   ``interval.ms``, ``match``); SET / DELETE, APPEND / SUBTRACT on the two list keys; an
   invalid result is INVALID_CONFIG with the reason; a subscription without keys is removed.
 
-* Any other resource type (BROKER_LOGGER, GROUP...): INVALID_REQUEST.
+* GROUP (32) resources: per-group configs (``broker.server.group.group_configs``:
+  ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ``consumer.session.timeout.ms``
+  ...), for any group name, existing or not. IncrementalAlterConfigs: SET / DELETE;
+  APPEND / SUBTRACT are INVALID_REQUEST ("Config value append is not allowed for config
+  key: k": no group key is a list); AlterConfigs replaces all of the group's overrides. An
+  unknown key ("Unknown group config name: k"), an invalid value or one outside the
+  broker's bounds is INVALID_CONFIG naming the key; an empty group name INVALID_REQUEST.
+  Stored in the cluster metadata before the answer; the share groups read them at once.
+
+* Any other resource type (BROKER_LOGGER...): INVALID_REQUEST.
 
 Authorization (Kafka's, ``authz.py``): ALTER_CONFIGS on the topic for TOPIC resources
-(TOPIC_AUTHORIZATION_FAILED), on the CLUSTER for the others (CLUSTER_AUTHORIZATION_FAILED).
+(TOPIC_AUTHORIZATION_FAILED), on the group for GROUP resources (GROUP_AUTHORIZATION_FAILED),
+on the CLUSTER for the others (CLUSTER_AUTHORIZATION_FAILED).
 
 Versions: AlterConfigs v0-v1 (v2 is flexible) and IncrementalAlterConfigs v0 (v1 is
 flexible), the non-flexible ones of PROTOCOL.md's phase 1; librdkafka and kafka-python
@@ -68,6 +78,7 @@ from broker.server.handlers.authz import AclOperation
 from broker.server.handlers.topics import (
     RESOURCE_BROKER,
     RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     authorize_configs,
     config_text,
@@ -136,9 +147,18 @@ def _apply(state: ServerState, resource_type: int, name: str, keys: list[str], u
             state.client_metrics.alter(name, update, validate_only)
         except ValueError as exc:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    elif resource_type == RESOURCE_GROUP and state.group_configs is not None:
+        if not name:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "Group name can't be empty")
+        _check_duplicate_keys(keys)
+        try:
+            state.group_configs.alter(name, update, validate_only)
+        except ValueError as exc:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     else:
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type} for "
-                       f"altering configs; this broker alters TOPIC (2) configs")
+                       f"altering configs; this broker alters TOPIC (2), BROKER (4), CLIENT_METRICS (16) "
+                       f"and GROUP (32) configs")
 
 
 def _serve(state: ServerState, ctx: RequestContext, body, make_update: Callable[[object], Update], result_cls,
@@ -248,7 +268,35 @@ def _incremental_broker(resource) -> Update:
     return update
 
 
+def _incremental_group(resource) -> Update:
+    """IncrementalAlterConfigs of a group's configs: SET and DELETE (no group key is a
+    list: APPEND / SUBTRACT are INVALID_REQUEST, as Kafka); the store validates the result."""
+    from broker.server.group.group_configs import GROUP_CONFIG_KEYS
+
+    def update(current: Overrides) -> dict[str, str | None]:
+        new: dict[str, str | None] = dict(current)
+        for c in resource.configs:
+            op, key = c.config_operation, c.name
+            if op not in _OP_NAMES:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {op} for config {key}")
+            if key not in GROUP_CONFIG_KEYS:
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}")
+            if op == OP_DELETE:
+                new.pop(key, None)
+            elif op != OP_SET:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Config value {_OP_NAMES[op].lower()} is not allowed "
+                               f"for config key: {key}")
+            elif c.value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for SET of {key}")
+            else:
+                new[key] = c.value
+        return new
+    return update
+
+
 def _incremental(state: ServerState, resource) -> Update:
+    if resource.resource_type == RESOURCE_GROUP:
+        return _incremental_group(resource)
     if resource.resource_type == RESOURCE_CLIENT_METRICS:
         return _incremental_client_metrics(resource)
     if resource.resource_type == RESOURCE_BROKER:

@@ -28,13 +28,18 @@ Wire behaviour (Kafka's ``ControllerApis`` / ``ConfigHelper``):
   the broker key's name); config_type and documentation at v3. Internal keys
   (``internal.segment.bytes``) are listed only for a topic that sets them. BROKER (4) resources
   (name = this node id, or "" for cluster defaults) list the broker's keys the same way.
+  GROUP (32) resources (any group name, existing or not; an empty one is INVALID_REQUEST)
+  list every key of ``broker.server.group.group_configs.GROUP_CONFIG_KEYS``: the group's
+  override with config_source GROUP_CONFIG (8), else the broker key that gives the default
+  when server.properties sets it (STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG).
   Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; another broker id or another resource type:
   INVALID_REQUEST.
 
 Authorization (Kafka's, ``authz.py``): CreateTopics needs CREATE on the CLUSTER or on the
 topic, DeleteTopics DELETE and CreatePartitions ALTER on the topic (else
 TOPIC_AUTHORIZATION_FAILED); DescribeConfigs DESCRIBE_CONFIGS on the topic, or on the
-CLUSTER for BROKER and client-metrics resources (CLUSTER_AUTHORIZATION_FAILED).
+CLUSTER for BROKER and client-metrics resources (CLUSTER_AUTHORIZATION_FAILED), on the group
+for GROUP resources (GROUP_AUTHORIZATION_FAILED).
 
 Thread-safety: changes are serialised by ``TopicManager``; describe reads snapshots.
 """
@@ -75,7 +80,9 @@ Synonym = DESCRIBE_CONFIGS_RESPONSE.structs["DescribeConfigsSynonym"]
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_CLIENT_METRICS = 16
+RESOURCE_GROUP = 32
 SOURCE_CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
+SOURCE_GROUP_CONFIG = 8  # DescribeConfigsResponse.ConfigSource.GROUP_CONFIG
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_DYNAMIC_BROKER_CONFIG = 2
@@ -279,13 +286,50 @@ def _broker_configs(state: ServerState, name: str, keys, version: int, include_s
     return entries
 
 
+def _group_configs(state: ServerState, name: str, keys, version: int, include_synonyms: bool,
+                   include_docs: bool) -> list:
+    """A GROUP resource: every key of ``GROUP_CONFIG_KEYS`` (the group need not exist)."""
+    from broker.server.group.group_configs import GROUP_CONFIG_KEYS
+
+    store = state.group_configs
+    if store is None:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {RESOURCE_GROUP}")
+    if not name:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Group name can't be empty")
+    overrides = store.overrides(name)
+    defaults = store.defaults()
+    entries = []
+    for key, key_def in sorted(GROUP_CONFIG_KEYS.items()):
+        if keys is not None and key not in keys:
+            continue
+        synonyms = []
+        source, value = SOURCE_DEFAULT_CONFIG, defaults[key]
+        if key in overrides:
+            synonyms.append(Synonym(name=key, value=overrides[key], source=SOURCE_GROUP_CONFIG))
+            source, value = SOURCE_GROUP_CONFIG, overrides[key]
+        broker_key = key_def.broker_key
+        if broker_key is not None and broker_key in state.static_keys and broker_key in state.config:
+            synonyms.append(Synonym(name=broker_key, value=config_text(state.config[broker_key]),
+                                    source=SOURCE_STATIC_BROKER_CONFIG))
+            if source == SOURCE_DEFAULT_CONFIG:
+                source, value = SOURCE_STATIC_BROKER_CONFIG, state.config[broker_key]
+        synonyms.append(Synonym(name=broker_key or key, value=config_text(key_def.default),
+                                source=SOURCE_DEFAULT_CONFIG))
+        entries.append(_entry(key, value, source, synonyms, key_def, version, include_synonyms, include_docs))
+    return entries
+
+
 def authorize_configs(state: ServerState, ctx: RequestContext, resource_type: int, name: str,
                        op: AclOperation) -> None:
     """Kafka's config authorization: ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the topic
-    for a topic, on the CLUSTER for brokers and client-metrics resources."""
+    for a topic, on the group for a group (GROUP_AUTHORIZATION_FAILED), on the CLUSTER for
+    brokers and client-metrics resources."""
     if resource_type == RESOURCE_TOPIC:
         if not allowed(state, ctx, op, ResourceType.TOPIC, name):
             raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    elif resource_type == RESOURCE_GROUP:
+        if not allowed(state, ctx, op, ResourceType.GROUP, name):
+            raise ApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Authorization failed.")
     elif not cluster_allowed(state, ctx, op):
         raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
 
@@ -309,6 +353,8 @@ def handle_describe_configs(state: ServerState, ctx: RequestContext, body) -> ob
                                        synonyms=[], config_type=7 if k != "interval.ms" else 3, documentation=None)
                            for k, v in sorted(state.client_metrics.get(r.resource_name).items())
                            if keys is None or k in keys]
+            elif r.resource_type == RESOURCE_GROUP:
+                configs = _group_configs(state, r.resource_name, keys, version, include_synonyms, include_docs)
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
             results.append(DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None,
