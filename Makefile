@@ -61,7 +61,7 @@ fuzz: setup
 
 # The reliability suite's long versions (more bounces and iterations).
 soak: setup
-	KAFKALOG_SOAK=1 $(PY) -m pytest -q -s tests/test_reliability_bounces.py tests/test_reliability_faults.py tests/test_reliability_crash_loops.py tests/test_reliability_resources.py tests/test_reliability_spark_faults.py tests/test_history_checker.py tests/test_tables_kills.py $(PYTEST_ARGS)
+	KAFKALOG_SOAK=1 $(PY) -m pytest -q -s tests/test_reliability_bounces.py tests/test_reliability_faults.py tests/test_reliability_crash_loops.py tests/test_reliability_resources.py tests/test_reliability_spark_faults.py tests/test_history_checker.py tests/test_tables_kills.py tests/test_reliability_share.py $(PYTEST_ARGS)
 
 bench: setup
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -4,7 +4,7 @@ tests its checker."""
 
 from __future__ import annotations
 
-from tests.support.history import CHECKS, History, check
+from tests.support.history import CHECKS, SHARE_CHECKS, History, check, check_share
 
 
 def clean() -> History:
@@ -137,3 +137,77 @@ def test_info_and_unknown_transactions_are_neither_lost_nor_unseen():
     t.commit()
     t.unknown()
     assert check(h).valid
+
+
+# --- the share-group model (S1-S5) ---
+
+def clean_share() -> History:
+    h = History()
+    for i in range(3):
+        h.send("p1", 0, f"a{i}").ok(i)
+    h.deliver("c1", [(0, 0, "a0", 1), (0, 1, "a1", 1)])
+    h.deliver("c2", [(0, 2, "a2", 1)])
+    h.acknowledge("c1", [(0, 0, "accept"), (0, 1, "release")]).ok()
+    h.deliver("c2", [(0, 1, "a1", 2)])
+    h.acknowledge("c2", [(0, 1, "accept"), (0, 2, "reject")]).ok()
+    return h
+
+
+def share_only(report, name: str) -> list[str]:
+    assert set(SHARE_CHECKS) == set(report.anomalies)
+    others = {k: v for k, v in report.anomalies.items() if v and k != name}
+    assert not others, others
+    return report.anomalies[name]
+
+
+def test_a_clean_share_history_passes():
+    r = check_share(clean_share())
+    assert r.valid and r.sends_ok == 3 and r.values_polled == 3, r.anomalies
+
+
+def test_s1_acknowledged_twice():
+    h = clean_share()
+    h.acknowledge("c3", [(0, 0, "accept")]).ok()
+    assert share_only(check_share(h), "S1 acknowledged-twice") == ["(0, 0) accepted twice"]
+
+
+def test_s2_redelivered_after_ack_and_a_refused_ack_is_no_ack():
+    h = clean_share()
+    h.acknowledge("c3", [(0, 1, "accept")]).fail()  # refused: INVALID_RECORD_STATE
+    h.deliver("c3", [(0, 2, "a2", 2)])  # rejected before: must never come back
+    found = share_only(check_share(h, limit=5), "S2 redelivered-after-ack")
+    assert found == ["(0, 2) delivered to c3 after its acknowledgement"]
+
+
+def test_s3_delivery_counts():
+    h = clean_share()
+    h.send("p1", 0, "a3").ok(3)
+    h.deliver("c1", [(0, 3, "a3", 1)])
+    h.deliver("c2", [(0, 3, "a3", 1)])  # the same count twice
+    assert share_only(check_share(h), "S3 delivery-count")
+    h2 = History()
+    h2.send("p", 0, "x").ok(0)
+    h2.deliver("c", [(0, 0, "x", 1)])
+    h2.deliver("c", [(0, 0, "x", 2)])
+    h2.deliver("c", [(0, 0, "x", 3)])
+    assert share_only(check_share(h2, limit=2), "S3 delivery-count")
+
+
+def test_s4_not_delivered():
+    h = clean_share()
+    h.send("p1", 0, "a3").ok(3)
+    assert share_only(check_share(h), "S4 not-delivered") == ["(0, 3) acknowledged by the producer, never delivered"]
+    assert check_share(h, drained=False).valid
+    h2 = History()
+    h2.send("p", 0, "x").ok(0)
+    h2.deliver("c", [(0, 0, "x", 1)])
+    h2.acknowledge("c", [(0, 0, "release")]).ok()
+    assert share_only(check_share(h2), "S4 not-delivered")
+    assert check_share(h2, limit=1).valid  # released at the limit: archived, done
+
+
+def test_s5_inconsistent_value():
+    h = clean_share()
+    h.send("p1", 0, "a3").ok(3)
+    h.deliver("c4", [(0, 3, "zz", 1)])
+    assert share_only(check_share(h), "S5 inconsistent-value")

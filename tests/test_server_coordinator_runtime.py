@@ -125,7 +125,7 @@ def test_settings_read_kafkas_keys_and_defaults(caplog):
     schemas = SCHEMAS_SPEC.settings({"test.state.num.partitions": 9})
     assert schemas.partitions == 1 and schemas.topic_configs == {"cleanup.policy": "compact",
                                                                   "segment.bytes": "104857600"}
-    assert INTERNAL_TOPICS == {"__consumer_offsets", "__transaction_state"}
+    assert INTERNAL_TOPICS == {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 
 
 def test_partition_for_is_javas_hash_code():

@@ -78,10 +78,13 @@ def test_api_versions_advertises_only_implemented_apis(raw_client):
     assert table[ApiKey.OFFSET_FETCH] == (1, 9)
     assert table[ApiKey.PRODUCE] == (0, 12) and table[ApiKey.FETCH] == (4, 11)  # Produce v12: KIP-890 part 2
     assert table[ApiKey.END_TXN] == (0, 5) and table[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
-    # v3 carries the features: transaction.version supported (from 1 in v3, KAFKA-17011) and finalized at 2
-    assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [("transaction.version", 1, 2)]
+    # v3 carries the features: transaction.version supported (from 1 in v3, KAFKA-17011) and finalized at 2;
+    # share.version 1 (share groups, KIP-932)
+    assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
+        ("transaction.version", 1, 2), ("share.version", 1, 1)]
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == \
-        [("transaction.version", 2, 2)]
+        [("transaction.version", 2, 2), ("share.version", 1, 1)]
+    assert table[ApiKey.SHARE_FETCH] == (1, 2) and table[ApiKey.SHARE_GROUP_HEARTBEAT] == (1, 1)
     assert r.finalized_features_epoch > 0
     assert table[ApiKey.API_VERSIONS] == (0, 3) and table[ApiKey.METADATA] == (0, 12)
     for key, (lo, hi) in table.items():  # served ⊇ advertised, except Produce v0-2 (KAFKA-18659)

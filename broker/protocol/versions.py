@@ -81,6 +81,18 @@ ADVERTISED: tuple[AdvertisedApi, ...] = (
     _api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
     _api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),  # KIP-848 (librdkafka uses v1)
     _api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0),
+    _api(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1),  # KIP-932: Kafka 4.1+ (v0 was 4.0's early access)
+    _api(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1),
+    _api(ApiKey.SHARE_FETCH, 1, 2),  # v2: ShareAcquireMode, RENEW (KIP-1206, KIP-1222)
+    _api(ApiKey.SHARE_ACKNOWLEDGE, 1, 2),
+    _api(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0),  # the share coordinator's state RPCs (CLUSTER_ACTION)
+    _api(ApiKey.READ_SHARE_GROUP_STATE, 0, 0),
+    _api(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1),
+    _api(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0),
+    _api(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1),
+    _api(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1),  # v1: lag (KIP-1226)
+    _api(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0),
+    _api(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0),
     _api(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),  # KIP-714 (flexible only)
     _api(ApiKey.PUSH_TELEMETRY, 0, 0),
     _api(ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664 (flexible only)

@@ -65,7 +65,8 @@ from broker.server.cluster_metadata import ClusterMetadataStore
 from broker.server.config import server_config
 from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.group import GroupCoordinator
-from broker.server.handlers import ServerState
+from broker.server.group.group_configs import GroupConfigStore
+from broker.server.handlers import ServerState, leader_epoch_of
 from broker.server.handlers.fetch import PartitionWatchers
 from broker.server.handlers.producer_id import ProducerIdManager
 from broker.server.metadata import TopicManager
@@ -77,6 +78,10 @@ from broker.server.security.authorizer import StandardAuthorizer
 from broker.server.security.config import AuthorizerConfig
 from broker.server.security.credentials import CredentialStore
 from broker.server.security.sasl import SaslGate
+from broker.server.share.config import ShareConfig
+from broker.server.share.coordinator import ShareCoordinator
+from broker.server.share.dlq import DeadLetterWriter
+from broker.server.share.manager import LOCK_SWEEP_MS, SharePartitionManager
 from broker.server.socket_server import Listener, SocketServer, parse_listeners
 from broker.server.ssl_context import SSL_PROTOCOLS, PrincipalMapper, listener_ssl_values, server_context
 from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
@@ -168,6 +173,9 @@ class KafkaBroker:
         self.apis: KafkaApis | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
+        self.share_coordinator: ShareCoordinator | None = None
+        self.share_manager: SharePartitionManager | None = None
+        self.group_configs: GroupConfigStore | None = None
         self.credentials: CredentialStore | None = None
         # SASL listeners (validated here: a bad mechanism or JAAS config fails the constructor)
         gate = SaslGate(self.config, [listener.name for listener in self.listeners])
@@ -234,6 +242,20 @@ class KafkaBroker:
                                                  on_append=self.watchers.notify)
             self.group_coordinator = group_coordinator
             group_coordinator.startup()  # loads __consumer_offsets before any connection
+            share_coordinator = ShareCoordinator(topics, config, scheduler=log_manager.scheduler,
+                                                 on_append=self.watchers.notify)
+            self.share_coordinator = share_coordinator
+            share_coordinator.startup()  # loads __share_group_state
+            share_manager = SharePartitionManager(topics, share_coordinator, ShareConfig.from_config(config),
+                                                  is_member=group_coordinator.is_share_member,
+                                                  leader_epoch=leader_epoch_of)
+            self.share_manager = share_manager
+            share_manager.notify = self.watchers.notify
+            share_manager.dead_letters = DeadLetterWriter(topics, leader_epoch_of, self.watchers.notify)
+            group_coordinator.share.on_member_removed = share_manager.release_member
+            group_coordinator.on_share_group_deleted = share_manager.forget_group
+            share_coordinator.runtime.timer.schedule_periodic("share-acquisition-lock-timeout",
+                                                              share_manager.expire_locks, LOCK_SWEEP_MS)
             txn_coordinator = TransactionCoordinator(
                 topics, config, producer_ids, group_coordinator,
                 scheduler=log_manager.scheduler, on_append=self.watchers.notify)
@@ -243,6 +265,11 @@ class KafkaBroker:
                                                     lambda: log_manager.live_log_dirs)
             self.cluster_metadata = cluster_metadata
             cluster_metadata.load()
+            group_configs = GroupConfigStore(cluster_metadata, config)
+            group_configs.load()
+            self.group_configs = group_configs
+            share_manager.group_config = group_configs.get
+            group_coordinator.share.group_config = group_configs.get
             dynamic_config = DynamicBrokerConfig(cluster_metadata, config, self.node_id)
             self.dynamic_config = dynamic_config
             dynamic_config.load()
@@ -277,7 +304,7 @@ class KafkaBroker:
                 credentials=credentials, quotas=quotas, client_quotas=client_quotas,
                 telemetry=telemetry, client_metrics=client_metrics, stats=stats,
                 txn_coordinator=txn_coordinator, authorizer=self.authorizer,
-                dynamic_config=dynamic_config,
+                dynamic_config=dynamic_config, share_manager=share_manager, group_configs=group_configs,
                 protected_topics=frozenset({self.schema_registry.protected_topic}) if self.schema_registry else
                 frozenset())
             if self.sasl_gate is not None:
@@ -365,6 +392,8 @@ class KafkaBroker:
                 self.group_coordinator.shutdown()
             if self.txn_coordinator is not None:
                 self.txn_coordinator.shutdown()
+            if self.share_coordinator is not None:
+                self.share_coordinator.shutdown()
             if self.metrics_endpoint is not None:
                 self.metrics_endpoint.close()
             if self.schema_registry is not None:

@@ -6,7 +6,7 @@ Owns ``SERVER_CONFIG_DEF``, every key of ``server.properties`` the broker define
 core keys and the TLS keys (``broker.config``), the log manager's
 (``broker.log.manager_config``), the log cleaner's (``broker.log.cleaner.config``), tiered
 storage's with KIP-956's quotas (``broker.log.remote.config``), the group coordinator's
-(``broker.server.group.config``), the transaction coordinator's
+(``broker.server.group.config``), the share groups' (``broker.server.share.config``), the transaction coordinator's
 (``broker.server.txn.config``), the quotas' (``broker.server.quota.config``), SASL's and the
 authorizer's (``broker.server.security.config``) and telemetry's with the metrics endpoint
 (``broker.server.telemetry.config``). Each owner's ``define_<feature>_keys`` is the only
@@ -35,6 +35,7 @@ from broker.server.group.config import define_group_keys
 from broker.server.quota.config import define_quota_keys
 from broker.server.registry.config import define_registry_keys
 from broker.server.security.config import define_authorizer_keys, define_sasl_keys
+from broker.server.share.config import define_share_keys
 from broker.server.telemetry.config import define_telemetry_keys
 from broker.server.txn.config import define_transaction_keys
 
@@ -53,6 +54,7 @@ _OWNERS: tuple[tuple[str, str, Callable[[ConfigDef], ConfigDef]], ...] = (
     ("The log cleaner", "broker.log.cleaner.config", define_cleaner_keys),
     ("Tiered storage", "broker.log.remote.config", define_remote_storage_keys),
     ("Consumer groups and offsets", "broker.server.group.config", define_group_keys),
+    ("Share groups", "broker.server.share.config", define_share_keys),
     ("Transactions", "broker.server.txn.config", define_transaction_keys),
     ("Quotas", "broker.server.quota.config", define_quota_keys),
     ("Telemetry and metrics", "broker.server.telemetry.config", define_telemetry_keys),

@@ -37,6 +37,22 @@ per check, empty when it passes:
 * H8 read-uncommitted: a read_committed poll returned a transaction's value before that
   transaction's commit was even invoked.
 
+Share groups (KIP-932) have their own model, ``check_share(history, limit, drained)``:
+a share consumer's ``deliver(process, [(partition, offset, value, delivery_count)])``
+records what one poll delivered, ``acknowledge(process, [(partition, offset, kind)])``
+(kind: "accept", "release", "reject") returns an op completed by ``ok()`` (the broker
+confirmed it) or ``fail()`` (refused: INVALID_RECORD_STATE and the like). The checks:
+
+* S1 acknowledged-twice: a record accepted (confirmed) twice.
+* S2 redelivered-after-ack: a record delivered again after an accept or a reject of it
+  was confirmed (the acknowledgement completed before the delivery's poll began).
+* S3 delivery-count: one record's deliveries do not have increasing delivery counts, or
+  a count is above the group's delivery count limit, or a first delivery is not 1.
+* S4 not-delivered (with ``drained``): an acknowledged write never delivered, or a
+  record released with deliveries left never delivered again.
+* S5 inconsistent-value: a delivered (partition, offset) whose value differs from what
+  the producer's ack or another delivery says is there.
+
 Thread-safety: ``History`` records under a lock; ``check`` works on a snapshot.
 """
 
@@ -148,6 +164,25 @@ class History:
 
     def assign(self, process: str, partitions: Iterable[int]) -> Op:
         return self._add(Op(0, "assign", process, records=[(p, -1, "") for p in partitions], status="ok"))
+
+    def deliver(self, process: str, records: Iterable[tuple[int, int, str, int]]) -> Op:
+        """One share consumer poll: [(partition, offset, value, delivery count)]."""
+        return self._add(Op(0, "deliver", process, records=list(records), status="ok"))
+
+    def acknowledge(self, process: str, records: Iterable[tuple[int, int, str]]) -> Op:
+        """Acknowledgements sent: [(partition, offset, kind)]; complete with ``ok()`` /
+        ``fail()``."""
+        op = self._add(Op(0, "ack", process, records=list(records)))
+        history = self
+
+        def ok() -> None:
+            op.status, op.done_index = "ok", history._next()
+
+        def fail() -> None:
+            op.status, op.done_index = "fail", history._next()
+
+        op.ok, op.fail = ok, fail  # type: ignore[attr-defined]
+        return op
 
     def snapshot(self) -> list[Op]:
         with self._lock:
@@ -282,3 +317,61 @@ def _between(sorted_offsets: list[int], low: int, high: int) -> list[int]:
 
 
 __all__ = ["CHECKS", "History", "Op", "Report", "Txn", "check"]
+
+
+SHARE_CHECKS = ("S1 acknowledged-twice", "S2 redelivered-after-ack", "S3 delivery-count", "S4 not-delivered",
+                "S5 inconsistent-value")
+
+
+def check_share(history: History | list[Op], limit: int = 5, drained: bool = True) -> Report:
+    """The share-group model (module docstring)."""
+    ops = history.snapshot() if isinstance(history, History) else list(history)
+    out: dict[str, list[str]] = {c: [] for c in SHARE_CHECKS}
+    sends = [o for o in ops if o.kind == "send" and o.status == "ok"]
+    at: dict[tuple[int, int], str] = {(o.partition, o.offset): o.value for o in sends}
+    deliveries: dict[tuple[int, int], list[tuple[int, int, str]]] = defaultdict(list)  # -> (index, count, process)
+    for o in ops:
+        if o.kind != "deliver":
+            continue
+        for partition, offset, value, count in o.records:
+            key = (partition, offset)
+            if at.setdefault(key, value) != value:
+                out["S5 inconsistent-value"].append(f"{key} delivered {value!r}, holds {at[key]!r}")
+            deliveries[key].append((o.index, count, o.process))
+    closed: dict[tuple[int, int], int] = {}  # record -> done index of its first confirmed accept/reject
+    accepted: dict[tuple[int, int], int] = defaultdict(int)
+    released: dict[tuple[int, int], int] = {}
+    for o in ops:
+        if o.kind != "ack" or o.status != "ok":
+            continue
+        for partition, offset, kind in o.records:
+            key = (partition, offset)
+            if kind == "accept":
+                accepted[key] += 1
+                if accepted[key] == 2:
+                    out["S1 acknowledged-twice"].append(f"{key} accepted twice")
+            if kind in ("accept", "reject"):
+                closed.setdefault(key, o.done_index if o.done_index is not None else o.index)
+            elif kind == "release":
+                released[key] = o.index
+    for key, ds in sorted(deliveries.items()):
+        ds.sort()
+        counts = [c for _, c, _ in ds]
+        if counts[0] != 1 or any(b <= a for a, b in zip(counts, counts[1:], strict=False)) or max(counts) > limit:
+            out["S3 delivery-count"].append(f"{key} delivered with counts {counts} (limit {limit}) to "
+                                            f"{[p for _, _, p in ds]} at {[i for i, _, _ in ds]}")
+        done = closed.get(key)
+        if done is not None:
+            late = [(i, p) for i, _, p in ds if i > done]
+            if late:
+                out["S2 redelivered-after-ack"].append(f"{key} delivered to {late[0][1]} after its acknowledgement")
+    if drained:
+        for key in sorted(at):
+            if key not in deliveries and any((o.partition, o.offset) == key for o in sends):
+                out["S4 not-delivered"].append(f"{key} acknowledged by the producer, never delivered")
+        for key, index in sorted(released.items()):
+            ds = deliveries.get(key, [])
+            if key not in closed and max(c for _, c, _ in ds) < limit and not any(i > index for i, _, _ in ds):
+                out["S4 not-delivered"].append(f"{key} released with deliveries left, never delivered again")
+    report = Report(out, sends_ok=len(sends), values_polled=len(deliveries))
+    return report

@@ -40,6 +40,7 @@ from broker.server.coordinator.timer import CoordinatorTimer
 from broker.server.coordinator.topic import (
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
     TRANSACTION_STATE_TOPIC,
     InternalTopic,
     InternalTopicSettings,
@@ -52,6 +53,6 @@ from broker.server.coordinator.writer import RecordWriter, append_as_coordinator
 __all__ = [
     "CoordinatorLoader", "CoordinatorRecord", "CoordinatorRuntime", "CoordinatorTimer", "INTERNAL_TOPICS",
     "IllegalStateTransition", "InternalTopic", "InternalTopicSettings", "InternalTopicSpec", "LoadResult",
-    "OFFSETS_TOPIC", "RecordWriter", "TRANSACTION_STATE_TOPIC", "append_as_coordinator", "check_transition",
-    "java_string_hash", "partition_for", "storage_error_map",
+    "OFFSETS_TOPIC", "RecordWriter", "SHARE_GROUP_STATE_TOPIC", "TRANSACTION_STATE_TOPIC", "append_as_coordinator",
+    "check_transition", "java_string_hash", "partition_for", "storage_error_map",
 ]

@@ -4,7 +4,7 @@ demand, and the partition a key belongs to.
 Owns:
 
 * the names of Kafka's internal topics (Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME`` /
-  ``TRANSACTION_STATE_TOPIC_NAME``) and ``INTERNAL_TOPICS``, the ones clients may not
+  ``TRANSACTION_STATE_TOPIC_NAME`` / ``SHARE_GROUP_STATE_TOPIC_NAME``) and ``INTERNAL_TOPICS``, the ones clients may not
   produce to, delete records of or recreate (``is_internal`` in Metadata);
 * ``InternalTopicSpec``: what a coordinator's topic is, as Kafka's keys and defaults: the
   partition count key (or one partition, for a store such as the Schema Registry's
@@ -56,7 +56,8 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"  # Kafka's GROUP_METADATA_TOPIC_NAME
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # Kafka's TRANSACTION_STATE_TOPIC_NAME
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"  # Kafka's SHARE_GROUP_STATE_TOPIC_NAME
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode()``: 31*h + c over the UTF-16 code units, int32 arithmetic."""
@@ -200,4 +201,5 @@ class InternalTopic:
 
 
 __all__ = ["INTERNAL_TOPICS", "InternalTopic", "InternalTopicSettings", "InternalTopicSpec", "OFFSETS_TOPIC",
-           "TRANSACTION_STATE_TOPIC", "TopicDescription", "TopicSource", "java_string_hash", "partition_for"]
+           "SHARE_GROUP_STATE_TOPIC", "TRANSACTION_STATE_TOPIC", "TopicDescription", "TopicSource",
+           "java_string_hash", "partition_for"]

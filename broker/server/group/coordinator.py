@@ -15,7 +15,12 @@ the membership lock and the group map):
   (ConsumerGroupHeartbeat, member epochs, server-side assignment) over ``ConsumerGroup``
   (``consumer_group.py``) and its records;
 * ``txn_offsets``: ``txn_offsets.TransactionalOffsets``, TxnOffsetCommit and the pending
-  offsets of open transactions.
+  offsets of open transactions;
+* ``share``: ``share_membership.ShareGroups``, the KIP-932 share groups' membership
+  (ShareGroupHeartbeat, ShareGroupDescribe, sessions, the simple assignor) over
+  ``ShareGroup`` (``share_group.py``) and its ShareGroupMetadata record; the records'
+  delivery state is the share coordinator's (``broker.server.share``), which the broker
+  wires to it (a member leaving releases its records; a deleted group loses its state).
 
 The coordinator keeps the public methods the request handlers call and routes each to its
 part; what spans parts is here: ListGroups, DescribeGroups and DeleteGroups (through the
@@ -45,7 +50,8 @@ Owns:
   record to its part: records apply in log order, a tombstone removes, transactional
   offset commits apply at their COMMIT marker and are dropped at ABORT (those still open
   become pending again, ``TransactionalOffsets.restore``), unreadable batches or records
-  and record types this broker does not use (share groups) are logged and skipped.
+  and record types this broker does not write (the other share-group records) are logged
+  and skipped.
 * expiration (``offsets.retention.minutes``, checked every
   ``offsets.retention.check.interval.ms``, a periodic task of the runtime's timer on the
   log manager's scheduler), as Kafka 2.1+ (KIP-211): an offset committed with an explicit
@@ -106,7 +112,7 @@ from broker.server.coordinator import (
     storage_error_map,
 )
 from broker.server.errors import ApiError
-from broker.server.group import consumer_records
+from broker.server.group import consumer_records, share_records
 from broker.server.group.config import GroupConfig
 from broker.server.group.consumer_group import Assignment, ConsumerGroup
 from broker.server.group.consumer_membership import ConsumerGroups, HeartbeatResult
@@ -123,7 +129,10 @@ from broker.server.group.records import (
     decode_key,
     decode_offset_commit_value,
 )
+from broker.server.group.share_group import ShareGroup
+from broker.server.group.share_membership import ShareGroups, ShareHeartbeatResult
 from broker.server.group.txn_offsets import TransactionalOffsets
+from broker.server.share.config import ShareConfig
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +167,9 @@ class GroupCoordinator:
         self.classic = ClassicGroups(self.context)
         self.consumer = ConsumerGroups(self.context)
         self.txn_offsets = TransactionalOffsets(self.context, self.offsets)
+        self.share = ShareGroups(self.context, ShareConfig.from_config(config))
+        # called with the group id after a share group is deleted (its share-partition state goes too)
+        self.on_share_group_deleted: Callable[[str], None] | None = None
         self._started = False
 
     @property
@@ -197,6 +209,7 @@ class GroupCoordinator:
         timers; offsets stay served. Idempotent."""
         self.classic.close()
         self.consumer.close()
+        self.share.close()
         self.runtime.shutdown()
         self._started = False
 
@@ -249,6 +262,8 @@ class GroupCoordinator:
             self.runtime.append(p, records)
             self.offsets.forget(group_id)
             self.groups.remove(group_id)
+        if isinstance(group, ShareGroup) and self.on_share_group_deleted is not None:
+            self.on_share_group_deleted(group_id)
         log.info("deleted group %s and its %d offsets", group_id, len(offsets))
 
     # --- offsets (the offsets part) ---
@@ -318,6 +333,25 @@ class GroupCoordinator:
         ConsumerGroupDescribe."""
         return self.consumer.describe(group_id)
 
+    # --- KIP-932 share groups (the share part) ---
+
+    def share_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                              subscribed_topic_names: list[str] | None, client_id: str = "",
+                              client_host: str = "") -> ShareHeartbeatResult:
+        return self.share.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed_topic_names, client_id,
+                                    client_host)
+
+    def describe_share_group(self, group_id: str) -> tuple[int, str | None, ShareGroup | None]:
+        """(error code, message, a consistent view while ``mlock`` is held) for
+        ShareGroupDescribe."""
+        return self.share.describe(group_id)
+
+    def ensure_share_group(self, group_id: str) -> ShareGroup:
+        return self.share.ensure(group_id)
+
+    def is_share_member(self, group_id: str, member_id: str) -> bool:
+        return self.share.is_member(group_id, member_id)
+
     def topic_name_of(self, topic_id: Any) -> str | None:
         return self.consumer.topic_name_of(topic_id)
 
@@ -338,6 +372,10 @@ class GroupCoordinator:
             ckey = consumer_records.decode_consumer_key(key_bytes) if key_bytes is not None else None
             if ckey is not None:
                 self.consumer.replay(ckey, value_bytes)
+                return True
+            share_group = share_records.decode_key(key_bytes) if key_bytes is not None else None
+            if share_group is not None:
+                self.share.replay(share_group, value_bytes)
                 return True
             log.debug("%s-%d: skipping a record of type %d (not used by this broker)", OFFSETS_TOPIC,
                       record.partition, key.version)

@@ -35,6 +35,11 @@ their classes here would close a cycle. Modules:
     acls.py             DescribeAcls (29), CreateAcls (30), DeleteAcls (31)
     authz.py            the authorization checks every handler makes
     scram_credentials.py DescribeUserScramCredentials (50), AlterUserScramCredentials (51)
+    share.py            ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
+                        ShareAcknowledge (79): share groups (KIP-932)
+    share_admin.py      DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91),
+                        DeleteShareGroupOffsets (92) and the share coordinator's state RPCs
+                        (83-87, CLUSTER_ACTION only)
     group.py            FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), ListGroups
                         (16), DescribeGroups (15), DeleteGroups (42)
     consumer_group.py   ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69): the KIP-848
@@ -153,6 +158,16 @@ class GroupCoordinatorApi(Protocol):
 
     def describe_consumer_group(self, group_id: str) -> tuple[int, str | None, Any]: ...
 
+    def share_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                              subscribed_topic_names: list[str] | None, client_id: str = "",
+                              client_host: str = "") -> Any: ...
+
+    def describe_share_group(self, group_id: str) -> tuple[int, str | None, Any]: ...
+
+    def is_share_member(self, group_id: str, member_id: str) -> bool: ...
+
+    def ensure_share_group(self, group_id: str) -> Any: ...
+
 
 class TxnCoordinatorApi(Protocol):
     """What the handlers call of ``broker.server.txn.TransactionCoordinator`` (module docstring)."""
@@ -226,6 +241,10 @@ class ServerState:
     authorizer: StandardAuthorizer | None = None
     # topics only the broker writes while a feature runs (the Schema Registry's _schemas)
     protected_topics: frozenset[str] = frozenset()
+    # broker.server.share.manager.SharePartitionManager (None: share APIs answer COORDINATOR_NOT_AVAILABLE)
+    share_manager: Any = None
+    # broker.server.group.group_configs.GroupConfigStore (None: the GROUP config resource is refused)
+    group_configs: Any = None
 
     @property
     def auto_create_topics(self) -> bool:

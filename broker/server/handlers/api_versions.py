@@ -17,8 +17,10 @@ Wire behaviour (PROTOCOL.md 3.2, KIP-511):
   level: at 2 they use transaction version 2 (KIP-890 part 2: Produce v12 and
   TxnOffsetCommit v5 add partitions implicitly, EndTxn v5 bumps the epoch). In v3 a
   supported range starting at 0 is sent from 1 (Java clients before KAFKA-17011 refuse a
-  0 there). ``finalized_features_epoch`` is the broker's start time in ms, so a restart with
-  another level is seen as newer by a client that talked to the broker before.
+  0 there). ``share.version`` is supported 0-1 and finalized at 1 while share groups run
+  (KIP-932: Kafka 4.2's level for share groups). ``finalized_features_epoch`` is the
+  broker's start time in ms, so a restart with another level is seen as newer by a client
+  that talked to the broker before.
 * client_software_name / version (v3+) are recorded in the request context for the
   request log, never validated (Kafka answers INVALID_REQUEST to names failing its regex;
   clients then retry v0, which only costs a round trip).
@@ -44,6 +46,8 @@ SupportedFeature = API_VERSIONS_RESPONSE.structs["SupportedFeatureKey"]
 FinalizedFeature = API_VERSIONS_RESPONSE.structs["FinalizedFeatureKey"]
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 TRANSACTION_VERSION_SUPPORTED = (0, 2)
+SHARE_VERSION_FEATURE = "share.version"
+SHARE_VERSION_SUPPORTED = (0, 1)
 
 
 def _features(state: ServerState, version: int) -> dict:
@@ -53,9 +57,16 @@ def _features(state: ServerState, version: int) -> dict:
     level = state.txn_coordinator.transaction_version
     finalized = [FinalizedFeature(name=TRANSACTION_VERSION_FEATURE, max_version_level=level,
                                   min_version_level=level)] if level > 0 else []
-    return {"supported_features": [SupportedFeature(name=TRANSACTION_VERSION_FEATURE,
-                                                    min_version=lo if version >= 4 else max(lo, 1),
-                                                    max_version=hi)],
+    supported = [SupportedFeature(name=TRANSACTION_VERSION_FEATURE, min_version=lo if version >= 4 else max(lo, 1),
+                                  max_version=hi)]
+    if state.share_manager is not None:  # share groups on: share.version 1 (Kafka 4.2)
+        share_lo, share_hi = SHARE_VERSION_SUPPORTED
+        supported.append(SupportedFeature(name=SHARE_VERSION_FEATURE,
+                                          min_version=share_lo if version >= 4 else max(share_lo, 1),
+                                          max_version=share_hi))
+        finalized.append(FinalizedFeature(name=SHARE_VERSION_FEATURE, max_version_level=share_hi,
+                                          min_version_level=share_hi))
+    return {"supported_features": supported,
             "finalized_features_epoch": state.txn_coordinator.features_epoch,
             "finalized_features": finalized}
 
