@@ -41,6 +41,21 @@ Owns:
                     KafkaError NON_EMPTY_GROUP "Assignments can only be reset if the group 'g'
                     is inactive, but the current state is Stable.")
 
+  Share groups (KIP-932; the work is ``broker.client.admin_share``, over the group's
+  coordinator)::
+
+      list_groups(types=(), states=())                            -> [admin_share.GroupListing]
+                    (every group, with its group_type: classic, consumer, share)
+      describe_share_groups(group_ids)                            -> {group: ShareGroupDescription}
+                    (a group that does not exist: state Dead)
+      list_share_group_offsets(group, topics=None)                -> {TopicPartition:
+                    SharePartitionOffset(start_offset, leader_epoch, lag)}
+      alter_share_group_offsets(group, {tp: offset})              -> AdminResults[TopicPartition, None]
+      delete_share_group_offsets(group, topics)                   -> AdminResults[str, None]
+      delete_share_groups(group_ids)                              -> AdminResults[str, None]
+                    (the offsets calls need a group without members: NON_EMPTY_GROUP's
+                    KafkaError; group-level errors raise)
+
   ACLs (Kafka's ``Admin`` ACL calls; the model and the request builders are
   ``broker.client.admin_acls``; each request goes to the least loaded node)::
 
@@ -108,7 +123,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from broker.client import admin_acls, admin_groups, admin_quotas, admin_scram, admin_txn
+from broker.client import admin_acls, admin_groups, admin_quotas, admin_scram, admin_share, admin_txn
 from broker.client.admin_acls import AclBinding, AclBindingFilter
 from broker.client.admin_groups import OffsetResetSpec, ResetPlan
 from broker.client.admin_txn import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
@@ -651,6 +666,35 @@ class AdminClient:
             self.alter_consumer_group_offsets(group_id, plan.offsets, timeout_ms=timeout_ms)
         return plan
 
+    # -- share groups (admin_share) ------------------------------------------------------
+
+    def list_groups(self, *, types: Iterable[str] = (), states: Iterable[str] = (),
+                    timeout_ms: float | None = None) -> list[admin_share.GroupListing]:
+        return self._groups(admin_share.list_groups, types=list(types), states=list(states), timeout_ms=timeout_ms)
+
+    def describe_share_groups(self, group_ids: Iterable[str], *,
+                              timeout_ms: float | None = None) -> dict[str, admin_share.ShareGroupDescription]:
+        return self._groups(admin_share.describe_share_groups, list(group_ids), timeout_ms=timeout_ms)
+
+    def list_share_group_offsets(self, group_id: str, topics: Iterable[Any] | None = None, *,
+                                 timeout_ms: float | None = None) -> dict[TopicPartition, Any]:
+        return self._groups(admin_share.list_share_group_offsets, group_id, None if topics is None else list(topics),
+                            timeout_ms=timeout_ms)
+
+    def alter_share_group_offsets(self, group_id: str, new_offsets: Mapping[tuple[str, int], int], *,
+                                  timeout_ms: float | None = None) -> AdminResults:
+        errors = self._groups(admin_share.alter_share_group_offsets, group_id, new_offsets, timeout_ms=timeout_ms)
+        return _per_key(errors)
+
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str], *,
+                                   timeout_ms: float | None = None) -> AdminResults:
+        errors = self._groups(admin_share.delete_share_group_offsets, group_id, list(topics), timeout_ms=timeout_ms)
+        return _per_key(errors)
+
+    def delete_share_groups(self, group_ids: Iterable[str], *, timeout_ms: float | None = None) -> AdminResults:
+        errors = self._groups(admin_share.delete_share_groups, list(group_ids), timeout_ms=timeout_ms)
+        return _per_key(errors)
+
     # -- the request engine --------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -826,3 +870,8 @@ class AdminClient:
                     continue
             results.update(self._call(api_key, group, build, parse, timeout_ms, node_id=node))
         return AdminResults((r, results[r]) for r in dict.fromkeys(resources))
+
+
+def _per_key(errors: Mapping[Any, KafkaError | None]) -> AdminResults:
+    """``AdminResults`` of per-key errors (None: done)."""
+    return AdminResults((k, AdminResult(error=e) if e is not None else AdminResult(None)) for k, e in errors.items())

@@ -252,6 +252,7 @@ class KafkaBroker:
             self.share_manager = share_manager
             share_manager.notify = self.watchers.notify
             share_manager.dead_letters = DeadLetterWriter(topics, leader_epoch_of, self.watchers.notify)
+            share_manager.schedule = share_coordinator.runtime.timer.schedule_once
             group_coordinator.share.on_member_removed = share_manager.release_member
             group_coordinator.on_share_group_deleted = share_manager.forget_group
             share_coordinator.runtime.timer.schedule_periodic("share-acquisition-lock-timeout",

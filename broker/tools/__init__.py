@@ -16,6 +16,7 @@ Owns, one module per tool (``kafkalog <NAME>``, the Kafka tool it follows):
 - ``console_producer``  ``produce``    kafka-console-producer.sh
 - ``console_consumer``  ``consume``    kafka-console-consumer.sh
 - ``consumer_groups``   ``groups``     kafka-consumer-groups.sh
+- ``share_groups``      ``share-groups`` kafka-share-groups.sh (KIP-932 share groups)
 - ``configs``           ``configs``    kafka-configs.sh (``--entity-type users``: SCRAM credentials)
 - ``acls``              ``acls``       kafka-acls.sh (the authorizer's ACLs)
 - ``transactions``      ``transactions`` kafka-transactions.sh (list, describe, find and
@@ -62,6 +63,7 @@ TOOLS: tuple[str, ...] = (
     "broker.tools.console_producer",
     "broker.tools.console_consumer",
     "broker.tools.consumer_groups",
+    "broker.tools.share_groups",
     "broker.tools.configs",
     "broker.tools.acls",
     "broker.tools.transactions",

@@ -6,8 +6,14 @@ Owns the command line and the output; the work is
 ``broker.client.admin_groups``'s (the reset targets) and ``offsets.latest_offsets``'s (log
 end offsets). Exactly one action per run:
 
-  --list [--state [S,S]]           one group id per line, sorted; with --state the table
-                                   GROUP STATE (only the groups in the given states, if any)
+  --list [--state [S,S]] [--type [T,T]]
+                                   one consumer group id per line, sorted (classic and
+                                   consumer groups: share groups are listed by
+                                   ``kafkalog share-groups``); with --type and/or --state
+                                   Kafka 4's table GROUP [TYPE] [STATE], TYPE "Classic" or
+                                   "Consumer" (ListGroups v5; "Unknown" from an older broker),
+                                   only the groups of the given types (classic, consumer) and
+                                   states, if any
   --describe --group G [--group G2 ...] | --all-groups   [--offsets | --members | --state]
                                    [--verbose]
       --offsets (the default)      per group, after a blank line, the table
@@ -132,6 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                         help="with --describe: the group's state; with --list: each group's state (optionally "
                              "only those in the comma-separated STATES)")
+    parser.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                        help="with --list: each group's type (optionally only those of the comma-separated TYPES: "
+                             "classic, consumer)")
     parser.add_argument("--verbose", action="store_true",
                         help="with --describe --members: each member's assignment; with --state: the epochs")
     parser.add_argument("--command-config", metavar="FILE",
@@ -154,6 +163,8 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
         raise CliError("--members, --offsets and --verbose can only be used with --describe")
     if action not in ("describe", "list") and args.state is not None:
         raise CliError("--state can only be used with --describe or --list")
+    if action != "list" and args.type is not None:
+        raise CliError("--type can only be used with --list")
     if action != "reset_offsets":
         if _scenarios(args) or args.all_topics or args.dry_run or args.execute:
             raise CliError("--to-*, --shift-by, --all-topics, --dry-run and --execute can only be used with "
@@ -232,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         with report_unreachable(NAME, "default.api.timeout.ms", cfg["default.api.timeout.ms"]), \
                 ConsumerNetworkClient(cfg) as client:
             if action == "list":
-                _list(client, args.state)
+                _list(client, args.state, args.type)
             elif action == "describe":
                 groups = args.group or [g.group_id for g in group_offsets.list_groups(client)]
                 groups = list(dict.fromkeys(groups))
@@ -263,22 +274,34 @@ def run(args: argparse.Namespace) -> int:
 
 # --- list ---
 
-def _list(client: Any, states: str | None) -> None:
-    from broker.client.consumer import group_offsets
+GROUP_TYPES = ("classic", "consumer")
 
-    listings = group_offsets.list_groups(client)
-    if states is None:
+
+def _list(client: Any, states: str | None, types: str | None = None) -> None:
+    from broker.client import admin_share
+
+    # consumer groups only (Kafka's ListGroupsOptions.forConsumerGroups): share groups are
+    # kafka-share-groups.sh's; "" is the type an older broker (ListGroups < v5) gives
+    listings = [g for g in admin_share.list_groups(client) if g.group_type in ("", *GROUP_TYPES)]
+    if states is None and types is None:
         for listing in listings:
             print(listing.group_id)
         return
-    wanted = {s.strip().lower() for s in states.split(",") if s.strip()}
+    wanted = {s.strip().lower() for s in (states or "").split(",") if s.strip()}
     valid = {s.lower() for s in GROUP_STATES}
     if wanted - valid:
         raise CliError(f"Invalid state list '{states}'. Valid states are: {', '.join(GROUP_STATES)}")
-    rows = [(g.group_id, g.state or "Unknown") for g in listings if not wanted or g.state.lower() in wanted]
+    wanted_types = {t.strip().lower() for t in (types or "").split(",") if t.strip()}
+    if wanted_types - set(GROUP_TYPES):
+        raise CliError(f"Invalid types list '{types}'. Valid types are: {', '.join(GROUP_TYPES)}")
+    chosen = [g for g in listings if (not wanted or g.state.lower() in wanted)
+              and (not wanted_types or g.group_type in wanted_types)]
+    header = ("GROUP", *(("TYPE",) if types is not None else ()), *(("STATE",) if states is not None else ()))
+    rows = [(g.group_id, *((g.group_type.capitalize() or "Unknown",) if types is not None else ()),
+             *((g.state or "Unknown",) if states is not None else ())) for g in chosen]
     width = max([15] + [len(r[0]) for r in rows]) + 10
-    for row in [("GROUP", "STATE"), *rows]:
-        print(f"{row[0]:<{width}} {row[1]:<20}")
+    for row in [header, *rows]:
+        print(f"{row[0]:<{width}}" + "".join(f" {cell:<20}" for cell in row[1:]))
 
 
 # --- describe ---

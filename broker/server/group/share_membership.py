@@ -4,17 +4,19 @@ ShareGroupDescribe and the members' sessions (Kafka's
 
 Owns ``ShareGroups``: it receives the ``GroupContext`` and the ``ShareConfig`` and serves
 the ``ShareGroup`` entries of the group map (``share_group.py``). A group id is of one
-type: a ShareGroupHeartbeat for a classic or consumer group that has members or offsets
-gets GROUP_ID_NOT_FOUND ("Group X is not a share group."); an empty one of another type
-with nothing of its own is replaced.
+type: a ShareGroupHeartbeat for a classic group (even one that only holds committed
+offsets) or a consumer group gets GROUP_ID_NOT_FOUND ("Group X is not a share group."), as
+in Kafka.
 
 Heartbeat (one request, under ``GroupContext.mlock``):
 
 1. validation (INVALID_REQUEST): a group id, a member id (v1: the client chooses it),
    member epoch >= -1, a non-empty subscription on join (epoch 0).
-2. leave (-1): the member is removed, its acquired records are released (the
-   ``on_member_removed`` callback: the share-partition manager) and the group epoch
-   bumped; the answer carries epoch -1.
+2. leave (-1): the member is removed, the group epoch bumped and the share-partition
+   manager told (the ``on_member_removed`` callback), which releases the records the
+   member still holds (after a short grace for its closing acknowledgements, which a
+   client may send on another connection at the same moment); the answer carries
+   epoch -1. A member whose session expired has its records released at once.
 3. join (0): GROUP_MAX_SIZE_REACHED past ``group.share.max.size``; a known member id
    joining again keeps its place.
 4. otherwise the member must exist (UNKNOWN_MEMBER_ID) and send its current epoch
@@ -82,7 +84,8 @@ class ShareGroups:
         self.config = config
         self._closed = False
         self.group_config = group_config or (lambda group_id, key: None)
-        self.on_member_removed: Callable[[str, str], None] | None = None
+        # (group id, member id, left: True for a leave heartbeat, False for an expired session)
+        self.on_member_removed: Callable[[str, str, bool], None] | None = None
 
     def _setting(self, group_id: str, key: str, default: int) -> int:
         value = self.group_config(group_id, key)
@@ -133,7 +136,7 @@ class ShareGroups:
         group = self._ctx.groups.get(group_id)
         if isinstance(group, ShareGroup):
             return group
-        if group is not None and not group.is_shell():
+        if group is not None:  # a classic (even only committed offsets) or consumer group
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         if not create:
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
@@ -147,7 +150,7 @@ class ShareGroups:
         if member is None:
             raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         log.info("share group %s: member %s leaves", group_id, member_id)
-        self._remove(sg, member, records)
+        self._remove(sg, member, records, left=True)
         return ShareHeartbeatResult(ErrorCode.NONE, None, member_id, LEAVE_EPOCH, self.heartbeat_interval_ms(group_id))
 
     def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
@@ -209,7 +212,7 @@ class ShareGroups:
                 out[name] = (info.topic_id, info.partitions)
         return out
 
-    def _remove(self, sg: ShareGroup, member: ShareMember, records: list[Record]) -> None:
+    def _remove(self, sg: ShareGroup, member: ShareMember, records: list[Record], left: bool = False) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
             member.session_timer = None
@@ -217,7 +220,7 @@ class ShareGroups:
         self._bump(sg, self._subscribed_metadata(sg), records)
         if self.on_member_removed is not None:
             try:
-                self.on_member_removed(sg.group_id, member.member_id)
+                self.on_member_removed(sg.group_id, member.member_id, left)
             except Exception:  # noqa: BLE001 - a release failure must not break the membership change
                 log.exception("share group %s: releasing the records of member %s failed", sg.group_id,
                               member.member_id)
@@ -272,7 +275,7 @@ class ShareGroups:
         group = self._ctx.groups.get(group_id)
         if isinstance(group, ShareGroup):
             return ErrorCode.NONE, None, group
-        if group is not None and not group.is_shell():
+        if group is not None:
             return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
 

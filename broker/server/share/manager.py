@@ -77,6 +77,7 @@ from broker.server.share.partition import TERMINAL, InvalidRecordState, SharePar
 log = logging.getLogger(__name__)
 
 LOCK_SWEEP_MS = 100
+LEAVE_GRACE_MS = 2000
 FINAL_EPOCH = -1
 STRICT_MODE = 1  # ShareAcquireMode 1: record-limit
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
@@ -155,6 +156,8 @@ class SharePartitionManager:
         self.leader_epoch = leader_epoch or (lambda lg: 0)
         self.notify: Callable[[tuple[str, int]], None] = lambda tp: None
         self.dead_letters: DeadLetterWriter | None = None  # set by the broker
+        # schedule(name, fn, delay_ms): a one-shot timer (the broker's scheduler); None: at once
+        self.schedule: Callable[[str, Callable[[], object], int], object] | None = None
         self._lock = threading.Lock()
         self._init_lock = threading.Lock()
         self._sessions: dict[tuple[str, str], ShareSession] = {}
@@ -241,7 +244,11 @@ class SharePartitionManager:
         with self._lock:
             live = self._live.get(key)
         if live is not None:
-            return live
+            info = self.topics.get(live.topic)
+            if info is not None and info.topic_id == topic_id:
+                return live
+            self._topic_gone(key)  # deleted (or deleted and created again under a new id)
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic {live.topic} ({topic_id}) no longer exists")
         name = self.topic_name(topic_id)
         if name is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
@@ -256,6 +263,14 @@ class SharePartitionManager:
             if live is not None:
                 return live
             return self._initialize(key, group_id, name, lg)
+
+    def _topic_gone(self, key: StateKey) -> None:
+        """The topic of ``key`` was deleted: its live state and persisted state go."""
+        self.invalidate(key)
+        try:
+            self.coordinator.delete(key)
+        except ApiError as exc:
+            log.warning("share group %s: deleting the state of a deleted topic's partition failed: %s", key[0], exc)
 
     def _initialize(self, key: StateKey, group_id: str, name: str, lg: Any) -> _Live:
         persisted = self.coordinator.read(key)
@@ -440,8 +455,17 @@ class SharePartitionManager:
 
     # --- releases ---
 
-    def release_member(self, group_id: str, member_id: str) -> None:
-        """The member left the group (or its session expired): its records come back."""
+    def release_member(self, group_id: str, member_id: str, left: bool = False) -> None:
+        """The member left the group (``left``) or its session expired: its share session
+        ends and its records come back; after a leave, ``LEAVE_GRACE_MS`` later, so that the
+        final ShareAcknowledge a closing client sends beside its leave heartbeat (epoch -1,
+        on its fetch connection) still finds the session and the records."""
+        if left and self.schedule is not None:
+            def later() -> None:
+                if not self.is_member(group_id, member_id):  # it did not join again meanwhile
+                    self.release_member(group_id, member_id)
+            self.schedule(f"share-leave-{member_id}", later, LEAVE_GRACE_MS)
+            return
         self.close_sessions(group_id, member_id)
         self._release(lambda key: key[0] == group_id, member_id, None)
 
