@@ -56,7 +56,7 @@ SLOW_FILES = (
     "test_tools_schemas.py", "test_tools_schema_console.py", "test_registry_confluent.py",
     "test_spark_typed_write.py", "test_cli_export_typed.py", "test_spark_typed_security.py",
     "test_spark_connect.py", "test_tables_export.py", "test_tables_kills.py", "test_tables_bridge.py",
-    "test_tables_stream.py", "test_share_groups.py",
+    "test_tables_stream.py",
 )
 
 
