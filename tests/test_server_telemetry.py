@@ -111,3 +111,51 @@ def test_push_errors_are_kafkas(broker_factory):
         g = c.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": uuid.UUID(int=0)})
         assert g.error_code == 0 and g.requested_metrics == []  # the match selects client_id=raw only
     assert "Traceback" not in broker.stderr_text()
+
+
+def test_pushed_telemetry_is_exported_to_a_topic(broker_factory):
+    """``kafkalog.telemetry.export.topic``: every accepted push is a record of the topic
+    (OTLP MetricsData, keyed by the client instance id), as a client telemetry reporter
+    plugin writes them; a share consumer's org.apache.kafka.consumer.share.* metrics
+    arrive."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+    broker = broker_factory({"kafkalog.telemetry.export.topic": "client-telemetry-metrics"})
+    topic, group = unique("telemetry"), unique("g")
+    with RawClient(broker.host, broker.port) as c:
+        assert set_subscription(c, "share", {"metrics": "org.apache.kafka.consumer.share.",
+                                             "interval.ms": "500"}) == (0, None)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                             incremental_configs=[entry])]).values():
+        f.result(30)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(50):
+        p.produce(topic, b"%d" % i)
+    p.flush(10)
+    share = confluent_kafka.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                           "client.id": "share-pusher", "enable.metrics.push": True})
+    share.subscribe([topic])
+    reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("r"),
+                                       "auto.offset.reset": "earliest"})
+    reader.subscribe(["client-telemetry-metrics"])
+    names: set[str] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(n.startswith("org.apache.kafka.consumer.share.fetch")
+                                                      for n in names):
+            share.poll(0.2)
+            m = reader.poll(0.2)
+            if m is None or m.error() is not None:
+                continue
+            assert dict(m.headers())["client_id"] == b"share-pusher"
+            data = metrics_pb2.MetricsData()
+            data.ParseFromString(m.value())
+            names |= {x.name for rm in data.resource_metrics for sm in rm.scope_metrics for x in sm.metrics}
+    finally:
+        share.close()
+        reader.close()
+    assert any(n.startswith("org.apache.kafka.consumer.share.fetch.manager.") for n in names), names
+    assert all(n.startswith("org.apache.kafka.consumer.share.") for n in names), names

@@ -86,6 +86,7 @@ from broker.server.socket_server import Listener, SocketServer, parse_listeners
 from broker.server.ssl_context import SSL_PROTOCOLS, PrincipalMapper, listener_ssl_values, server_context
 from broker.server.telemetry.client_metrics import ClientMetricsManager, SubscriptionStore
 from broker.server.telemetry.config import TelemetryConfig
+from broker.server.telemetry.export import TelemetryTopicExporter
 from broker.server.telemetry.prometheus import BrokerCollector, BrokerStats, MetricsEndpoint
 from broker.server.txn import TransactionCoordinator
 
@@ -284,6 +285,9 @@ class KafkaBroker:
             client_quotas.load()
             quotas.start()
             telemetry = ClientMetricsManager(telemetry_max_bytes=self.telemetry_config.max_bytes)
+            if self.telemetry_config.export_topic:
+                telemetry.on_push = TelemetryTopicExporter(topics, self.telemetry_config.export_topic,
+                                                           self.watchers.notify).export
             self.telemetry = telemetry
             client_metrics = SubscriptionStore(cluster_metadata, telemetry)
             self.client_metrics = client_metrics

@@ -163,6 +163,9 @@ class ClientMetricsManager:
         self._subscriptions: tuple[Subscription, ...] = ()
         self._version = 0
         self.pushes = 0
+        # on_push(instance id, OTLP MetricsData bytes, client): an exporter (the broker's
+        # kafkalog.telemetry.export.topic), called after an accepted push, outside the lock
+        self.on_push: Any = None
         self.update_subscriptions(subscriptions or {})
 
     # -- subscriptions -----------------------------------------------------------------------
@@ -246,10 +249,16 @@ class ClientMetricsManager:
                 inst.last_error = exc.code
                 raise
             inst.last_error = ErrorCode.NONE
-        points = decode_metrics(payload, compression_type, self.telemetry_max_bytes * 10) if payload else {}
+        raw = decompress_metrics(payload, compression_type, self.telemetry_max_bytes * 10) if payload else b""
+        points = decode_metrics(raw, NONE_COMPRESSION, 0) if raw else {}
         with self._lock:
             inst.points.update(points)
             self.pushes += 1
+        if raw and self.on_push is not None:
+            try:
+                self.on_push(instance_id, raw, client)
+            except Exception:  # noqa: BLE001 - an export failure never fails the client's push
+                log.exception("exporting the telemetry of client %s failed", instance_id)
 
     def _validate(self, inst: ClientInstance, sub_id: int, terminating: bool, compression_type: int,
                   payload: bytes, now: int) -> None:
@@ -292,6 +301,21 @@ class ClientMetricsManager:
     def instances(self) -> list[ClientInstance]:
         with self._lock:
             return list(self._instances.values())
+
+
+def decompress_metrics(payload: bytes, compression_type: int, max_bytes: int) -> bytes:
+    """The OTLP ``MetricsData`` bytes of a push; TelemetryError INVALID_RECORD when they do
+    not decompress."""
+    from broker.record.codecs import decompress
+    from broker.record.errors import DecodeError as RecordDecodeError
+    from broker.record.errors import RecordTooLargeError
+
+    if compression_type == NONE_COMPRESSION:
+        return bytes(payload)
+    try:
+        return bytes(decompress(compression_type, payload, max_bytes))
+    except (RecordDecodeError, RecordTooLargeError, ValueError) as exc:
+        raise TelemetryError(ErrorCode.INVALID_RECORD, f"Error exporting client metrics: {exc}") from None
 
 
 def decode_metrics(payload: bytes, compression_type: int, max_bytes: int) -> dict[tuple, float]:

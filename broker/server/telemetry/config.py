@@ -30,6 +30,10 @@ def define_telemetry_keys(config_def: ConfigDef) -> ConfigDef:
         .define("kafkalog.metrics.port", INT, None, "Port of the Prometheus /metrics endpoint (0: any free one).",
                 between(0, 65535))
         .define("kafkalog.metrics.host", STRING, "127.0.0.1", "Address of the Prometheus /metrics endpoint.")
+        .define("kafkalog.telemetry.export.topic", STRING, None,
+                "A topic every accepted PushTelemetry payload is appended to, as Kafka's client telemetry "
+                "reporter plugins export them: the OTLP MetricsData bytes (uncompressed), keyed by the client "
+                "instance id, with the client id and software in headers. Unset: not exported.")
     )
 
 
@@ -44,6 +48,7 @@ class TelemetryConfig:
     max_bytes: int = 1048576
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    export_topic: str | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TelemetryConfig:
@@ -51,4 +56,4 @@ class TelemetryConfig:
         definition; a missing key takes its default)."""
         v = TELEMETRY_CONFIG_DEF.parse_from(config)
         return cls(max_bytes=v["telemetry.max.bytes"], metrics_port=v["kafkalog.metrics.port"],
-                   metrics_host=v["kafkalog.metrics.host"])
+                   metrics_host=v["kafkalog.metrics.host"], export_topic=v["kafkalog.telemetry.export.topic"] or None)
