@@ -1,6 +1,6 @@
 """Shared by the client benchmarks: this project's broker in a subprocess.
 
-Owns ``start_broker(log_dir)`` and ``stop_broker(proc, log_dir)``. ``start_broker`` runs
+Owns ``start_broker(log_dir, overrides)`` and ``stop_broker(proc, log_dir)``. ``start_broker`` runs
 ``python -m broker`` on 127.0.0.1 (a free port, the given log directory, one partition per
 auto-created topic), waits for its ready line and returns the process and ``host:port``; a
 thread drains its output so that it never blocks on a full pipe. ``stop_broker``
@@ -21,10 +21,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_broker(log_dir: str) -> tuple[subprocess.Popen, str]:
+def start_broker(log_dir: str, overrides: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={log_dir}", "--override", "num.partitions=1"],
+         "--override", f"log.dirs={log_dir}", "--override", "num.partitions=1", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
     assert proc.stdout is not None

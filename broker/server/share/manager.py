@@ -58,7 +58,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,10 +415,11 @@ class SharePartitionManager:
                     info = lg.read(offset, remaining_bytes, TXN_COMMITTED if isolation_committed else HIGH_WATERMARK,
                                    first_data)
                     records = info.records
-                    headers = [(pos, h) for pos, h in records.batches()]
-                    if not headers:
-                        continue
-                    batches = _classify(headers, info.aborted_transactions if isolation_committed else None)
+                    # the batch headers are read lazily: the acquisition stops at max_records,
+                    # long before the end of a large read
+                    headers: list = []
+                    batches = _classify(records.batches(), info.aborted_transactions if isolation_committed else None,
+                                        headers)
                     deadline = self.time.milliseconds() + lock_ms
                     acquired = sp.acquire(member_id, batches, remaining_records, deadline, strict=strict,
                                           max_in_flight=max_locks)
@@ -461,9 +462,15 @@ class SharePartitionManager:
         final ShareAcknowledge a closing client sends beside its leave heartbeat (epoch -1,
         on its fetch connection) still finds the session and the records."""
         if left and self.schedule is not None:
+            # what it acquired before leaving has a deadline up to now + the lock duration;
+            # if the same member id joined again meanwhile, what it acquired since stays its
+            held_until = self.time.milliseconds() + self.lock_duration_ms(group_id)
+
             def later() -> None:
-                if not self.is_member(group_id, member_id):  # it did not join again meanwhile
+                if not self.is_member(group_id, member_id):
                     self.release_member(group_id, member_id)
+                else:
+                    self._release(lambda key: key[0] == group_id, member_id, held_until)
             self.schedule(f"share-leave-{member_id}", later, LEAVE_GRACE_MS)
             return
         self.close_sessions(group_id, member_id)
@@ -565,15 +572,16 @@ class SharePartitionManager:
             return self._live.get(key)
 
 
-def _classify(headers: list, aborted: list | None) -> list[tuple[int, int, bool]]:
-    """(base offset, last offset, skip) per batch: control batches are skipped, and with
-    ``aborted`` ((producer id, first offset) of the aborted transactions the read
+def _classify(headers: Iterable, aborted: list | None, seen: list) -> Iterator[tuple[int, int, bool]]:
+    """(base offset, last offset, skip) per batch of ``headers`` ((position, header)), as a
+    generator that appends each header it reads to ``seen``: control batches are skipped,
+    and with ``aborted`` ((producer id, first offset) of the aborted transactions the read
     overlaps) the data batches of those transactions too."""
-    out = []
     aborted_at = sorted(aborted or (), key=lambda a: a[1])
     ongoing: set[int] = set()
     i = 0
-    for _pos, h in headers:
+    for pos, h in headers:
+        seen.append((pos, h))
         while i < len(aborted_at) and aborted_at[i][1] <= h.base_offset:
             ongoing.add(aborted_at[i][0])
             i += 1
@@ -584,8 +592,7 @@ def _classify(headers: list, aborted: list | None) -> list[tuple[int, int, bool]
             skip = True
         if control and h.producer_id in ongoing:
             ongoing.discard(h.producer_id)  # the abort marker ends that transaction
-        out.append((h.base_offset, h.last_offset, skip))
-    return out
+        yield h.base_offset, h.last_offset, skip
 
 
 def _slice(records: Any, size: int) -> Any:
