@@ -441,6 +441,7 @@ def broker_config_page() -> str:
     from broker.log.config import LOG_CONFIG_DEF, SERVER_DEFAULT_KEYS
     from broker.server.config import SERVER_CONFIG_DEF, SERVER_CONFIG_SECTIONS
     from broker.server.dynamic_config import DYNAMIC_KEYS
+    from broker.server.group.group_configs import GROUP_CONFIG_KEYS
 
     out = ["# Broker configuration", "", GENERATED_NOTE, "",
            "Kafka's key names and defaults. The broker reads them from a Java-properties file "
@@ -485,6 +486,17 @@ def broker_config_page() -> str:
         rows.append([f'<span id="topic-{_anchor(key.name)}"></span>{code(key.name)}', text(key.type),
                      code(format_default(key.default, key.type)), text(key.doc)])
     out += _table(["key", "type", "default", "meaning"], rows)
+    out += ["", "## Group keys", "",
+            "Set per group, before or while it runs, on Kafka's GROUP config resource (`kafkalog configs "
+            "--entity-type groups --entity-name G --alter --add-config K=V`, IncrementalAlterConfigs with "
+            "resource type 32). A key's default is the broker key named, and its bounds the broker keys "
+            "named (Kafka's defaults in brackets). The guide: [share groups](../broker/share-groups.md).", ""]
+    rows = []
+    for key in sorted(GROUP_CONFIG_KEYS.values(), key=lambda k: k.name):
+        bounds = " .. ".join(f"{code(b[0])} [{b[1]}]" for b in (key.min_key, key.max_key) if b)
+        rows.append([code(key.name), text(key.type), code(format_default(key.default, key.type)),
+                     code(key.broker_key) if key.broker_key else "", bounds, text(key.doc)])
+    out += _table(["key", "type", "default", "default from", "bounds", "meaning"], rows)
     return "\n".join(out) + "\n"
 
 
@@ -495,6 +507,8 @@ def _anchor(name: str) -> str:
 def client_config_page() -> str:
     from broker.client.admin import ADMIN_CONFIG_DEF
     from broker.client.consumer.config import CONSUMER_CONFIG_DEF
+    from broker.client.consumer.share import SHARE_CONFIG_DEF
+    from broker.client.consumer.share import UNSUPPORTED_KEYS as SHARE_UNSUPPORTED
     from broker.client.producer.config import PRODUCER_CONFIG_DEF
 
     out = ["# Client configuration", "", GENERATED_NOTE, "",
@@ -508,6 +522,11 @@ def client_config_page() -> str:
         out += [f"## {title}", ""]
         out += _table(["key", "type", "default", "meaning"], _key_rows(config_def.keys))
         out.append("")
+    out += ["## Share consumer", "",
+            "`KafkaShareConsumer` (share groups) takes the consumer's keys above, except those Kafka's share "
+            "consumer refuses (" + ", ".join(code(k) for k in sorted(SHARE_UNSUPPORTED)) + "), and these:", ""]
+    out += _table(["key", "type", "default", "meaning"], _key_rows(SHARE_CONFIG_DEF.keys))
+    out.append("")
     return "\n".join(out)
 
 

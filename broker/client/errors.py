@@ -22,6 +22,11 @@ Owns the exception hierarchy a client user sees, named after Kafka's client exce
       AuthenticationError           AuthenticationException (not retriable)
         SslAuthenticationError      SslAuthenticationException: the TLS handshake failed
         SaslAuthenticationError     SaslAuthenticationException: SASL authentication failed
+      FatalConsumerError            a consumer error no retry can fix (the share consumer's
+                                    GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
+                                    INVALID_REQUEST): close the consumer; ``code`` says which
+        GroupAuthorizationError     GroupAuthorizationException: no READ on the group
+        TopicAuthorizationError     TopicAuthorizationException: no READ / DESCRIBE on a topic
       DataLossError                 records a reader was asked for are gone (retention,
                                     DeleteRecords, a truncated log, a deleted topic);
                                     names the partition and the lost offsets
@@ -145,6 +150,22 @@ class SslAuthenticationError(AuthenticationError):
 class UnsupportedVersionError(KafkaError):
     def __init__(self, message: str = "") -> None:
         super().__init__(message, ErrorCode.UNSUPPORTED_VERSION)
+
+
+class FatalConsumerError(KafkaError):
+    """A consumer error no retry can fix (the configuration, the ACLs or the client must
+    change): raised by every later call until the consumer is closed. ``code`` is the
+    broker's error (INVALID_REQUEST, or the subclasses' codes)."""
+
+    retriable = False
+
+
+class GroupAuthorizationError(FatalConsumerError):
+    """Kafka's GroupAuthorizationException: GROUP_AUTHORIZATION_FAILED."""
+
+
+class TopicAuthorizationError(FatalConsumerError):
+    """Kafka's TopicAuthorizationException: TOPIC_AUTHORIZATION_FAILED."""
 
 
 class DataLossError(KafkaError):

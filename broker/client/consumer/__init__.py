@@ -30,6 +30,10 @@
   outcomes, the leader's assignment, eager and cooperative revocation).
 * ``group_driver.py``: ``GroupMembership`` drives it over the network for ``subscribe``
   (rebalances from ``poll``, a heartbeat thread with its own connection).
+* ``share.py``: ``KafkaShareConsumer``, Kafka's share consumer (KIP-932 share groups: acquired
+  records with delivery counts, ``acknowledge`` / ``AcknowledgeType``, ``poll_arrow``), over
+  ``share_fetcher.py`` (``ShareMembership``: ShareGroupHeartbeat; ``ShareFetcher``: share
+  sessions, ShareFetch and ShareAcknowledge).
 
 Like the rest of ``broker.client`` it imports ``broker.protocol`` and ``broker.record``
 only. Thread-safety: every object here belongs to one thread at a time (the assignors
@@ -99,6 +103,7 @@ __all__ = [
     "RoundRobinAssignor", "StickyAssignor", "Subscription", "decode_assignment",
     "decode_subscription", "encode_assignment", "encode_subscription", "get_assignor",
     "ConsumerCoordinator", "CommitFailedError", "ConsumerRebalanceListener",
+    "AcknowledgeType", "KafkaShareConsumer", "ShareConsumerConfig", "ShareConsumerRecord",
 ]
 
 # The fetcher decodes into Arrow (pyarrow, numpy): imported on first use, so that the
@@ -108,7 +113,8 @@ _LAZY = {"DataLoss": "fetcher", "FetchStats": "fetcher", "RangeFetcher": "fetche
          "InvalidGroupIdError": "consumer", "KafkaConsumer": "consumer",
          "NoOffsetForPartitionError": "consumer", "OffsetAndMetadata": "consumer",
          "UnsupportedOperationError": "consumer", "CommitFailedError": "group_offsets",
-         "ConsumerRebalanceListener": "group_driver"}
+         "ConsumerRebalanceListener": "group_driver", "AcknowledgeType": "share",
+         "KafkaShareConsumer": "share", "ShareConsumerConfig": "share", "ShareConsumerRecord": "share"}
 
 
 def __getattr__(name: str):

@@ -68,7 +68,6 @@ AckTopic = SHARE_ACKNOWLEDGE_RESPONSE.structs["ShareAcknowledgeTopicResponse"]
 AckPartition = SHARE_ACKNOWLEDGE_RESPONSE.structs["PartitionData"]
 AckLeader = SHARE_ACKNOWLEDGE_RESPONSE.structs["LeaderIdAndEpoch"]
 
-STRICT_MODE = 1  # ShareAcquireMode 1: record-limit
 
 
 def _manager(state: ServerState) -> Any:
@@ -189,7 +188,7 @@ def _leader(state: ServerState, cls, epoch: int) -> object:
 
 
 def handle_share_fetch(state: ServerState, ctx: RequestContext, body) -> object:
-    from broker.server.share.manager import FINAL_EPOCH, ShareError
+    from broker.server.share.manager import FINAL_EPOCH, STRICT_MODE, ShareError
 
     manager = _manager(state)
     group_id, member_id = body.group_id or "", body.member_id or ""

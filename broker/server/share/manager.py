@@ -54,9 +54,7 @@ taken the other way round: partitions are looked up, then locked).
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +67,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.primitives import ZERO_COPY_MIN_BYTES
 from broker.record.batch import NO_PRODUCER_ID
 from broker.server.errors import ApiError, error_code_for
+from broker.server.group.group_configs import parse_duration_ms
 from broker.server.share.config import ShareConfig
 from broker.server.share.coordinator import ShareCoordinator, StateKey
 from broker.server.share.dlq import DeadLetterWriter
@@ -80,16 +79,6 @@ LOCK_SWEEP_MS = 100
 LEAVE_GRACE_MS = 2000
 FINAL_EPOCH = -1
 STRICT_MODE = 1  # ShareAcquireMode 1: record-limit
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-
-
-def parse_duration_ms(text: str) -> int:
-    """An ISO-8601 duration as Java's ``Duration.parse`` takes it (PnDTnHnMn.nS), in ms."""
-    m = _DURATION.match(text.strip().upper())
-    if not m or text.strip().upper() in ("P", "PT"):
-        raise ValueError(f"not an ISO-8601 duration: {text!r}")
-    d, h, mi, s = m.groups()
-    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60_000 + float(s or 0) * 1000)
 
 
 @dataclass
@@ -605,9 +594,4 @@ def _slice(records: Any, size: int) -> Any:
     return records.memoryview()[:size]
 
 
-def monotonic_deadline(max_wait_ms: int) -> float:
-    return time.monotonic() + max(max_wait_ms, 0) / 1000.0
-
-
-__all__ = ["FINAL_EPOCH", "PartitionResult", "ShareError", "SharePartitionManager", "ShareSession",
-           "parse_duration_ms"]
+__all__ = ["FINAL_EPOCH", "STRICT_MODE", "PartitionResult", "ShareError", "SharePartitionManager", "ShareSession"]
