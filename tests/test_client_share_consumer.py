@@ -476,3 +476,74 @@ def test_a_removed_member_joins_again_with_its_member_id(bs) -> None:
         assert c.member_id == member and len(member) == 22
         assert c._membership.member_epoch > epoch  # joined again: a new group epoch
         assert c.commit_sync() == {TopicPartition(topic, 0): None}
+
+
+def test_ours_reach_the_delivery_limit_and_the_dead_letter_topic(bs) -> None:
+    """A record released at every delivery is delivered share.delivery.count.limit times,
+    then archived and copied to the group's dead-letter topic."""
+    topic = _topic(bs)
+    dlq = "dlq." + topic
+    group = _group(bs, share_delivery_count_limit="3", errors_deadletterqueue_topic_name=dlq)
+    _produce(bs, topic, 1)
+    c = _consumer(bs, group, topic, explicit=True)
+    counts = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(counts) < 3 and time.monotonic() < deadline:
+            for r in c.poll(500):
+                counts.append(r.delivery_count)
+                c.acknowledge(r, AcknowledgeType.RELEASE)
+            c.commit_sync()
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            assert c.poll(300) == []  # archived after the 3rd delivery
+    finally:
+        c.close()
+    assert counts == [1, 2, 3]
+    reader = Consumer({"bootstrap.servers": bs, "group.id": _name("r"), "auto.offset.reset": "earliest"})
+    try:
+        reader.subscribe([dlq])
+        deadline = time.monotonic() + 20
+        m = None
+        while time.monotonic() < deadline and (m is None or m.error() is not None):
+            m = reader.poll(0.5)
+        assert m is not None and m.error() is None
+        headers = dict(m.headers())
+        assert headers["__dlq.errors.disposition"] == b"MAX_DELIVERY_ATTEMPTS_REACHED"
+        assert headers["__dlq.errors.delivery.count"] == b"3" and m.value() is None  # no copy asked
+    finally:
+        reader.close()
+
+
+def test_ours_keep_their_acknowledgements_across_a_broker_sigkill(tmp_path) -> None:
+    """Half the records accepted (commit_sync confirmed), the broker SIGKILLed and started
+    again: our consumers get the other half only."""
+    from support.broker import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "b", {"group.share.min.record.lock.duration.ms": "1000"},
+                           name="share-client-kill").start()
+    try:
+        bootstrap = broker.bootstrap
+        topic = _topic(bootstrap)
+        group = _group(bootstrap)
+        _produce(bootstrap, topic, 2000, chunk=100)
+        c = _consumer(bootstrap, group, topic, explicit=True)
+        first = [r.offset for r in _poll_until(c, 1000, ack=lambda r: AcknowledgeType.ACCEPT)]
+        assert c.commit_sync() == {TopicPartition(topic, 0): None}
+        broker.kill()  # SIGKILL: the consumer is never closed
+        c.close(timeout_ms=500)
+        broker.start()
+        bootstrap = broker.bootstrap
+        c2 = _consumer(bootstrap, group, topic)
+        try:
+            rest = [r.offset for r in _poll_until(c2, 2000 - len(first), timeout=60)]
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                rest += [r.offset for r in c2.poll(300)]
+            c2.commit_sync()
+        finally:
+            c2.close()
+        assert not set(first) & set(rest), "an acknowledged record was delivered again"
+        assert sorted(first + rest) == list(range(2000))
+    finally:
+        broker.kill()

@@ -189,15 +189,16 @@ class KafkaShareConsumer:
         if self._closed:
             return
         self._closed = True
+        deadline = self._client.deadline(timeout_ms)  # close's whole wait, acknowledgements and leave
         try:
             if self._subscription:
                 self._implicit_accept()
                 try:
-                    self._fetcher.commit(self._membership.member_id, self._client.deadline(timeout_ms), final=True)
+                    self._fetcher.commit(self._membership.member_id, deadline, final=True)
                 except KafkaError as exc:
                     log.warning("share group %s: final acknowledgements failed: %s", self.group_id, exc)
                 self._fire_callbacks()
-            self._membership.leave()
+            self._membership.leave(deadline)
         finally:
             self._client.close()
 

@@ -210,8 +210,9 @@ class ShareMembership:
             log.error("%s: fatal error %d", message, code)
             return float("inf")
 
-    def leave(self) -> None:
-        """Stop the heartbeats and leave the group (epoch -1)."""
+    def leave(self, deadline: float | None = None) -> None:
+        """Stop the heartbeats and leave the group (epoch -1), trying until ``deadline``
+        (``now_ms()`` based; default: ``request.timeout.ms`` from now)."""
         if self._hb is not None:
             self._hb.stop()
             self._hb = None
@@ -222,7 +223,8 @@ class ShareMembership:
             self.target = None
         if not joined:
             return
-        deadline = self.client.deadline(self.config["request.timeout.ms"])
+        if deadline is None:
+            deadline = self.client.deadline(self.config["request.timeout.ms"])
         try:
             node = go._find_coordinator(self.client, self.group_id, deadline)
             body, _ = go._request(self.client, node, ApiKey.SHARE_GROUP_HEARTBEAT, HEARTBEAT_VERSIONS,
