@@ -155,7 +155,11 @@ def _scenarios(args: argparse.Namespace) -> list[str]:
     return [s for s in _SCENARIOS if getattr(args, s) not in (None, False)]
 
 
-def _check_options(args: argparse.Namespace, action: str) -> None:
+def check_group_options(args: argparse.Namespace, action: str, scenarios: list[str], scenario_flags: str,
+                        scenario_choices: str) -> None:
+    """The option checks kafka-consumer-groups.sh and kafka-share-groups.sh share (CliError):
+    ``scenarios``, the reset scenarios given; ``scenario_flags`` / ``scenario_choices`` word
+    the messages (the other options than --to-*, and the list of scenarios)."""
     for group in args.group:
         if not group:
             raise CliError("--group must not be empty")
@@ -163,11 +167,9 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
         raise CliError("--members, --offsets and --verbose can only be used with --describe")
     if action not in ("describe", "list") and args.state is not None:
         raise CliError("--state can only be used with --describe or --list")
-    if action != "list" and args.type is not None:
-        raise CliError("--type can only be used with --list")
     if action != "reset_offsets":
-        if _scenarios(args) or args.all_topics or args.dry_run or args.execute:
-            raise CliError("--to-*, --shift-by, --all-topics, --dry-run and --execute can only be used with "
+        if scenarios or args.all_topics or args.dry_run or args.execute:
+            raise CliError(f"--to-*, {scenario_flags}, --all-topics, --dry-run and --execute can only be used with "
                            "--reset-offsets")
         if args.topic and action != "delete_offsets":
             raise CliError("--topic can only be used with --reset-offsets or --delete-offsets")
@@ -181,21 +183,14 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
             raise CliError("--describe takes at most one of --members, --offsets, --state")
         if args.state:
             raise CliError("--describe does not take a value for --state")
-    elif action == "delete":
-        if args.all_groups:
-            raise CliError("--all-groups can only be used with --describe or --reset-offsets")
-        if not args.group:
-            raise CliError("--delete needs --group")
     elif action == "delete_offsets":
         if args.all_groups or len(args.group) != 1 or not args.topic:
             raise CliError("--delete-offsets takes one --group and at least one --topic")
-    else:
+    elif action == "reset_offsets":
         if bool(args.group) == bool(args.all_groups):
             raise CliError("--reset-offsets needs exactly one of --group or --all-groups")
-        scenarios = _scenarios(args)
         if len(scenarios) != 1:
-            raise CliError("--reset-offsets needs exactly one of --to-earliest, --to-latest, --to-current, "
-                           "--to-offset, --shift-by, --to-datetime")
+            raise CliError(f"--reset-offsets needs exactly one of {scenario_choices}")
         if bool(args.topic) == bool(args.all_topics):
             raise CliError("--reset-offsets needs exactly one of the reset scopes --all-topics, --topic")
         if args.dry_run and args.execute:
@@ -207,6 +202,18 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
                 parse_datetime(args.to_datetime)
             except ValueError as exc:
                 raise CliError(str(exc)) from None
+
+
+def _check_options(args: argparse.Namespace, action: str) -> None:
+    if action != "list" and args.type is not None:
+        raise CliError("--type can only be used with --list")
+    check_group_options(args, action, _scenarios(args), "--shift-by",
+                        "--to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime")
+    if action == "delete":
+        if args.all_groups:
+            raise CliError("--all-groups can only be used with --describe or --reset-offsets")
+        if not args.group:
+            raise CliError("--delete needs --group")
 
 
 def _client_config(args: argparse.Namespace) -> dict[str, Any]:

@@ -71,7 +71,14 @@ import time
 from typing import Any
 
 from .common import CliError, report_unreachable, warn
-from .consumer_groups import DRY_RUN_WARNING, MISSING, RESET_HEADERS, _client_config, _print_table
+from .consumer_groups import (
+    DRY_RUN_WARNING,
+    MISSING,
+    RESET_HEADERS,
+    _client_config,
+    _print_table,
+    check_group_options,
+)
 
 NAME = "share-groups"
 SUMMARY = "list, describe and delete share groups, reset and delete their offsets (like kafka-share-groups.sh)"
@@ -157,55 +164,19 @@ def _scenarios(args: argparse.Namespace) -> list[str]:
 
 
 def _check_options(args: argparse.Namespace, action: str) -> None:
-    for group in args.group:
-        if not group:
-            raise CliError("--group must not be empty")
-    if action != "describe" and (args.members or args.offsets or args.verbose):
-        raise CliError("--members, --offsets and --verbose can only be used with --describe")
-    if action not in ("describe", "list") and args.state is not None:
-        raise CliError("--state can only be used with --describe or --list")
-    if action != "reset_offsets":
-        if _scenarios(args) or args.all_topics or args.dry_run or args.execute:
-            raise CliError("--to-*, --by-duration, --all-topics, --dry-run and --execute can only be used with "
-                           "--reset-offsets")
-        if args.topic and action != "delete_offsets":
-            raise CliError("--topic can only be used with --reset-offsets or --delete-offsets")
-    if action == "list":
-        if args.group or args.all_groups:
-            raise CliError("--list takes no --group or --all-groups")
-    elif action == "describe":
-        if bool(args.group) == bool(args.all_groups):
-            raise CliError("--describe needs exactly one of --group or --all-groups")
-        if sum((args.members, args.offsets, args.state is not None)) > 1:
-            raise CliError("--describe takes at most one of --members, --offsets, --state")
-        if args.state:
-            raise CliError("--describe does not take a value for --state")
-    elif action == "delete":
+    check_group_options(args, action, _scenarios(args), "--by-duration",
+                        "--to-earliest, --to-latest, --to-offset, --to-datetime, --by-duration")
+    if action == "delete":
         if bool(args.group) == bool(args.all_groups):
             raise CliError("--delete needs exactly one of --group or --all-groups")
     elif action == "delete_offsets":
-        if args.all_groups or len(args.group) != 1 or not args.topic:
-            raise CliError("--delete-offsets takes one --group and at least one --topic")
         for topic in args.topic:
             if not topic or ":" in topic:
                 raise CliError(f"--delete-offsets takes topic names (every partition), not '{topic}'")
-    else:
-        if bool(args.group) == bool(args.all_groups):
-            raise CliError("--reset-offsets needs exactly one of --group or --all-groups")
-        if len(_scenarios(args)) != 1:
-            raise CliError("--reset-offsets needs exactly one of --to-earliest, --to-latest, --to-offset, "
-                           "--to-datetime, --by-duration")
-        if bool(args.topic) == bool(args.all_topics):
-            raise CliError("--reset-offsets needs exactly one of the reset scopes --all-topics, --topic")
-        if args.dry_run and args.execute:
-            raise CliError("--reset-offsets only accepts one of --execute and --dry-run")
+    elif action == "reset_offsets":
         if args.to_offset is not None and args.to_offset < 0:
             raise CliError(f"--to-offset must not be negative, not {args.to_offset}")
         try:
-            if args.to_datetime is not None:
-                from broker.client.admin_groups import parse_datetime
-
-                parse_datetime(args.to_datetime)
             if args.by_duration is not None and parse_duration_ms(args.by_duration) < 0:
                 raise ValueError(f"--by-duration must not be negative, not '{args.by_duration}'")
         except ValueError as exc:

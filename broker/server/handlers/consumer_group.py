@@ -47,16 +47,26 @@ DescribedAssignment = CONSUMER_GROUP_DESCRIBE_RESPONSE.structs["Assignment"]
 DescribedTopicPartitions = CONSUMER_GROUP_DESCRIBE_RESPONSE.structs["TopicPartitions"]
 
 
-def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
-    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        return heartbeat_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if body.subscribed_topic_names and state.authorizer is not None:
-        names = set(body.subscribed_topic_names)
+def heartbeat_denied(state: ServerState, ctx: RequestContext, group_id: str,
+                     topics: list[str] | None) -> tuple[int, str | None] | None:
+    """Kafka's checks of a group heartbeat (consumer or share): READ on the group, DESCRIBE on
+    every subscribed topic name; the (code, message) of a denial, None when allowed."""
+    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if topics and state.authorizer is not None:
+        names = set(topics)
         denied = names - allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         if denied:
-            response = heartbeat_error_response(state, ctx, body, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            response.error_message = f"Topic authorization failed for topics {sorted(denied)}"
-            return response
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Topic authorization failed for topics {sorted(denied)}"
+    return None
+
+
+def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
+    denial = heartbeat_denied(state, ctx, body.group_id, body.subscribed_topic_names)
+    if denial is not None:
+        response = heartbeat_error_response(state, ctx, body, denial[0])
+        response.error_message = denial[1]
+        return response
     owned: dict[Any, frozenset[int]] | None = None  # topic id -> partitions
     if body.topic_partitions is not None:
         owned = {}

@@ -47,6 +47,7 @@ from broker.record.limits import INT32_MIN
 from broker.server.errors import ApiError
 from broker.server.handlers import RequestContext, ServerState, throttling
 from broker.server.handlers.authz import AclOperation, ResourceType, allowed, allowed_names, authorized_operations
+from broker.server.handlers.consumer_group import heartbeat_denied
 from broker.server.handlers.group import _coordinator
 from broker.server.handlers.group_membership import client_host
 
@@ -80,15 +81,11 @@ def _manager(state: ServerState) -> Any:
 # --- ShareGroupHeartbeat ---
 
 def handle_heartbeat(state: ServerState, ctx: RequestContext, body) -> object:
-    if not allowed(state, ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        return heartbeat_error_response(state, ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if body.subscribed_topic_names and state.authorizer is not None:
-        names = set(body.subscribed_topic_names)
-        denied = names - allowed_names(state, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
-        if denied:
-            response = heartbeat_error_response(state, ctx, body, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            response.error_message = f"Topic authorization failed for topics {sorted(denied)}"
-            return response
+    denial = heartbeat_denied(state, ctx, body.group_id, body.subscribed_topic_names)
+    if denial is not None:
+        response = heartbeat_error_response(state, ctx, body, denial[0])
+        response.error_message = denial[1]
+        return response
     r = _coordinator(state).share_group_heartbeat(
         body.group_id, body.member_id, body.member_epoch, body.rack_id, body.subscribed_topic_names,
         ctx.header.client_id or "", client_host(ctx))
