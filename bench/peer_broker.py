@@ -16,7 +16,18 @@ times, median kept):
   row); records of 1 KiB (200,000) or 100 B (400,000), records/s from the first send to
   the last delivery report;
 * ``consume``: a ``Consumer`` assigned the 4 partitions from offset 0 (no group),
-  records/s until it has every record the produce cell wrote.
+  records/s until it has every record the produce cell wrote, with
+  ``fetch.queue.backoff.ms=10``;
+* ``consume_defaults``: the same with librdkafka's defaults. librdkafka (2.4 and later)
+  stops fetching for ``fetch.queue.backoff.ms`` (1,000 ms) whenever its local queue holds
+  more than ``queued.min.messages`` (100,000) records or ``queued.max.messages.kbytes``
+  (64 MiB): a broker that answers faster than the application drains fills the queue and
+  the client sleeps a second, so this cell measures that timer as much as the broker (at
+  100 B both brokers were seen at about 210k records/s with it, and 0.9-1.0 M without it);
+* ``group`` (100-B row only): a ``Consumer`` subscribed in a new group from the earliest
+  offset (``fetch.queue.backoff.ms=10``), records/s from its first record to its last;
+  the join (``group.initial.rebalance.delay.ms`` on this broker, 3 s as in Kafka) is
+  printed apart and not counted.
 
 Prints each run, a table of medians and ranges per cell and broker, and as its very last
 line one JSON object with every median and the ours / Tansu ratio per cell.
@@ -29,8 +40,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -91,11 +104,24 @@ def start_tansu() -> tuple[subprocess.Popen, str]:
     raise RuntimeError("tansu did not start")
 
 
+def values(size: int, count: int = 4096) -> list[bytes]:
+    """``count`` different values of ``size`` bytes cut from a text of random words over a
+    512-word vocabulary: compressible about 2-3x by lz4, like JSON or log lines. (One value
+    repeated would compress some 13x with lz4, and a consumer fetching a partition's
+    ``max.partition.fetch.bytes`` of such batches fills librdkafka's
+    ``queued.max.messages.kbytes`` in a few fetches and backs off for
+    ``fetch.queue.backoff.ms``: a figure of the data, not of the broker.)"""
+    rng = random.Random(size)
+    vocab = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(512)]
+    text = " ".join(rng.choices(vocab, k=(size * count) // 5 + size)).encode()
+    return [text[i * size // 2:i * size // 2 + size] for i in range(count)]
+
+
 def produce(bootstrap: str, topic: str, size: int, count: int, extra: dict) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(30)
     p = Producer({"bootstrap.servers": bootstrap, **COMMON, **extra})
-    value = os.urandom(size // 2).hex().encode()[:size]
+    pool = values(size)
     errors: list = []
 
     def report(err, _msg) -> None:
@@ -106,7 +132,7 @@ def produce(bootstrap: str, topic: str, size: int, count: int, extra: dict) -> f
     for i in range(count):
         while True:
             try:
-                p.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=report)
+                p.produce(topic, value=pool[i % len(pool)], partition=i % PARTITIONS, on_delivery=report)
                 break
             except BufferError:
                 p.poll(0.005)
@@ -116,20 +142,40 @@ def produce(bootstrap: str, topic: str, size: int, count: int, extra: dict) -> f
     return count / (time.perf_counter() - start)
 
 
-def consume(bootstrap: str, topic: str, count: int) -> float:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+def consume(bootstrap: str, topic: str, count: int, *, defaults: bool = False, group: bool = False) -> float:
+    """Records/s of one consumer reading the ``count`` records of ``topic``: assigned from
+    offset 0, or (``group``) subscribed in a new group, timed from its first record."""
+    conf = {"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    if not defaults:
+        conf["fetch.queue.backoff.ms"] = 10
+    c = Consumer(conf)
+    if group:
+        c.subscribe([topic])
+    else:
+        c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0
     start = time.perf_counter()
+    joined = None
     deadline = time.monotonic() + 300
     while got < count and time.monotonic() < deadline:
-        got += sum(1 for m in c.consume(10_000, 0.5) if m.error() is None)
+        batch = c.consume(10_000, 0.5)
+        if batch and joined is None:
+            joined = time.perf_counter()
+            if group:
+                print(f"  joined the group in {joined - start:.1f} s", flush=True)
+                start = joined
+        got += sum(1 for m in batch if m.error() is None)
     elapsed = time.perf_counter() - start
     c.close()
     if got < count:
         raise RuntimeError(f"consumed {got} of {count}")
     return count / elapsed
+
+
+def cells(row: str) -> tuple[str, ...]:
+    """The cells of ``row``, in the order they run (consumption after its production)."""
+    return ("produce", "consume", "consume_defaults") + (("group",) if row == "100B" else ())
 
 
 def main() -> None:
@@ -149,8 +195,12 @@ def main() -> None:
                 count //= scale
                 for name, bs in (("ours", ours_bs), ("tansu", tansu_bs)):
                     topic = f"peer-{row.lower()}-{uuid.uuid4().hex[:6]}"
-                    for cell, rate in (("produce", produce(bs, topic, size, count, extra)),
-                                       ("consume", consume(bs, topic, count))):
+                    for cell in cells(row):
+                        if cell == "produce":
+                            rate = produce(bs, topic, size, count, extra)
+                        else:
+                            rate = consume(bs, topic, count, defaults=cell == "consume_defaults",
+                                           group=cell == "group")
                         results.setdefault((row, cell, name), []).append(rate)
                         print(f"run {run + 1} {row} {cell} {name}: {rate:,.0f} records/s", flush=True)
     finally:
@@ -159,7 +209,7 @@ def main() -> None:
     out: dict[str, object] = {"runs": runs, "partitions": PARTITIONS, "tansu_storage": "memory"}
     print("\n| cell | ours (median, range) | Tansu (median, range) | ratio |\n|---|---|---|---|")
     for row, _size, _count, _extra in ROWS:
-        for cell in ("produce", "consume"):
+        for cell in cells(row):
             o, t = results[(row, cell, "ours")], results[(row, cell, "tansu")]
             ratio = statistics.median(o) / statistics.median(t)
             print(f"| {cell} {row} | {statistics.median(o):,.0f} ({min(o):,.0f}-{max(o):,.0f}) | "
