@@ -13,7 +13,9 @@ config object), and ``broker/server/config.py`` assembles them into ``SERVER_CON
 and parses a broker's properties (``server_config``). Topic-level keys live in
 ``broker/log/config.py`` (``LogConfig``); the producer's in
 ``broker/client/producer/config.py``. Also the JAAS grammar of ``sasl.jaas.config`` values
-(``parse_jaas_config`` -> ``JaasEntry``), shared by the broker's SASL and the client's.
+(``parse_jaas_config`` -> ``JaasEntry``), shared by the broker's SASL and the client's,
+and ISO-8601 durations as ``java.time.Duration.parse`` reads them (``parse_duration_ms``:
+group configs' ``by_duration:`` and the tools' ``--by-duration``).
 Every layer may use this module; of the project's it imports only ``broker.record.limits``
 (``LONG_MAX`` and ``INT_MAX``, Kafka's ``Long.MAX_VALUE`` / ``Integer.MAX_VALUE``
 defaults, are its ``INT64_MAX`` and ``INT32_MAX`` under ConfigDef's names).
@@ -194,6 +196,29 @@ def redacted(config_def: ConfigDef, values: Mapping[str, Any]) -> dict[str, Any]
     """``values`` with the password-typed keys' values replaced by ``[hidden]`` (for reprs and logs)."""
     return {k: "[hidden]" if v is not None and k in config_def.keys and config_def.keys[k].type == PASSWORD
             else v for k, v in values.items()}
+
+
+
+# java.time.Duration.parse: [sign]PnDTnHnMn.nS, each part optional (one at least), each
+# number signed, '.' or ',' before the fraction of seconds.
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?"
+                       r"(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds of an ISO-8601 duration as ``java.time.Duration.parse`` reads it
+    (``PT1H``, ``P1DT2H30M``, ``PT0.5S``, ``-PT10M``: negative durations are returned
+    negative, the caller refuses them where Kafka does); ValueError otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or not any(m.group(i) for i in range(2, 6)) or "T" == text.strip().upper()[-1:]:
+        raise ValueError(f"Error parsing duration '{text}': expected the format PnDTnHnMnS (e.g. PT1H30M)")
+    sign, days, hours, minutes, seconds, fraction = m.groups()
+    ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
+          + int(seconds or 0) * 1000)
+    if fraction:
+        frac_ms = int(fraction.ljust(9, "0")[:3])
+        ms += -frac_ms if (seconds or "").startswith("-") else frac_ms
+    return -ms if sign == "-" else ms
 
 
 def load_properties(path: str | Path) -> dict[str, str]:

@@ -3,7 +3,7 @@ errors that name the key, and the log.* -> topic-level default mapping."""
 
 import pytest
 
-from broker.config import ConfigError, load_properties
+from broker.config import ConfigError, load_properties, parse_duration_ms
 from broker.log.config import MIN_SEGMENT_BYTES, LogConfig, topic_defaults_from_server, validate_topic_config
 from broker.server.config import server_config
 
@@ -86,3 +86,17 @@ def test_compression_levels_are_kafkas(key, good, bad):
     for value in bad:
         with pytest.raises(ConfigError, match=key):
             LogConfig.from_props({key: value})
+
+
+@pytest.mark.parametrize("text, ms", [
+    ("PT1H", 3_600_000), ("P1DT2H30M", 95_400_000), ("PT0.5S", 500), ("PT0,25S", 250), ("pt90s", 90_000),
+    ("P2D", 172_800_000), ("-PT10M", -600_000), ("PT-0.5S", -500), ("P-1DT25H", 3_600_000), (" PT1M ", 60_000),
+])
+def test_parse_duration_ms_reads_as_java_duration_parse(text, ms):
+    assert parse_duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "P", "PT", "P1DT", "1H", "PT1X", "PTXS", "P1H", "PT1.S5"])
+def test_parse_duration_ms_refuses_what_java_refuses(text):
+    with pytest.raises(ValueError, match="PnDTnHnMnS"):
+        parse_duration_ms(text)

@@ -93,13 +93,6 @@ def acquired(r) -> dict:
             for t in r.responses for p in t.partitions if p.acquired_records}
 
 
-def ack_errors(r) -> dict:
-    return {(t.topic_id, p.partition_index): p.acknowledge_error_code
-            for t in r.responses for p in t.partitions} if hasattr(r.responses[0].partitions[0],
-                                                                   "acknowledge_error_code") else \
-        {(t.topic_id, p.partition_index): p.error_code for t in r.responses for p in t.partitions}
-
-
 @pytest.mark.parametrize("body, code", [
     ({"member_id": ""}, ErrorCode.INVALID_REQUEST),
     ({"member_epoch": -2}, ErrorCode.INVALID_REQUEST),

@@ -65,10 +65,11 @@ Thread-safety: a command runs on the main thread.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from typing import Any
+
+from broker.config import parse_duration_ms
 
 from .common import CliError, report_unreachable, warn
 from .consumer_groups import (
@@ -92,9 +93,6 @@ MEMBER_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")
 VERBOSE_MEMBER_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH", "ASSIGNMENT")
 STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS")
 VERBOSE_STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS")
-# java.time.Duration.parse: PnDTnHnMn.nS, each part optional (one at least), an optional sign.
-_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?"
-                       r"(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,21 +136,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "only those in the comma-separated STATES)")
     parser.add_argument("--verbose", action="store_true",
                         help="with --describe: leader epochs, member epochs, group epochs")
-
-
-def parse_duration_ms(text: str) -> int:
-    """Milliseconds of an ISO 8601 duration as ``java.time.Duration.parse`` reads it
-    (``PT1H``, ``P1DT2H30M``, ``PT0.5S``, ``-PT10M``)."""
-    m = _DURATION.fullmatch(text.strip())
-    if m is None or not any(m.group(i) for i in range(2, 6)):
-        raise ValueError(f"Error parsing duration '{text}': expected the format PnDTnHnMnS (e.g. PT1H30M)")
-    sign, days, hours, minutes, seconds, fraction = m.groups()
-    ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
-          + int(seconds or 0) * 1000)
-    if fraction:
-        frac_ms = int(fraction.ljust(9, "0")[:3])
-        ms += -frac_ms if (seconds or "").startswith("-") else frac_ms
-    return -ms if sign == "-" else ms
 
 
 def _action(args: argparse.Namespace) -> str:

@@ -60,7 +60,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config import BOOLEAN, INT, STRING, ConfigDef, ConfigError
+from broker.config import BOOLEAN, INT, STRING, ConfigDef, ConfigError, parse_duration_ms
 from broker.server.group.config import GROUP_CONFIG_DEF
 from broker.server.share.config import SHARE_CONFIG_DEF
 
@@ -75,8 +75,6 @@ DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 AUTO_OFFSET_RESET_TYPES = ("latest", "earliest", "by_duration")
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-# Java's Duration.parse, without signs (Kafka refuses a negative duration) and with '.' only
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.(\d{1,9}))?S)?)?$", re.I)
 
 
 @dataclass(frozen=True)
@@ -142,16 +140,6 @@ SESSION_HEARTBEAT_PAIRS = (("consumer.session.timeout.ms", "consumer.heartbeat.i
                            ("share.session.timeout.ms", "share.heartbeat.interval.ms"))
 
 
-def parse_duration_ms(text: str) -> int:
-    """An ISO-8601 duration (Java's ``Duration.parse``: PnDTnHnMn.nS) in ms; ValueError."""
-    m = _DURATION.match(text.strip())
-    if not m or text.strip().upper() == "P":
-        raise ValueError(f"not an ISO-8601 duration: {text!r}")
-    d, h, mi, s, frac = m.groups()
-    ms = ((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60_000 + int(s or 0) * 1000
-    return ms + (int((frac or "0").ljust(9, "0")) // 1_000_000)
-
-
 def _check_auto_offset_reset(value: str) -> None:
     """Kafka's ``ShareGroupAutoOffsetResetStrategy.Validator``."""
     kind, sep, duration = value.partition(":")
@@ -163,14 +151,14 @@ def _check_auto_offset_reset(value: str) -> None:
         if not duration.strip():
             raise ValueError(f"Invalid value {value} for configuration {SHARE_AUTO_OFFSET_RESET}: "
                              "by_duration needs a duration, e.g. by_duration:PT1H")
-        if duration.strip().startswith("-"):
-            raise ValueError(f"Invalid value {value} for configuration {SHARE_AUTO_OFFSET_RESET}: "
-                             f"Invalid negative duration: {duration.strip()}")
         try:
-            parse_duration_ms(duration)
+            ms = parse_duration_ms(duration)
         except ValueError:
             raise ValueError(f"Invalid value {value} for configuration {SHARE_AUTO_OFFSET_RESET}: "
                              f"{duration.strip()!r} is not an ISO-8601 duration (e.g. PT1H)") from None
+        if ms < 0:
+            raise ValueError(f"Invalid value {value} for configuration {SHARE_AUTO_OFFSET_RESET}: "
+                             f"Invalid negative duration: {duration.strip()}")
 
 
 def _int_setting(config: Mapping[str, Any], key: str, default: int) -> int:
@@ -336,4 +324,4 @@ class GroupConfigStore:
             return dict(new)
 
 
-__all__ = ["GROUP_CONFIG_KEYS", "SECTION", "GroupConfigStore", "GroupKey", "parse_duration_ms"]
+__all__ = ["GROUP_CONFIG_KEYS", "SECTION", "GroupConfigStore", "GroupKey"]

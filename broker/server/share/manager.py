@@ -60,6 +60,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.config import parse_duration_ms
 from broker.log.clock import SYSTEM_TIME, Time
 from broker.log.file_records import FileSlice
 from broker.log.unified_log import HIGH_WATERMARK, TXN_COMMITTED
@@ -67,7 +68,6 @@ from broker.protocol import ErrorCode
 from broker.protocol.primitives import ZERO_COPY_MIN_BYTES
 from broker.record.batch import NO_PRODUCER_ID
 from broker.server.errors import ApiError, error_code_for
-from broker.server.group.group_configs import parse_duration_ms
 from broker.server.share.config import ShareConfig
 from broker.server.share.coordinator import ShareCoordinator, StateKey
 from broker.server.share.dlq import DeadLetterWriter
