@@ -288,6 +288,34 @@ def test_pipelining_keeps_one_fetch_in_flight_ahead(bootstrap):
         assert len(sends) == f.stats.fetches == 10
 
 
+def test_a_finished_fetch_leaves_no_reference_cycle(bootstrap):
+    """A completed request lets go of its callback: no ClientRequest -> future -> response
+    -> request cycle keeps a response (and its receive buffer, megabytes for a large
+    Fetch) alive until the cyclic collector runs; plain reference counting frees it."""
+    import gc
+
+    from broker.client.network import ClientResponse
+
+    topic = topic_name("nocycle")
+    create_topic(bootstrap, topic)
+    produce_confluent(bootstrap, topic, "none", 370)
+    with RangeFetcher(cfg(bootstrap), max_partition_fetch_bytes=1) as f:
+        list(f.fetch(topic, 0, 0, 10))  # connections, metadata and versions settled
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            rows = sum(rb.num_rows for rb in f.fetch(topic, 0, 0, 370))
+            gc.collect()
+            leaked = [o for o in gc.garbage if isinstance(o, ClientResponse)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    assert rows == 370 and f.stats.fetches == 10
+    assert leaked == []
+
+
 # -- offsets and topics ---------------------------------------------------------------------
 
 def test_list_offsets_match_confluent(bootstrap):

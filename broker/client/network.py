@@ -827,6 +827,10 @@ class NetworkClient(TlsConnectionMixin):
         for resp in done:
             cb = resp.request.callback
             if cb is not None:
+                # once: the request lets go of its callback, which often holds the future
+                # that holds this response (a cycle that would keep a large response's
+                # buffer alive until the cyclic collector runs)
+                resp.request.callback = None
                 try:
                     cb(resp)
                 except Exception:  # a callback bug must not kill the network thread
@@ -1029,9 +1033,11 @@ class NetworkClient(TlsConnectionMixin):
                 self._close_conn(conn, now, NetworkError("client closed"))
         done, self._completed = self._completed, []
         for resp in done:
-            if resp.request.callback is not None:
+            cb = resp.request.callback
+            if cb is not None:
+                resp.request.callback = None
                 try:
-                    resp.request.callback(resp)
+                    cb(resp)
                 except Exception:
                     log.exception("error in a response callback")
         self._closed = True
