@@ -12,13 +12,16 @@ import zlib
 
 import cramjam
 import kafka.codec
+import lz4.block
 import lz4.frame
 import pytest
+import xxhash
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.record.codecs import CompressionType, compress, decompress
+from broker.record import codecs
+from broker.record.codecs import CompressionType, compress, decompress, decompress_into
 from broker.record.errors import (
     DecodeError,
     DecompressionError,
@@ -271,6 +274,176 @@ def test_lz4_linked_blocks_and_checksums_are_read():
     framed = lz4.frame.compress(data, block_linked=True, content_checksum=True,
                                 block_checksum=True)
     assert decompress(LZ4, framed, MIB) == data
+
+
+# --- lz4: the block-by-block fast path of decompress_into ------------------------------
+
+_LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+
+def _lz4_frame(data: bytes, cuts: list[int], stored: list[bool], *, block_size_id: int = 4,
+               block_checksum: bool = False, content_checksum: bool = False,
+               content_size: bool = False) -> bytes:
+    """An LZ4 frame written by hand (lz4_Frame_format.md), with the checksums computed by
+    the xxhash package: blocks cut at ``cuts`` and at the block size, each compressed or
+    stored (a compressed block larger than the block size is stored)."""
+    block_max = _LZ4_BLOCK_SIZES[block_size_id]
+    flg = 0x60 | block_checksum << 4 | content_size << 3 | content_checksum << 2
+    descriptor = bytes([flg, block_size_id << 4])
+    if content_size:
+        descriptor += len(data).to_bytes(8, "little")
+    out = [b"\x04\x22\x4d\x18", descriptor,
+           bytes([xxhash.xxh32_intdigest(descriptor) >> 8 & 0xFF])]
+    marks = {c for c in cuts if 0 < c < len(data)} | set(range(block_max, len(data), block_max))
+    bounds = [0, *sorted(marks), len(data)]
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        chunk = data[a:b]
+        body = lz4.block.compress(chunk, store_size=False)
+        size = len(body)
+        if stored[i % len(stored)] or size > block_max:
+            body, size = chunk, len(chunk) | 0x80000000
+        out += [size.to_bytes(4, "little"), body]
+        if block_checksum:
+            out.append(xxhash.xxh32_intdigest(body).to_bytes(4, "little"))
+    out.append(bytes(4))
+    if content_checksum:
+        out.append(xxhash.xxh32_intdigest(data).to_bytes(4, "little"))
+    return b"".join(out)
+
+
+def _fast(frame: bytes, room: int) -> bytes | None:
+    """decompress_into with exactly ``room`` bytes of output: the output, or None for -1;
+    proves that nothing past the room is written."""
+    guard = b"\xa5" * 64
+    out = bytearray(room) + bytearray(guard)
+    n = decompress_into(LZ4, frame, memoryview(out)[:room])
+    assert out[room:] == guard
+    return None if n < 0 else bytes(out[:n])
+
+
+# Payloads that lz4 compresses (runs of a few random chunks, zeros) and that it does not.
+_LZ4_PAYLOADS = st.one_of(
+    st.binary(max_size=3000),
+    st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=6).flatmap(
+        lambda words: st.lists(st.sampled_from(words), max_size=3000).map(b"".join)),
+    st.integers(0, 300_000).map(bytes),
+)
+_LZ4_FRAME_OPTIONS = st.fixed_dictionaries({
+    "block_size_id": st.sampled_from([4, 5, 6, 7]),
+    "block_checksum": st.booleans(), "content_checksum": st.booleans(),
+    "content_size": st.booleans()})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payloads=st.lists(_LZ4_PAYLOADS, min_size=1, max_size=3), options=_LZ4_FRAME_OPTIONS,
+       cuts=st.lists(st.integers(0, 70_000), max_size=6),
+       stored=st.lists(st.booleans(), min_size=1, max_size=4), library=st.booleans(),
+       level=st.sampled_from([0, 3, 9]))
+def test_lz4_fast_path_equals_the_frame_decoder(payloads, options, cuts, stored, library, level):
+    """Frames of every option (block sizes, block and content checksums, content size,
+    stored blocks, blocks shorter than the maximum, concatenated frames), written by
+    python-lz4 or by hand: the fast path reads exactly what lz4.frame reads, into exactly
+    the room it needs, never past it; one byte less of room is a failure (-1)."""
+    frames = []
+    for data in payloads:
+        if library:
+            frames.append(lz4.frame.compress(
+                data, compression_level=level, block_linked=False,
+                block_size=options["block_size_id"], block_checksum=options["block_checksum"],
+                content_checksum=options["content_checksum"], store_size=options["content_size"]))
+        else:
+            frames.append(_lz4_frame(data, cuts, stored, **options))
+        assert lz4.frame.decompress(frames[-1]) == data  # a valid frame
+    frame = b"".join(frames)
+    expected = b"".join(payloads)
+    assert decompress(LZ4, frame, len(expected)) == expected
+    view = memoryview(frame)
+    assert codecs.lz4_frames_into(view, 0, len(view), memoryview(bytearray(len(expected))), 0,
+                                  len(expected)) == len(expected)  # the fast path, not cramjam
+    assert _fast(frame, len(expected)) == expected
+    assert _fast(frame, len(expected) + 100) == expected
+    if expected:
+        assert _fast(frame, len(expected) - 1) is None
+
+
+def _repair_lz4_checksums(frame: bytes) -> bytes:
+    """``frame`` (frames whose structure the fast path accepted) with every checksum
+    (header, blocks, content) recomputed."""
+    out, pos = bytearray(frame), 0
+    while pos < len(out):
+        flg = out[pos + 4]
+        end = pos + 6 + (8 if flg & 0x08 else 0)
+        out[end] = xxhash.xxh32_intdigest(bytes(out[pos + 4:end])) >> 8 & 0xFF
+        pos = end + 1
+        content = bytearray()
+        while (size := int.from_bytes(out[pos:pos + 4], "little")) != 0:
+            body = bytes(out[pos + 4:pos + 4 + (size & 0x7FFFFFFF)])
+            content += body if size & 0x80000000 else lz4.block.decompress(body, 1 << 23)
+            pos += 4 + len(body)
+            if flg & 0x10:
+                out[pos:pos + 4] = xxhash.xxh32_intdigest(body).to_bytes(4, "little")
+                pos += 4
+        pos += 4
+        if flg & 0x04:
+            out[pos:pos + 4] = xxhash.xxh32_intdigest(bytes(content)).to_bytes(4, "little")
+            pos += 4
+    return bytes(out)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_LZ4_PAYLOADS, options=_LZ4_FRAME_OPTIONS,
+       cuts=st.lists(st.integers(0, 5000), max_size=4),
+       stored=st.lists(st.booleans(), min_size=1, max_size=3),
+       edits=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), max_size=3),
+       cut=st.integers(0, 40), room=st.integers(0, 400_000))
+def test_lz4_fast_path_on_damaged_frames(data, options, cuts, stored, edits, cut, room):
+    """Truncated or mutated frames: the fast path never raises; it fails (-1), or reads
+    what lz4.frame reads, or (checksums are skipped) what lz4.frame reads once the
+    checksums are right; decompress() then raises only DecodeError subclasses."""
+    frame = bytearray(_lz4_frame(data, cuts, stored, **options))
+    for position, byte in edits:
+        frame[position % len(frame)] = byte
+    frame = frame[:max(0, len(frame) - cut)] if cut > 20 else frame
+    got = _fast(bytes(frame), room)
+    try:
+        expected = decompress(LZ4, bytes(frame), room)
+    except DecodeError:
+        expected = None
+    if got is not None and expected is None:
+        expected = decompress(LZ4, _repair_lz4_checksums(bytes(frame)), room)
+    if got is not None:
+        assert got == expected
+
+
+def test_lz4_fast_path_never_reads_a_block_as_size_prefixed():
+    """cramjam's block decoder, when a block fails, retries it as if its first 4 bytes
+    were a stored size: a bad block that decodes that way must still fail."""
+    block = (10).to_bytes(4, "little") + lz4.block.compress(b"0123456789", store_size=False)
+    with pytest.raises(lz4.block.LZ4BlockError):
+        lz4.block.decompress(block, uncompressed_size=64 << 10)  # not an LZ4 block
+    header_checksum = bytes([xxhash.xxh32_intdigest(b"\x60\x40") >> 8 & 0xFF])
+    frame = (b"\x04\x22\x4d\x18\x60\x40" + header_checksum + len(block).to_bytes(4, "little")
+             + block + bytes(4))
+    assert _fast(frame, 1000) is None
+    with pytest.raises(DecompressionError):
+        decompress(LZ4, frame, MIB)
+    # a good block that starts like a small size decodes right
+    data = bytes(1000)
+    frame = _lz4_frame(data, [], [False], block_size_id=5)
+    assert 0 <= int.from_bytes(frame[11:15], "little", signed=True) <= 256 << 10
+    assert _fast(frame, 256 << 10) == data
+
+
+def test_lz4_frame_options_the_fast_path_leaves_to_a_frame_decoder():
+    """Linked blocks and skippable frames: cramjam's frame decoder, as before."""
+    data = b"linked " * 30_000
+    linked = lz4.frame.compress(data, block_linked=True)
+    skippable = b"\x50\x2a\x4d\x18" + (3).to_bytes(4, "little") + b"abc" + compress(LZ4, data)
+    for frame in (linked, skippable):
+        view = memoryview(frame)
+        assert codecs.lz4_frames_into(view, 0, len(view), memoryview(bytearray(MIB)), 0,
+                                      MIB) == codecs.LZ4_UNSUPPORTED
+        assert _fast(frame, len(data)) == data
 
 
 # --- zstd --------------------------------------------------------------------------------

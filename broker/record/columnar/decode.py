@@ -9,10 +9,12 @@ How it works: the entry walker groups v2 batches into *units* bounded by
 memory: about twice the budget, plus one batch of at most ``max_decompressed``). A unit's
 record bytes sit in one *region*: a zero-copy window of the input when none of its
 batches is compressed; else a slice of the *arena* that lz4 payloads are decompressed
-into back to back (``codecs.decompress_into``), or, for the other codecs and mixed units,
-the decompressed payloads joined. Runs of *plain* batches (uncompressed, kept, a good
-CRC: the common case) are gathered by ``_plain_run``, a few Python steps per batch; the
-others go through the general loop, which also reports the bad ones. A unit's batch
+into back to back (``codecs.lz4_frames_into``, block by block; the arena is rewound for
+each unit, the RecordBatches owning their memory), or, for the other codecs and mixed
+units, the decompressed payloads joined. Runs of *plain* batches (uncompressed, kept, a
+good CRC: the common case) are gathered by ``_plain_run``, and runs of lz4 batches by
+``_arena.lz4_run``, a few Python steps per batch; the others go through the general loop,
+which also reports the bad ones. A unit's batch
 headers are read in one numpy gather (``HEADER_DTYPE``: 61-byte rows of a read-only
 strided view of the input). The only sequential dependency, each record's length
 varint, is walked with numpy *across batches* (step k reads record k of every batch at
@@ -56,7 +58,6 @@ import numpy as np
 import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
-from .. import codecs
 from ..batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -91,6 +92,16 @@ from ..errors import (
 )
 from ..limits import INT64_MAX, INT64_MIN
 from ..varint import MAX_VARLONG_BYTES, decode_varint
+from ._arena import (
+    ARENA_MAX_BYTES,
+    ARENA_MIN_BYTES,
+    ARENA_SLACK,
+    Arena,
+    in_one_arena,
+    inflate,
+    payload_size,
+)
+from ._arena import lz4_run as _lz4_run
 from ._vec import read_varints
 from ._walk import MIN_RECORD_BODY, MIN_RECORD_SIZE, VECTOR_WALK_MIN_BATCHES, walk_records
 
@@ -108,13 +119,6 @@ VIEW_MIN_MEAN_LENGTH = 256
 # From this many batches a unit's headers are gathered through a strided view (see
 # ``_gather_headers``), below by ``take``.
 STRIDED_GATHER_MIN_BATCHES = 8
-# lz4 payloads are decompressed into arenas of ARENA_RATIO times the input left (at least
-# ARENA_RATIO times the batch's compressed size), at most the unit budget within these
-# bounds: a batch that does not fit the space left gets a fresh arena.
-ARENA_MIN_BYTES = 1 << 20
-ARENA_MAX_BYTES = 64 << 20
-ARENA_RATIO = 8
-
 # The v2 batch header as a numpy record (big-endian fields named as ``BatchHeader``'s),
 # derived from ``HEADER``'s format: a unit's headers are read in one gather.
 HEADER_DTYPE = np.dtype([(name, ">" + code) for name, code
@@ -197,13 +201,14 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
         aborted_by_pid.setdefault(pid, []).append((first, last))
     schema = arrow_schema(include_headers)
     progress = progress if progress is not None else DecodeProgress()
-    arena = _Arena(min(max(max_bytes_per_batch, ARENA_MIN_BYTES), ARENA_MAX_BYTES))
+    arena = Arena(min(max(max_bytes_per_batch + max_bytes_per_batch // ARENA_SLACK,
+                           ARENA_MIN_BYTES), ARENA_MAX_BYTES))
 
     # The unit being gathered: v2 batches (headers, positions, payloads: None when not
     # compressed) or one run [legacy_start, legacy_end) of legacy entries.
     headers: list[tuple] = []
     positions: list[int] = []
-    payloads: list[bytes | np.ndarray | None] = []
+    payloads: list[bytes | tuple[np.ndarray, int, int] | None] = []
     legacy_start = legacy_end = -1
     unit_rows = unit_bytes = 0
 
@@ -260,11 +265,23 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                 run_end, rows, nbytes, next_offset = _plain_run(
                     view, pos, end, lo, hi, not_plain, verify_crc, headers, positions, payloads,
                     max_rows_per_batch - unit_rows, max_bytes_per_batch - unit_bytes)
+                full = False
+                if run_end == pos and arena.buf is not None:
+                    run_end, rows, nbytes, next_offset, full = _lz4_run(
+                        view, pos, end, lo, hi, not_plain, verify_crc, headers, positions,
+                        payloads, max_rows_per_batch - unit_rows, max_bytes_per_batch - unit_bytes,
+                        arena, max_decompressed)
                 if run_end != pos:
                     unit_rows += rows
                     unit_bytes += nbytes
                     pos = run_end
                     progress.position, progress.next_offset = pos, next_offset
+                if full:  # the next lz4 batch starts a unit: this one first, then the arena again
+                    yield from emit()
+                    arena.rewind()
+                    headers, positions, payloads = [], [], []
+                    unit_rows = unit_bytes = 0
+                if run_end != pos or full:
                     continue
             if end - pos < RECORD_BATCH_OVERHEAD:
                 break
@@ -295,9 +312,9 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
                         raise CorruptRecordError(f"CRC {actual:#010x} != stored "
                                                  f"{header[H_CRC]:#010x}")
                 if codec:
-                    payload = _inflate(codec, view[pos + RECORDS_OFFSET:pos + size],
+                    payload = inflate(codec, view[pos + RECORDS_OFFSET:pos + size],
                                        max_decompressed, arena, end - pos)
-                    nbytes = len(payload)
+                    nbytes = payload_size(payload)
                 else:
                     nbytes = size - RECORDS_OFFSET
                 if count < 0 or count * MIN_RECORD_SIZE > nbytes:
@@ -306,6 +323,7 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
             except DecodeError as exc:
                 if headers or legacy_start >= 0:  # the rows before it first
                     yield from emit()
+                    arena.rewind()
                     headers, positions, payloads = [], [], []
                     legacy_start = -1
                     unit_rows = unit_bytes = 0
@@ -317,6 +335,7 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
             if legacy_start >= 0 or headers and (unit_rows + count > max_rows_per_batch
                                                  or unit_bytes + nbytes > max_bytes_per_batch):
                 yield from emit()
+                payload = arena.rewind(payload)
                 headers, positions, payloads = [], [], []
                 legacy_start = -1
                 unit_rows = unit_bytes = 0
@@ -335,6 +354,7 @@ def iter_arrow(buf, start_offset: int | None = None, end_offset: int | None = No
             next_offset = base_offset + 1
             if headers or legacy_start >= 0 and unit_bytes + size > max_bytes_per_batch:
                 yield from emit()
+                arena.rewind()
                 headers, positions, payloads = [], [], []
                 legacy_start = -1
                 unit_rows = unit_bytes = 0
@@ -392,17 +412,21 @@ def _batch_error(header: tuple, pos: int, reason: str) -> CorruptBatchError:
                              last_offset=base + header[H_LAST_OFFSET_DELTA], position=pos)
 
 
-def _bad_batch(view: memoryview, header: tuple, pos: int, payload: bytes | None,
+def _bad_batch(view: memoryview, header: tuple, pos: int, payload: bytes | tuple | None,
                exc: DecodeError) -> CorruptBatchError:
     """The error of a batch whose records the vectorised decode refused, with the reason
     told by the scalar decoder (it names the record), else by ``exc``."""
+    records: bytes | memoryview
     if payload is None:
-        payload = view[pos + RECORDS_OFFSET:pos + header[H_BATCH_LENGTH] + LOG_OVERHEAD]
-    elif isinstance(payload, np.ndarray):
-        payload = memoryview(payload)
+        records = view[pos + RECORDS_OFFSET:pos + header[H_BATCH_LENGTH] + LOG_OVERHEAD]
+    elif isinstance(payload, tuple):
+        buf, start, stop = payload
+        records = buf[start:stop].data
+    else:
+        records = payload
     reason = str(exc)
     try:
-        decode_records(payload, BatchHeader(*header))
+        decode_records(records, BatchHeader(*header))
     except DecodeError as scalar:
         reason = str(scalar)
     return _batch_error(header, pos, reason)
@@ -461,14 +485,18 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
         bstart = pos_arr + (RECORDS_OFFSET - first)
         bend = bstart + (sizes - RECORDS_OFFSET)
     else:
-        pieces = [view[p + RECORDS_OFFSET:p + int(size)] if payload is None else payload
-                  for p, size, payload in zip(positions, sizes.tolist(), payloads)]
-        lengths = np.fromiter(map(len, pieces), np.int64, nb)
+        in_arena = in_one_arena(payloads)
+        if in_arena is not None:
+            region = in_arena
+            lengths = np.fromiter((stop - start for _, start, stop in payloads), np.int64, nb)
+        else:
+            pieces = [view[p + RECORDS_OFFSET:p + int(size)] if payload is None
+                      else payload[0][payload[1]:payload[2]] if type(payload) is tuple
+                      else payload for p, size, payload in zip(positions, sizes.tolist(), payloads)]
+            lengths = np.fromiter(map(len, pieces), np.int64, nb)
+            region = np.frombuffer(b"".join(pieces), np.uint8)
         bend = np.cumsum(lengths)
         bstart = bend - lengths
-        region = _in_one_arena(pieces)
-        if region is None:
-            region = np.frombuffer(b"".join(pieces), np.uint8)
     counts = hv["records_count"].astype(np.int64)
     n = int(counts.sum())
     first_rec = np.cumsum(counts) - counts
@@ -534,62 +562,6 @@ def _gather_headers(data: np.ndarray, pos_arr: np.ndarray) -> np.ndarray:
     else:
         raw = data.take(pos_arr[:, None] + np.arange(RECORD_BATCH_OVERHEAD))
     return raw.view(HEADER_DTYPE)[:, 0]
-
-
-class _Arena:
-    """Where lz4 payloads are decompressed, back to back: the payloads of a unit usually
-    end up adjacent, and the unit's region is then a slice of the arena (no join). An
-    arena is replaced by a fresh one when full; the old one lives on as long as payloads
-    point into it (at most about one unit)."""
-
-    __slots__ = ("buf", "used", "capacity")
-
-    def __init__(self, capacity: int) -> None:
-        self.buf: np.ndarray | None = None  # allocated at the first lz4 batch
-        self.used = 0
-        self.capacity = capacity
-
-
-def _inflate(codec: int, data: memoryview, max_decompressed: int, arena: _Arena,
-             rest: int):
-    """The decompressed payload of a batch: for lz4 a numpy slice of ``arena``, else
-    ``codecs.decompress``'s bytes (which also tells what is wrong when the fast path
-    fails: a bad payload, or one over ``max_decompressed``). ``rest``: the input's bytes
-    from this batch on, which size a fresh arena (ARENA_RATIO times, within the unit
-    budget), so that a small input never reserves a large arena."""
-    if codec != codecs.CompressionType.LZ4:
-        return codecs.decompress(codec, data, max_decompressed)
-    limit = max_decompressed + 1
-    size = max(min(arena.capacity, ARENA_RATIO * rest), min(limit, ARENA_RATIO * len(data)))
-    for fresh in (arena.buf is None, True):
-        if fresh:
-            arena.buf = np.empty(size, np.uint8)
-            arena.used = 0
-        room = arena.buf[arena.used:arena.used + limit]
-        n = codecs.decompress_into(codec, data, room)
-        if 0 <= n <= max_decompressed:
-            start = arena.used
-            arena.used += n
-            return arena.buf[start:arena.used]
-        if fresh or n > max_decompressed \
-                or len(room) >= min(limit, size):
-            break  # a fresh arena would not help: bad data, or over the budget
-    return codecs.decompress(codec, data, max_decompressed)
-
-
-def _in_one_arena(pieces: list) -> np.ndarray | None:
-    """The pieces as one slice when they are adjacent slices of one arena, else None."""
-    first = pieces[0]
-    if type(first) is not np.ndarray:
-        return None
-    base = first.base
-    start = at = first.ctypes.data
-    for piece in pieces:
-        if type(piece) is not np.ndarray or piece.base is not base or piece.ctypes.data != at:
-            return None
-        at += piece.size
-    offset = start - base.ctypes.data
-    return base[offset:offset + at - start]
 
 
 def _read_headers(region: np.ndarray, p: np.ndarray, rec_end: np.ndarray, hcount: np.ndarray):
