@@ -12,7 +12,11 @@ Owns:
 * the cache: per (group, topic id, partition) a ``PersistedState`` (state epoch, snapshot
   epoch, start offset, the merged state batches, how many updates followed the last
   snapshot, creation time), rebuilt at startup by replaying the topic (a ShareSnapshot
-  replaces, a ShareUpdate merges its batches and start offset, a tombstone deletes);
+  replaces, a ShareUpdate merges its batches and start offset, a tombstone deletes). The
+  updates are merged lazily: a write (and the replay) queues its start offset and batches
+  in ``pending``, and they are folded into the batches, all at once in one
+  ``SharePartition``, when the state is read or snapshotted; so a write costs its own
+  batches, not the size of the whole state;
 * the persister's operations, Kafka's five share-group state RPCs:
   ``initialize(key, state_epoch, start_offset)`` (a snapshot), ``read(key)``,
   ``write(key, state_epoch, leader_epoch, start_offset, batches)`` (an update, or a snapshot
@@ -25,7 +29,8 @@ Every change is appended (one batch) before the cache changes; an append failure
 ``ApiError`` (the storage error map; UNKNOWN_SERVER_ERROR for a batch too large).
 
 Thread-safety: ``startup`` before any request; each write holds its topic partition's
-lock (``runtime.partition_lock``) around the append and the cache change; reads take a
+lock (``runtime.partition_lock``) around the append and the cache change (a snapshot
+replaces the entry; an update changes it in place under the cache lock); reads fold and
 copy under the cache lock.
 """
 
@@ -84,20 +89,39 @@ class PersistedState:
     updates: int = 0  # ShareUpdates since the last ShareSnapshot
     create_timestamp: int = 0
     write_timestamp: int = 0
+    # ShareUpdates (start offset, batches) not yet folded into start_offset / batches
+    pending: list[tuple[int, list[StateBatch]]] = field(default_factory=list)
+
+    def fold(self) -> PersistedState:
+        """Fold ``pending`` into the start offset and batches (in place); returns self."""
+        if self.pending:
+            self.start_offset, self.batches = fold_updates(self.start_offset, self.batches, self.pending)
+            self.pending = []
+        return self
 
     def copy(self) -> PersistedState:
+        """A folded copy (the caller's to change)."""
+        self.fold()
         return PersistedState(self.state_epoch, self.start_offset, list(self.batches), self.snapshot_epoch,
                               self.leader_epoch, self.updates, self.create_timestamp, self.write_timestamp)
 
 
-def merge_batches(start_offset: int, batches: Iterable[StateBatch], new_start: int,
-                  delta: Iterable[StateBatch]) -> tuple[int, list[StateBatch]]:
-    """The state after a ShareUpdate: ``delta``'s ranges overwrite ``batches``', the start
-    offset moves to ``new_start`` (-1: unchanged) and past terminal batches at the start."""
+def fold_updates(start_offset: int, batches: Iterable[StateBatch],
+                 updates: Iterable[tuple[int, Iterable[StateBatch]]]) -> tuple[int, list[StateBatch]]:
+    """The state after ShareUpdates, in order: each one's ranges overwrite the state's, the
+    start offset moves to its start offset (-1: unchanged) and past terminal batches at
+    the start. One ``SharePartition`` for them all."""
     sp = SharePartition(start_offset, delivery_count_limit=1 << 15)
     sp.load(start_offset, batches)
-    sp.apply_batches(start_offset if new_start < 0 else new_start, delta)
+    for new_start, delta in updates:
+        sp.apply_batches(sp.start_offset if new_start < 0 else new_start, delta)
     return sp.start_offset, sp.state_batches()
+
+
+def merge_batches(start_offset: int, batches: Iterable[StateBatch], new_start: int,
+                  delta: Iterable[StateBatch]) -> tuple[int, list[StateBatch]]:
+    """The state after one ShareUpdate (``fold_updates`` of one)."""
+    return fold_updates(start_offset, batches, [(new_start, delta)])
 
 
 @dataclass
@@ -159,30 +183,31 @@ class ShareCoordinator:
         p = self.partition_for(key)
         now = self.time.milliseconds()
         with self.runtime.partition_lock(p):
-            old = self.read(key)
+            with self._cache.lock:  # the cached entry itself: only writers (holding p's lock) replace it
+                old = self._cache.states.get(key)
             if old is None:
-                old = PersistedState(state_epoch, start_offset if start_offset >= 0 else 0, [], 0, leader_epoch, 0,
-                                     now, now)
-                new_start, merged = merge_batches(old.start_offset, [], start_offset, batches)
+                new_start, merged = merge_batches(start_offset if start_offset >= 0 else 0, [], start_offset, batches)
                 self._append_snapshot(p, key, PersistedState(state_epoch, new_start, merged, 0, leader_epoch, 0,
                                                              now, now))
                 return
             if state_epoch < old.state_epoch:
                 raise ApiError(ErrorCode.FENCED_STATE_EPOCH,
                                f"state epoch {state_epoch} is older than the stored {old.state_epoch}")
-            new_start, merged = merge_batches(old.start_offset, old.batches, start_offset, batches)
-            state = PersistedState(max(state_epoch, old.state_epoch), new_start, merged, old.snapshot_epoch,
-                                   leader_epoch, old.updates + 1, old.create_timestamp, now)
-            if state.updates >= max(self.config.updates_per_snapshot, 1):
-                state.snapshot_epoch += 1
-                state.updates = 0
-                self._append_snapshot(p, key, state)
+            epoch = max(state_epoch, old.state_epoch)
+            if old.updates + 1 >= max(self.config.updates_per_snapshot, 1):
+                with self._cache.lock:
+                    folded = old.copy()
+                new_start, merged = merge_batches(folded.start_offset, folded.batches, start_offset, batches)
+                self._append_snapshot(p, key, PersistedState(epoch, new_start, merged, old.snapshot_epoch + 1,
+                                                             leader_epoch, 0, old.create_timestamp, now))
                 return
-            value = rec.encode_update(snapshot_epoch=state.snapshot_epoch, leader_epoch=leader_epoch,
+            value = rec.encode_update(snapshot_epoch=old.snapshot_epoch, leader_epoch=leader_epoch,
                                       start_offset=start_offset, batches=list(batches))
             self.runtime.append(p, [(rec.encode_key(rec.ShareStateKey(rec.UPDATE, *key)), value)])
-            with self._cache.lock:
-                self._cache.states[key] = state
+            with self._cache.lock:  # in place: readers copy under this lock
+                old.pending.append((start_offset, list(batches)))
+                old.state_epoch, old.leader_epoch, old.write_timestamp = epoch, leader_epoch, now
+                old.updates += 1
 
     def delete(self, key: StateKey) -> None:
         p = self.partition_for(key)
@@ -226,8 +251,7 @@ class ShareCoordinator:
                 old = self._cache.states.get(sk)
                 if old is None:  # an update whose snapshot was compacted away or deleted: skipped
                     return False
-                old.start_offset, old.batches = merge_batches(old.start_offset, old.batches, value.start_offset,
-                                                              batches)
+                old.pending.append((value.start_offset, batches))
                 old.updates += 1
                 old.leader_epoch = value.leader_epoch
                 old.write_timestamp = record.timestamp
@@ -239,4 +263,4 @@ class ShareCoordinator:
 
 
 __all__ = ["SHARE_STATE_TOPIC_SPEC", "PersistedState", "ShareCoordinator", "StateKey", "coordinator_key",
-           "merge_batches"]
+           "fold_updates", "merge_batches"]
