@@ -23,7 +23,8 @@ and the range.
 
 Prints a table, then as its very last line one JSON object with the headline figures.
 Run: ``.venv/bin/python bench/log_cleaner.py`` (about a minute); ``--quick`` for a
-smaller log, ``--profile`` to print a cProfile of one cleaning of each workload.
+smaller log, ``--profile`` to print a cProfile of one cleaning of each workload (sorted by
+PROFILE_SORT, cumulative by default, PROFILE_LINES lines, 25).
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ def clean_once(directory: Path, profile: bool = False) -> tuple[float, object]:
     stats = cleaner._last_stats[0]
     log.close()
     if profiler:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        sort, lines = os.environ.get("PROFILE_SORT", "cumulative"), int(os.environ.get("PROFILE_LINES", "25"))
+        pstats.Stats(profiler).sort_stats(sort).print_stats(lines)
     return elapsed, stats
 
 

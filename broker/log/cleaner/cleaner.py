@@ -72,13 +72,15 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import cast
+from typing import Any
 
 from ...record.batch import (
+    COMPRESSION_CODEC_MASK,
     CREATE_TIME,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DELETE_HORIZON_FLAG_MASK,
     NO_TIMESTAMP,
+    TRANSACTIONAL_FLAG_MASK,
     build_batch,
     decode_records,
     encode_record,
@@ -90,7 +92,8 @@ from ...record.limits import INT32_MAX
 from .. import files
 from ..clock import SYSTEM_TIME, Time
 from ..segment import LogSegment
-from .offset_map import RAW_KEY_MAX, SkimpyOffsetMap, entry_keys
+from .offset_map import SkimpyOffsetMap
+from .rewrite import rewrite_run
 from .scan import RecordLayout, read_windows
 from .throttler import Throttler
 
@@ -142,6 +145,21 @@ class CleanedTransactionMetadata:
                 return False
             return True
         return False
+
+
+@dataclass
+class _Window:
+    """Pass 2's decisions for the data batches of one window (``Cleaner._clean_window``):
+    the records' layout and which it keeps, per batch the kept and tombstone counts and
+    the largest kept timestamp delta, and the kept records as runs (``RecordLayout.runs``)."""
+    layout: RecordLayout
+    keep: Any
+    kept_count: list[int]
+    tomb_count: list[int]
+    max_delta: list[int]
+    run_starts: Any
+    run_ends: Any
+    run_ptr: list[int]
 
 
 class CleanerAbortedError(Exception):
@@ -261,9 +279,7 @@ class Cleaner:
 
     def _sorted_map_offsets(self):
         """The map's offsets, sorted (numpy int64): pass 2's test of "latest of its key"."""
-        import numpy as np
-        entries = self.offset_map.entries
-        return np.sort(np.fromiter(entries.values(), np.int64, len(entries)))
+        return self.offset_map.sorted_offsets()
 
     @staticmethod
     def _aborted_ranges(aborted_txns) -> dict[int, list[tuple[int, int]]]:
@@ -318,25 +334,15 @@ class Cleaner:
         omap = self.offset_map
         stats.map_messages_read += layout.n
         offsets = layout.offsets
-        wanted = layout.key_len >= 0
+        key_start, key_len = layout.key_start, layout.key_len
+        wanted = key_len >= 0
         if layout.n and (offsets[0] < start or offsets[-1] >= end):
             wanted &= (offsets >= start) & (offsets < end)
-        entries = layout.keys()
-        if layout.n and int(layout.key_len.max()) > RAW_KEY_MAX:
-            entries = entry_keys(entries)
         if not wanted.all():
-            idx = layout.np.flatnonzero(wanted).tolist()
-            entries = [entries[i] for i in idx]
-            offsets = offsets[wanted]
-        offset_list = offsets.tolist()
-        if len(omap) + len(entries) <= omap.max_entries:
-            omap.put_entries(entries, offset_list)
-            return None
-        for entry, offset in zip(entries, offset_list):
-            assert entry is not None  # only keyed records are wanted
-            if omap.is_full() and not omap.contains_entry(entry):
-                return omap.latest_offset + 1
-            omap.put_entry(entry, offset)
+            offsets, key_start, key_len = offsets[wanted], key_start[wanted], key_len[wanted]
+        hi, lo = omap.hash(layout.region, key_start, key_len)
+        if omap.put_records(hi, lo, offsets) < offsets.size:
+            return omap.latest_offset + 1
         return None
 
     # --- pass 2 ---
@@ -382,7 +388,7 @@ class Cleaner:
                     last_offsets_of_producers: dict[int, int], stats: CleanerStats) -> set[int]:
         """Copy what ``source`` keeps into ``dest``; returns the offsets of removed markers."""
         removed_markers: set[int] = set()
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | bytearray] = []
         self._pending_size = 0
         self._max_ts, self._max_ts_offset, self._last = -1, source.base_offset, source.base_offset
         for buf, batches in read_windows(source.log):
@@ -400,95 +406,165 @@ class Cleaner:
                       last_offsets_of_producers: dict[int, int], removed_markers: set[int],
                       stats: CleanerStats) -> None:
         """Pass 2 over one window of batches: which records each batch keeps, all at once
-        (``RecordLayout``), then each batch copied, spliced, rebuilt, emptied or dropped."""
+        (``RecordLayout``); then each run of consecutive plain data batches (uncompressed,
+        not transactional, not to be stamped, kept or dropped by their records alone) is
+        written at once (``rewrite_run``), and every other batch is copied, spliced,
+        rebuilt, emptied or dropped on its own (``_clean_batch``)."""
+        data_at = [i for i, (_, h) in enumerate(batches) if not h.is_control]
+        if not data_at:
+            for pos, header in batches:
+                self._clean_batch(buf, pos, header, -1, None, dest, now_ms, new_horizon,
+                                  last_offsets_of_producers, removed_markers, stats)
+            return
+        data = [batches[i] for i in data_at] if len(data_at) < len(batches) else batches
+        layout = RecordLayout(buf, data, self.max_decompressed)
+        np = layout.np
+        nb = len(data)
+        has_key = layout.key_len >= 0
+        stats.invalid_messages += int(layout.n - has_key.sum())
+        fields = np.array([(h.attributes, h.base_timestamp, h.producer_id, h.records_count, p, h.size_in_bytes,
+                            h.max_timestamp, h.base_offset + h.last_offset_delta) for p, h in data],
+                          np.int64).reshape(nb, 8)
+        attrs, base_ts, pids, counts, positions, sizes = fields.T[:6]
+        has_horizon = (attrs & DELETE_HORIZON_FLAG_MASK) != 0
+        retain_deletes = ~has_horizon | (now_ms < base_ts)
+        is_null = layout.value_len < 0
+        keep = has_key & self._is_latest(layout) & (~is_null | retain_deletes[layout.batch])
+        kept_count = np.bincount(layout.batch, weights=keep, minlength=nb).astype(np.int64)
+        tomb_count = np.bincount(layout.batch, weights=keep & is_null, minlength=nb).astype(np.int64)
+        kept_idx = np.flatnonzero(keep)
+        ptr = np.zeros(nb + 1, np.int64)
+        np.cumsum(kept_count, out=ptr[1:])
+        run_starts, run_ends, run_ptr = layout.runs(kept_idx)
+        # per batch, the largest timestamp delta of its kept records (CreateTime max)
+        max_delta = np.zeros(nb, np.int64)
+        nonempty = np.flatnonzero(kept_count)
+        if nonempty.size:
+            max_delta[nonempty] = np.maximum.reduceat(layout.ts_delta[kept_idx], ptr[nonempty])
+        stamp = (kept_count > 0) & (tomb_count > 0) & ~has_horizon
+        plain = (((attrs & (TRANSACTIONAL_FLAG_MASK | COMPRESSION_CODEC_MASK)) == 0) & ~stamp
+                 & ((kept_count > 0) | (pids < 0)))
+        window = _Window(layout, keep, kept_count.tolist(), tomb_count.tolist(), max_delta.tolist(),
+                         run_starts, run_ends, run_ptr.tolist())
+        # runs of consecutive plain data batches [a, b) (data indexes), with no control
+        # batch between them
+        at = np.array(data_at, np.int64)
+        brk = np.ones(nb, bool)
+        brk[1:] = (~plain[1:] | ~plain[:-1]) | (at[1:] != at[:-1] + 1)
+        heads = np.flatnonzero(brk & plain).tolist()
+        ends = np.flatnonzero(brk[1:] | ~plain[1:]).tolist() + [nb - 1]  # last data batch of each run
+        plain_list = plain.tolist()
+        j_of = [-1] * len(batches)  # data index of each batch (-1: control)
+        for j, i in enumerate(data_at):
+            j_of[i] = j
+        i = 0
+        for a in heads + [nb]:
+            stop = data_at[a] if a < nb else len(batches)
+            while i < stop:  # control batches and data batches that are not plain
+                pos, header = batches[i]
+                self._clean_batch(buf, pos, header, j_of[i], window, dest, now_ms, new_horizon,
+                                  last_offsets_of_producers, removed_markers, stats)
+                i += 1
+            if a == nb:
+                break
+            b = ends[np.searchsorted(ends, a)] + 1 if plain_list[a] else a + 1
+            self._write_run(buf, layout, a, b, fields, kept_count, max_delta, run_starts, run_ends, run_ptr,
+                            dest, stats)
+            i = data_at[b - 1] + 1
+
+    def _write_run(self, buf, layout, a: int, b: int, fields, kept_count, max_delta, run_starts, run_ends,
+                   run_ptr, dest: LogSegment, stats: CleanerStats) -> None:
+        """``rewrite_run`` of the plain data batches a..b-1 of the window (``fields``: their
+        header fields, see ``_clean_window``), then their accounting as ``_clean_batch``
+        does it one batch at a time."""
+        lo, hi = int(run_ptr[a]), int(run_ptr[b])
+        f = fields[a:b]
+        counts, positions, sizes, max_ts, last_offsets = f[:, 3], f[:, 4], f[:, 5], f[:, 6], f[:, 7]
+        out, emitted = rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept_count[a:b],
+                                   max_delta[a:b], run_starts[lo:hi], run_ends[lo:hi], run_ptr[a:b + 1] - lo)
+        read = int(sizes.sum())
+        stats.bytes_read += read
+        stats.messages_read += int(counts.sum())
+        stats.messages_written += int(kept_count[a:b].sum())
+        if self.throttler is not None:
+            self.throttler.maybe_throttle(read + len(out))
+        if not len(out):
+            return
+        e = layout.np.flatnonzero(emitted)
+        top = int(e[layout.np.argmax(max_ts[e])])  # the first of the largest, as one at a time
+        if max_ts[top] > self._max_ts:
+            self._max_ts, self._max_ts_offset = int(max_ts[top]), int(last_offsets[top])
+        self._last = int(last_offsets[e[-1]])
+        self._pending.append(out)
+        self._pending_size += len(out)
+        stats.bytes_written += len(out)
+        if self._pending_size >= _APPEND_CHUNK:
+            self._flush(dest)
+
+    def _clean_batch(self, buf, pos: int, header, j: int, w: _Window | None, dest: LogSegment, now_ms: int,
+                     new_horizon: int, last_offsets_of_producers: dict[int, int], removed_markers: set[int],
+                     stats: CleanerStats) -> None:
+        """One batch of pass 2 on its own: ``j`` its index among the window's data batches
+        (-1: a control batch), ``w`` the window's decisions."""
         txns = self._txns
-        data = [(pos, h) for pos, h in batches if not h.is_control]
-        layout = keep = kept_count = tomb_count = run_starts = run_ends = run_ptr = max_delta = None
-        if data:
-            layout = RecordLayout(buf, data, self.max_decompressed)
-            np = layout.np
-            nb = len(data)
-            has_key = layout.key_len >= 0
-            stats.invalid_messages += int(layout.n - has_key.sum())
-            retain_deletes = np.fromiter((h.delete_horizon_ms is None or now_ms < h.delete_horizon_ms
-                                          for _, h in data), bool, nb)
-            is_null = layout.value_len < 0
-            keep = has_key & self._is_latest(layout) & (~is_null | retain_deletes[layout.batch])
-            kept_count = np.bincount(layout.batch, weights=keep, minlength=nb).astype(np.int64).tolist()
-            tomb_count = np.bincount(layout.batch, weights=keep & is_null, minlength=nb).astype(np.int64).tolist()
-            kept_idx = np.flatnonzero(keep)
-            ptr = np.zeros(nb + 1, np.int64)
-            np.cumsum(kept_count, out=ptr[1:])
-            run_starts, run_ends, run_ptr = layout.runs(kept_idx)
-            # per batch, the largest timestamp delta of its kept records (CreateTime max)
-            nonempty = [j for j in range(nb) if kept_count[j]]
-            max_delta = [0] * nb
-            if nonempty:
-                maxima = np.maximum.reduceat(layout.ts_delta[kept_idx], ptr[nonempty]).tolist()
-                for j, m in zip(nonempty, maxima):
-                    max_delta[j] = m
-        j = -1
         mv = memoryview(buf)
-        for pos, header in batches:
-            size = header.size_in_bytes
-            stats.bytes_read += size
-            horizon = header.delete_horizon_ms
-            producer_last = (header.producer_id >= 0
-                             and last_offsets_of_producers.get(header.producer_id) == header.last_offset)
-            out: bytes | None
-            if header.is_control:
-                batch = mv[pos:pos + size]
-                stats.messages_read += header.records_count
-                records, kind = self._control_records(batch, header)
-                can_discard = txns.on_control_batch(header, kind)
-                if records == []:  # emptied by an earlier cleaning (DELETE_EMPTY / RETAIN_EMPTY)
-                    out = bytes(batch) if producer_last else None
-                elif can_discard and horizon is not None and horizon <= now_ms:
-                    removed_markers.add(header.last_offset)  # its transaction is gone
-                    out = self._empty(header) if producer_last else None
-                elif can_discard and horizon is None and records:  # stamped: kept until then
-                    stats.messages_written += len(records)
-                    out = self._rebuild(header, records, new_horizon)
-                else:
-                    stats.messages_written += header.records_count
-                    out = bytes(batch)
+        size = header.size_in_bytes
+        stats.bytes_read += size
+        horizon = header.delete_horizon_ms
+        producer_last = (header.producer_id >= 0
+                         and last_offsets_of_producers.get(header.producer_id) == header.last_offset)
+        out: bytes | None
+        if header.is_control:
+            batch = mv[pos:pos + size]
+            stats.messages_read += header.records_count
+            records, kind = self._control_records(batch, header)
+            can_discard = txns.on_control_batch(header, kind)
+            if records == []:  # emptied by an earlier cleaning (DELETE_EMPTY / RETAIN_EMPTY)
+                out = bytes(batch) if producer_last else None
+            elif can_discard and horizon is not None and horizon <= now_ms:
+                removed_markers.add(header.last_offset)  # its transaction is gone
+                out = self._empty(header) if producer_last else None
+            elif can_discard and horizon is None and records:  # stamped: kept until then
+                stats.messages_written += len(records)
+                out = self._rebuild(header, records, new_horizon)
             else:
-                j += 1
-                # a data batch: ``data`` holds it, so the layout and its arrays were built
-                assert (layout is not None and keep is not None and kept_count is not None
-                        and tomb_count is not None and run_starts is not None and run_ends is not None
-                        and run_ptr is not None and max_delta is not None)
-                count = header.records_count
-                stats.messages_read += count
-                kept = 0 if txns.on_data_batch(header) else kept_count[j]
-                stamp = kept and tomb_count[j] and horizon is None
-                stats.messages_written += kept
-                if kept and kept == count and not stamp:
-                    out = bytes(mv[pos:pos + size])
-                elif kept and stamp:  # the first cleaning to keep a tombstone: the horizon
-                    records = decode_records(records_payload(mv[pos:pos + size], 0, header,
-                                                             self.max_decompressed), header)
-                    mask = keep[layout.first[j]:layout.first[j] + count].tolist()
-                    out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
-                elif kept:
-                    a, b = run_ptr[j], run_ptr[j + 1]
-                    out = self._splice(layout.join(run_starts[a:b], run_ends[a:b]), header, kept, max_delta[j])
-                elif producer_last:
-                    out = self._empty(header)
-                else:
-                    out = None
-            if self.throttler is not None:
-                self.throttler.maybe_throttle(size + (len(out) if out is not None else 0))
-            if out is None:
-                continue
-            if header.max_timestamp > self._max_ts:
-                self._max_ts, self._max_ts_offset = header.max_timestamp, header.last_offset
-            self._last = header.last_offset
-            self._pending.append(out)
-            self._pending_size += len(out)
-            stats.bytes_written += len(out)
-            if self._pending_size >= _APPEND_CHUNK:
-                self._flush(dest)
+                stats.messages_written += header.records_count
+                out = bytes(batch)
+        else:
+            assert w is not None  # a data batch: the window's decisions were taken
+            layout = w.layout
+            count = header.records_count
+            stats.messages_read += count
+            kept = 0 if txns.on_data_batch(header) else w.kept_count[j]
+            stamp = kept and w.tomb_count[j] and horizon is None
+            stats.messages_written += kept
+            if kept and kept == count and not stamp:
+                out = bytes(mv[pos:pos + size])
+            elif kept and stamp:  # the first cleaning to keep a tombstone: the horizon
+                records = decode_records(records_payload(mv[pos:pos + size], 0, header,
+                                                         self.max_decompressed), header)
+                mask = w.keep[layout.first[j]:layout.first[j] + count].tolist()
+                out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
+            elif kept:
+                a, b = w.run_ptr[j], w.run_ptr[j + 1]
+                out = self._splice(layout.join(w.run_starts[a:b].tolist(), w.run_ends[a:b].tolist()), header,
+                                   kept, w.max_delta[j])
+            elif producer_last:
+                out = self._empty(header)
+            else:
+                out = None
+        if self.throttler is not None:
+            self.throttler.maybe_throttle(size + (len(out) if out is not None else 0))
+        if out is None:
+            return
+        if header.max_timestamp > self._max_ts:
+            self._max_ts, self._max_ts_offset = header.max_timestamp, header.last_offset
+        self._last = header.last_offset
+        self._pending.append(out)
+        self._pending_size += len(out)
+        stats.bytes_written += len(out)
+        if self._pending_size >= _APPEND_CHUNK:
+            self._flush(dest)
 
     def _is_latest(self, layout: RecordLayout):
         """Per record of ``layout``: its offset is >= the map's offset for its key (Kafka's
@@ -509,12 +585,9 @@ class Cleaner:
             out |= dirty & (latest[found] == offsets)
         below = np.flatnonzero((offsets < self._dirty_start) & (layout.key_len >= 0))
         if below.size:
-            entries = layout.keys(below)
-            if int(layout.key_len[below].max()) > RAW_KEY_MAX:
-                entries = entry_keys(entries)
-            keyed = cast(list[bytes], entries)  # ``below`` holds keyed records only: no None
-            mapped = np.fromiter(map(self.offset_map.entries.get, keyed, repeat(-1)), np.int64, below.size)
-            out[below] = offsets[below] >= mapped
+            omap = self.offset_map
+            hi, lo = omap.hash(layout.region, layout.key_start[below], layout.key_len[below])
+            out[below] = offsets[below] >= omap.get_records(hi, lo)
         return out
 
     @staticmethod

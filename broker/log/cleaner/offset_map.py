@@ -1,49 +1,158 @@
-"""``SkimpyOffsetMap``: key -> the latest offset seen for it, in bounded memory (Kafka's).
+"""``SkimpyOffsetMap``: key -> the latest offset seen for it, in bounded memory (Kafka's),
+filled and read a window of records at a time with numpy.
 
 Owns: the map pass 1 of a cleaning fills over the dirty section of a log and pass 2
-consults (a record is kept only if its offset is >= the map's offset for its key).
+consults (a record is kept only if its offset is >= the map's offset for its key), and the
+128-bit key hash (``hash_keys``) it is keyed by.
 
-Kafka stores (MD5 digest, offset) pairs in a fixed byte buffer of
+Memory, as Kafka's: Kafka stores (MD5 digest, offset) pairs in a fixed byte buffer of
 ``log.cleaner.dedupe.buffer.size / log.cleaner.threads`` bytes: ``slots = memory //
-(hash_size + 8)``, and a cleaning stops filling it at ``slots * load_factor`` entries
-(``log.cleaner.io.buffer.load.factor``, 0.9). Here a dict plays the buffer; its number of
-entries is bounded the same way, so a cleaning covers the same offsets as Kafka's would.
-Its keys (``entry_key``): a key of up to ``RAW_KEY_MAX`` (32) bytes is its own entry (no
-hashing: the cleaner's hot loops look keys up by the hundred thousand); a longer key is its
-MD5 digest as an int (never equal to a short key's bytes), so two long keys with the same
-MD5 are the same key, as in Kafka, and memory stays bounded whatever the key sizes.
+(hash_size + 8)``, and a cleaning stops filling it at ``max_entries = slots * load_factor``
+entries (``log.cleaner.io.buffer.load.factor``, 0.9). Here the buffer is an open-addressing
+table of three numpy arrays (hash high half uint64, hash low half uint64, offset + 1
+int64, 0 = empty slot): 24 bytes a slot, at most ``slots`` slots, so the table never
+exceeds ``memory``. It starts small and grows fourfold (rehashing, vectorised) while it is
+more than half full and below ``slots``, so a cleaning of a few keys does not touch (nor
+page in) the whole buffer; while it grows the previous table (at most a quarter of
+``slots``) is held too. Linear probing from ``hash_high % capacity``; with the table at
+``slots`` the load is at most the load factor, as Kafka's.
 
-Invariants: ``put`` never holds more than ``slots`` entries (``OffsetMapFullError``
-otherwise; ``is_full`` tells the caller to stop at ``max_entries``); ``latest_offset`` is the
-largest offset put since ``clear`` (-1 when none).
+The hash (``hash_keys``): each key is cut into little-endian 64-bit words (the last one
+zero-padded); word j is mixed with a per-position key, ``m_j = mix(w_j ^ K_j)`` (``mix``:
+a bijective 64-bit finalizer, murmur3's ``fmix64`` for the high half and splitmix64's for
+the low half), the ``m_j`` are summed mod 2^64, and the sum is mixed with the key's length.
+The two halves use independent random seeds drawn per map (``os.urandom``; the hashes are
+never stored nor shown, so no one outside can aim keys at a collision). Two keys are the
+same entry when both halves are equal, as Kafka takes two keys of equal MD5 for one key.
+Collision probability: modelling each half as an independent random function, two given
+distinct keys collide with probability 2^-128; a cleaning that looks m records up in a
+map of n entries confuses two keys with probability at most n * m * 2^-128 (below 2^-64
+for n = m = 2^32), against MD5's 2^-128 per pair in Kafka. Every key (empty keys
+included) is hashed, whatever its length; a null key is never put (the cleaner drops it).
 
-Thread-safety: none; each cleaner thread owns its map.
+``put_records(hashes, offsets)`` puts a window of records in offset order, as a loop of
+per-record puts would, stopping before the first record of a new key that would make the
+map hold more than ``max_entries`` keys (Kafka's ``is_full``): the cleaning then ends at
+``latest_offset + 1`` and the next cleaning starts from there.
+
+Invariants: the table never holds more than ``slots`` entries (``OffsetMapFullError``
+otherwise); ``latest_offset`` is the largest offset put since ``clear`` (-1 when none);
+offsets put are increasing across calls (a record's offset is above every offset put
+before it), so the last offset put for a key is its latest.
+
+Thread-safety: none; each cleaner thread owns its map. numpy is imported on first use (by
+the first cleaning, not with the broker).
 """
 
 from __future__ import annotations
 
-import hashlib
+import os
+from typing import Any
 
-__all__ = ["SkimpyOffsetMap", "OffsetMapFullError", "HASH_SIZE", "BYTES_PER_ENTRY", "RAW_KEY_MAX",
-           "entry_key", "entry_keys"]
+__all__ = ["SkimpyOffsetMap", "OffsetMapFullError", "HASH_SIZE", "BYTES_PER_ENTRY", "hash_keys",
+           "dedupe_last"]
 
-HASH_SIZE = 16  # MD5
-BYTES_PER_ENTRY = HASH_SIZE + 8  # digest + int64 offset
-RAW_KEY_MAX = 32  # longer keys are entered by their MD5 digest
+HASH_SIZE = 16  # 128 bits, as Kafka's MD5
+BYTES_PER_ENTRY = HASH_SIZE + 8  # hash + int64 offset
+INITIAL_CAPACITY = 1 << 14  # slots of a new table (384 KiB), grown fourfold past half full
+GROW_LOAD = 0.5  # a table below ``slots`` grows once more than this fraction is used
+
+# 64-bit finalizers: (multiplier 1, multiplier 2, shift 1, shift 2, shift 3)
+_FMIX64 = (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 33, 33, 33)  # murmur3
+_SPLITMIX64 = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 30, 27, 31)  # splitmix64 (Stafford 13)
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
-def entry_key(key: bytes) -> bytes | int:
-    """The map's entry for ``key`` (see the module docstring)."""
-    if len(key) <= RAW_KEY_MAX:
-        return key
-    return int.from_bytes(hashlib.md5(key, usedforsecurity=False).digest(), "big")
+def _mix(x, mixer) -> Any:
+    """``mixer`` applied to every element of ``x`` (a uint64 array, changed in place)."""
+    import numpy as np
+    m1, m2, s1, s2, s3 = mixer
+    x ^= x >> np.uint64(s1)
+    x *= np.uint64(m1)
+    x ^= x >> np.uint64(s2)
+    x *= np.uint64(m2)
+    x ^= x >> np.uint64(s3)
+    return x
 
 
-def entry_keys(keys: list) -> list:
-    """``entry_key`` of every key of ``keys`` (None stays None)."""
-    if all(k is None or len(k) <= RAW_KEY_MAX for k in keys):
-        return keys
-    return [k if k is None or len(k) <= RAW_KEY_MAX else entry_key(k) for k in keys]
+def _words(data, pos, rem) -> Any:
+    """The little-endian uint64 at every byte position ``pos`` of ``data`` (uint8 array),
+    keeping its first ``rem`` (1..8) bytes, zeros above; never reads past ``data``."""
+    import numpy as np
+    if data.size < 8:
+        data = np.concatenate([data, np.zeros(8 - data.size, np.uint8)])
+    # element i of ``every`` is the 8 bytes at byte i (overlapping, unaligned view)
+    every = np.ndarray((data.size - 7,), "<u8", buffer=data, strides=(1,))
+    last = data.size - 8
+    at = np.minimum(pos, last)
+    w = every[at]
+    tail = pos > last  # a word reaching the end of ``data``: read the last 8 bytes, shift
+    if tail.any():
+        w[tail] >>= ((pos[tail] - last) * 8).astype(np.uint64)
+    short = rem < 8
+    if short.any():
+        w[short] &= (np.uint64(1) << (rem[short] * 8).astype(np.uint64)) - np.uint64(1)
+    return w
+
+
+def hash_keys(data, starts, lengths, seeds: tuple[int, int, int, int]) -> tuple[Any, Any]:
+    """(high, low) uint64 halves of the 128-bit hash of every key ``data[starts[i]:
+    starts[i] + lengths[i]]`` (``data``: uint8 array; ``lengths`` >= 0). See the module
+    docstring; ``seeds``: (word seed, length seed) of the high half, then of the low."""
+    import numpy as np
+    starts = np.asarray(starts, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    n = lengths.size
+    nw = (lengths + 7) >> 3
+    total = int(nw.sum())
+    ends = np.cumsum(nw)
+    first = ends - nw
+    key_of = np.repeat(np.arange(n), nw)
+    j = np.arange(total) - first[key_of]  # word index within its key
+    off = j * 8
+    words = _words(data, starts[key_of] + off, lengths[key_of] - off) if total else np.empty(0, np.uint64)
+    nonempty = nw > 0
+    halves = []
+    last = ends[nonempty] - 1
+    before = first[nonempty] - 1
+    for mixer, word_seed, len_seed in ((_FMIX64, seeds[0], seeds[1]), (_SPLITMIX64, seeds[2], seeds[3])):
+        acc = np.zeros(n, np.uint64)
+        if total:
+            maxw = int(nw.max())
+            pos_keys = _mix(np.arange(maxw, dtype=np.uint64) * np.uint64(_GOLDEN) + np.uint64(word_seed), mixer)
+            m = _mix(words ^ pos_keys.take(j), mixer)
+            # per key, the sum of its words' m (mod 2^64): differences of a running sum
+            run = np.cumsum(m, dtype=np.uint64)
+            sums = run.take(last)
+            sums -= np.where(before >= 0, run.take(before, mode="clip"), np.uint64(0))
+            acc[nonempty] = sums
+        length_key = _mix(lengths.astype(np.uint64) ^ np.uint64(len_seed), mixer)
+        halves.append(_mix(acc ^ length_key, mixer))
+    return halves[0], halves[1]
+
+
+def dedupe_last(hi, lo) -> tuple[Any, Any]:
+    """The distinct keys of (``hi``, ``lo``): (index of each one's first occurrence, index
+    of its last), both in order of first occurrence."""
+    import numpy as np
+    n = hi.size
+    if n == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty
+    order = np.argsort(hi)
+    shi, slo = hi[order], lo[order]
+    if n > 1 and ((shi[1:] == shi[:-1]) & (slo[1:] != slo[:-1])).any():
+        # equal high halves of different keys (about 2^-64 a pair): sort by both halves
+        order = np.lexsort((lo, hi))
+        shi, slo = hi[order], lo[order]
+    new = np.empty(n, bool)
+    new[0] = True
+    new[1:] = (shi[1:] != shi[:-1]) | (slo[1:] != slo[:-1])
+    starts = np.flatnonzero(new)
+    firsts = np.minimum.reduceat(order, starts)
+    lasts = np.maximum.reduceat(order, starts)
+    by_first = np.argsort(firsts)
+    return firsts[by_first], lasts[by_first]
 
 
 class OffsetMapFullError(Exception):
@@ -59,71 +168,229 @@ class SkimpyOffsetMap:
         self.memory = memory
         self.slots = memory // BYTES_PER_ENTRY
         self.max_entries = max(1, int(self.slots * load_factor))
-        self._map: dict[bytes | int, int] = {}
+        seeds = os.urandom(32)
+        self.seeds = tuple(int.from_bytes(seeds[i:i + 8], "little") for i in range(0, 32, 8))
+        self._capacity = 0
+        self._hi: Any = None
+        self._lo: Any = None
+        self._off: Any = None  # offset + 1; 0: an empty slot
+        self._size = 0
         self.latest_offset = -1
         self.lookups = 0
         self.puts = 0
 
+    # --- the table ---
+
+    def _allocate(self, capacity: int) -> None:
+        import numpy as np
+        self._capacity = capacity
+        self._size = 0
+        self._hi = np.zeros(capacity, np.uint64)
+        self._lo = np.zeros(capacity, np.uint64)
+        self._off = np.zeros(capacity, np.int64)
+
+    def _reserve(self, entries: int) -> None:
+        """Grow the table so that ``entries`` keys keep it at most half full (or at
+        ``slots``)."""
+        cap = self._capacity
+        if cap == self.slots or (cap and entries <= cap * GROW_LOAD):
+            return
+        new = max(cap, min(self.slots, INITIAL_CAPACITY))
+        while new < self.slots and entries > new * GROW_LOAD:
+            new = min(self.slots, new * 4)
+        if new == cap:
+            return
+        if cap == 0 or self._size == 0:
+            self._allocate(new)
+            return
+        used = self._off > 0
+        hi, lo, off = self._hi[used], self._lo[used], self._off[used]
+        self._allocate(new)
+        self._insert(hi, lo, off)
+
+    def _home(self, hi) -> Any:
+        """Each hash's first slot: ``hi * capacity / 2^64`` (Lemire's multiply-shift range
+        reduction, on the top 32 bits), or ``hi % capacity`` past 2^32 slots."""
+        import numpy as np
+        cap = self._capacity
+        if cap < 1 << 32:
+            return ((hi >> np.uint64(32)) * np.uint64(cap) >> np.uint64(32)).astype(np.int64)
+        return (hi % np.uint64(cap)).astype(np.int64)
+
+    def _find(self, hi, lo) -> Any:
+        """Slot of every key of (``hi``, ``lo``) in the table, -1 when absent."""
+        import numpy as np
+        out = np.full(hi.size, -1, np.int64)
+        if self._capacity == 0 or self._size == 0 or hi.size == 0:
+            return out
+        cap = self._capacity
+        thi, tlo, toff = self._hi, self._lo, self._off
+        idx = np.arange(hi.size)
+        pos = self._home(hi)
+        qhi, qlo = hi, lo
+        for _ in range(cap):  # a full table (load factor 1) ends after every slot
+            occupied = toff.take(pos) != 0
+            same = occupied & (thi.take(pos) == qhi) & (tlo.take(pos) == qlo)
+            out[idx[same]] = pos[same]
+            go_on = occupied & ~same
+            if not go_on.any():
+                break
+            idx, qhi, qlo = idx[go_on], qhi[go_on], qlo[go_on]
+            pos = pos[go_on] + 1
+            pos[pos == cap] = 0
+        return out
+
+    def _insert(self, hi, lo, stored) -> None:
+        """Put the keys (``stored``: offset + 1 each; a key may come more than once, its
+        largest offset wins); the caller reserved room for every new one.
+
+        Probing in rounds, every pending key one slot a round: a key found gets the
+        larger offset (``maximum.at``, so repeats of a key in one round agree), a key at
+        an empty slot claims it (one claimant wins; the others retry the same slot next
+        round: it may be the same key), any other key moves to the next slot. Keys of one
+        hash walk the same slots in step, so a key never gets two slots."""
+        import numpy as np
+        cap = self._capacity
+        thi, tlo, toff = self._hi, self._lo, self._off
+        idx = np.arange(hi.size)
+        pos = self._home(hi)
+        qhi, qlo, qst = hi, lo, stored
+        rounds = 0
+        while idx.size:
+            rounds += 1
+            if rounds > 2 * cap + 2:  # a key visits each slot at most twice (a lost claim)
+                raise OffsetMapFullError(f"offset map full ({cap} slots)")
+            cur = toff.take(pos)
+            occupied = cur != 0
+            same = occupied & (thi.take(pos) == qhi) & (tlo.take(pos) == qlo)
+            if same.any():
+                np.maximum.at(toff, pos[same], qst[same])
+            moving = occupied & ~same
+            stay = np.zeros(idx.size, bool)
+            empty = ~occupied
+            if empty.any():
+                pe, ie = pos[empty], idx[empty]
+                toff.put(pe, -1 - ie)  # claims; one per slot stays
+                won = toff.take(pe) == -1 - ie
+                pw = pe[won]
+                ew = np.flatnonzero(empty)[won]
+                thi.put(pw, qhi[ew])
+                tlo.put(pw, qlo[ew])
+                toff.put(pw, qst[ew])
+                self._size += int(pw.size)
+                stay[empty] = ~won
+            go_on = moving | stay
+            if not go_on.any():
+                break
+            pos = pos + moving
+            pos[pos == cap] = 0
+            idx, pos, qhi, qlo, qst = idx[go_on], pos[go_on], qhi[go_on], qlo[go_on], qst[go_on]
+
+    # --- records in bulk ---
+
+    def hash(self, data, starts, lengths) -> tuple[Any, Any]:
+        """``hash_keys`` with this map's seeds."""
+        s = self.seeds
+        return hash_keys(data, starts, lengths, (s[0], s[1], s[2], s[3]))
+
+    def put_records(self, hi, lo, offsets) -> int:
+        """Put the records (key hashes ``hi``/``lo``, increasing ``offsets``, numpy) in
+        order, as many per-record puts would, stopping before the first record of a new
+        key once the map holds ``max_entries`` keys. Returns how many records were put
+        (all of them unless the map filled)."""
+        n = int(offsets.size)
+        if n == 0:
+            return 0
+        put = n
+        if self._size + n > self.max_entries:  # it may fill: find where, in record order
+            firsts, _ = dedupe_last(hi, lo)
+            new_firsts = firsts[self._find(hi[firsts], lo[firsts]) < 0]
+            room = self.max_entries - self._size
+            if new_firsts.size > room:
+                put = int(new_firsts[max(room, 0)])  # the first record of the key that does not fit
+                if put == 0:
+                    return 0
+                hi, lo, offsets = hi[:put], lo[:put], offsets[:put]
+            self._reserve(self._size + min(put, int(new_firsts.size)))
+        else:
+            self._reserve(self._size + n)
+        self._insert(hi, lo, offsets + 1)
+        self.puts += put
+        self.latest_offset = max(self.latest_offset, int(offsets[put - 1]))
+        return put
+
+    def get_records(self, hi, lo) -> Any:
+        """The map's offset for every key hash (-1 when absent), numpy int64."""
+        import numpy as np
+        self.lookups += int(hi.size)
+        slot = self._find(hi, lo)
+        out = np.full(hi.size, -1, np.int64)
+        found = slot >= 0
+        out[found] = self._off[slot[found]] - 1
+        return out
+
+    def sorted_offsets(self) -> Any:
+        """Every offset of the map, sorted (numpy int64): pass 2's test of "latest of its
+        key" in the dirty section, where offsets are unique."""
+        import numpy as np
+        if self._size == 0:
+            return np.empty(0, np.int64)
+        off = self._off
+        return np.sort(off[off > 0] - 1)
+
+    # --- one key at a time (tests, tools) ---
+
+    def _hash_one(self, key: bytes) -> tuple[Any, Any]:
+        import numpy as np
+        data = np.frombuffer(key, np.uint8) if key else np.zeros(0, np.uint8)
+        return self.hash(data, np.zeros(1, np.int64), np.array([len(key)], np.int64))
+
     def put(self, key: bytes, offset: int) -> None:
-        self.put_entry(entry_key(key), offset)
-
-    def put_entry(self, entry: bytes | int, offset: int) -> None:
-        if entry not in self._map and len(self._map) >= self.slots:
-            raise OffsetMapFullError(f"offset map full ({self.slots} entries)")
-        self._map[entry] = offset
+        import numpy as np
+        hi, lo = self._hash_one(key)
+        if self._find(hi, lo)[0] < 0:
+            if self._size >= self.slots:
+                raise OffsetMapFullError(f"offset map full ({self.slots} entries)")
+            self._reserve(self._size + 1)
+        self._insert(hi, lo, np.array([offset + 1], np.int64))
         self.puts += 1
-        if offset > self.latest_offset:
-            self.latest_offset = offset
-
-    def put_entries(self, entries: list, offsets: list[int]) -> None:
-        """``put_entry`` of each pair, in order (a later offset of an entry wins); the caller
-        knows they fit (``len(self) + len(entries) <= slots``)."""
-        if len(self._map) + len(entries) > self.slots:
-            raise OffsetMapFullError(f"{len(entries)} entries may not fit in the offset map")
-        self._map.update(zip(entries, offsets))
-        self.puts += len(entries)
-        if offsets:
-            self.latest_offset = max(self.latest_offset, max(offsets))
+        self.latest_offset = max(self.latest_offset, offset)
 
     def get(self, key: bytes) -> int:
         """The latest offset put for ``key``; -1 when absent."""
-        self.lookups += 1
-        return self._map.get(entry_key(key), -1)
-
-    def get_entry(self, entry: bytes | int) -> int:
-        """``get`` for an ``entry_key``; -1 when absent."""
-        return self._map.get(entry, -1)
+        hi, lo = self._hash_one(key)
+        return int(self.get_records(hi, lo)[0])
 
     def contains(self, key: bytes) -> bool:
-        return entry_key(key) in self._map
-
-    def contains_entry(self, entry: bytes | int) -> bool:
-        return entry in self._map
-
-    @property
-    def entries(self) -> dict[bytes | int, int]:
-        """The map itself (entry -> offset), read-only for the cleaner's lookups in bulk."""
-        return self._map
+        return self.get(key) >= 0
 
     def is_full(self) -> bool:
         """True once the map holds ``max_entries`` keys: a cleaning stops filling it."""
-        return len(self._map) >= self.max_entries
+        return self._size >= self.max_entries
 
     def clear(self) -> None:
-        self._map.clear()
+        """Empty the map (and give back a grown table: the next cleaning grows its own)."""
+        self._capacity = 0
+        self._hi = self._lo = self._off = None
+        self._size = 0
         self.latest_offset = -1
         self.lookups = self.puts = 0
 
     @property
+    def capacity(self) -> int:
+        """Slots of the table now (at most ``slots``)."""
+        return self._capacity
+
+    @property
     def size(self) -> int:
-        return len(self._map)
+        return self._size
 
     def __len__(self) -> int:
-        return len(self._map)
+        return self._size
 
     @property
     def utilization(self) -> float:
-        return len(self._map) / self.slots
+        return self._size / self.slots
 
     def __repr__(self) -> str:
-        return f"SkimpyOffsetMap(entries={len(self._map)}, slots={self.slots}, latest_offset={self.latest_offset})"
+        return f"SkimpyOffsetMap(entries={self._size}, slots={self.slots}, latest_offset={self.latest_offset})"

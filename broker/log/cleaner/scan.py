@@ -26,6 +26,7 @@ Thread-safety: pure functions over the caller's buffers.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from ...record import codecs
 from ...record.batch import CURRENT_MAGIC, LOG_OVERHEAD, RECORDS_OFFSET, BatchHeader, iter_batch_headers
@@ -159,14 +160,15 @@ class RecordLayout:
             return [None if n < 0 else source[s:s + n] for s, n in zip(starts, lengths)]
         return [source[s:s + n] for s, n in zip(starts, lengths)]
 
-    def runs(self, kept) -> tuple[list[int], list[int], list[int]]:
+    def runs(self, kept) -> tuple[Any, Any, Any]:
         """The records at ``kept`` (increasing indexes) as runs of consecutive records of
         one batch: (run starts, run ends in ``region``, per batch the index of its first
         run, plus the total), so that batch j's kept bytes are its runs joined (``join``)."""
         np = self.np
         nb = self.counts.size
         if len(kept) == 0:
-            return [], [], [0] * (nb + 1)
+            empty = np.empty(0, np.int64)
+            return empty, empty, np.zeros(nb + 1, np.int64)
         kb = self.batch[kept]
         new_run = np.empty(kept.size, bool)
         new_run[0] = True
@@ -174,11 +176,11 @@ class RecordLayout:
         last_of_run = np.empty(kept.size, bool)
         last_of_run[:-1] = new_run[1:]
         last_of_run[-1] = True
-        starts = self.raw_start[kept[new_run]].tolist()
-        ends = self.raw_end[kept[last_of_run]].tolist()
+        starts = self.raw_start[kept[new_run]]
+        ends = self.raw_end[kept[last_of_run]]
         ptr = np.zeros(nb + 1, np.int64)
         np.cumsum(np.bincount(kb[new_run], minlength=nb), out=ptr[1:])
-        return starts, ends, ptr.tolist()
+        return starts, ends, ptr
 
     def join(self, starts: list[int], ends: list[int]) -> bytes:
         """The bytes of the runs (starts[i], ends[i]) of ``region``, joined."""

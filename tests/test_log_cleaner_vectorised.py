@@ -1,0 +1,249 @@
+"""The log cleaner's vectorised parts against plain per-record models.
+
+- ``hash_keys`` (offset_map.py): equal keys, and only equal keys, hash equal, wherever a
+  key sits in its buffer (the tail read at the end of a buffer, buffers under 8 bytes,
+  empty keys, keys past 32 bytes, keys that differ by trailing zero bytes).
+- ``SkimpyOffsetMap.put_records`` against a dict put one record at a time that stops at
+  the first new key once it holds ``max_entries`` (Kafka's ``is_full``), on random key
+  sequences, random windows and maps far too small for them (collisions, wrap-around,
+  growth); the high-half-collision path of ``dedupe_last``; a full table (load factor 1).
+- ``rewrite_run`` (rewrite.py) against ``Cleaner._splice`` byte for byte.
+- Whole cleanings against the model (key -> last offset over the dirty section up to
+  where the map stops; a record of a rewritten segment is kept iff it has a key and its
+  offset is >= the model's offset for its key), round after round, with random keys (null,
+  empty, long, repeated), random batch boundaries, segment rolls and map sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.log.cleaner.checkpoint import CleanerCheckpoints
+from broker.log.cleaner.cleaner import Cleaner
+from broker.log.cleaner.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap, dedupe_last, hash_keys
+from broker.log.cleaner.rewrite import rewrite_run
+from broker.log.cleaner.scan import RecordLayout
+from broker.log.config import LogConfig
+from broker.record.batch import encode_batch, iter_batch_headers
+from tests.test_log_cleaner import TP, Env, read_all
+
+SEEDS = (1, 2, 3, 4)
+
+keys_st = st.one_of(
+    st.binary(max_size=12),
+    st.binary(min_size=33, max_size=90),  # past 32 bytes (once entered by MD5)
+    st.sampled_from([b"", b"a", b"a\x00", b"a\x00\x00\x00\x00\x00\x00\x00", b"\x00" * 8, b"\x00" * 9]),
+)
+
+
+def _pack(keys: list[bytes], pad: bytes = b"") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data = pad + b"".join(keys)
+    lengths = np.array([len(k) for k in keys], np.int64)
+    starts = np.cumsum(lengths) - lengths + len(pad)
+    return np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8), starts, lengths
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(keys_st, min_size=1, max_size=40), pad=st.binary(max_size=9))
+def test_hash_keys_equal_exactly_for_equal_keys(keys, pad) -> None:
+    data, starts, lengths = _pack(keys, pad)
+    hi, lo = hash_keys(data, starts, lengths, SEEDS)
+    pairs = list(zip(hi.tolist(), lo.tolist()))
+    for i, k in enumerate(keys):
+        alone = hash_keys(*_pack([k]), SEEDS)  # the same key alone in a buffer of its size
+        assert (int(alone[0][0]), int(alone[1][0])) == pairs[i]
+    assert len(set(pairs)) == len(set(keys))
+    assert {k: p for k, p in zip(keys, pairs)} == {k: p for k, p in reversed(list(zip(keys, pairs)))}
+
+
+def test_hash_keys_seeds_and_halves_differ() -> None:
+    data, starts, lengths = _pack([b"k1", b"k2"])
+    hi, lo = hash_keys(data, starts, lengths, SEEDS)
+    hi2, lo2 = hash_keys(data, starts, lengths, (5, 6, 7, 8))
+    assert (hi != lo).all() and (hi != hi2).all() and (lo != lo2).all()
+
+
+def model_put(state: dict, keys: list, offsets: list[int], max_entries: int) -> int:
+    """Per record: a new key into a map of ``max_entries`` keys stops the window."""
+    for i, (k, o) in enumerate(zip(keys, offsets)):
+        if k not in state and len(state) >= max_entries:
+            return i
+        state[k] = o
+    return len(keys)
+
+
+@settings(max_examples=150, deadline=None)
+@given(keys=st.lists(st.integers(0, 60), min_size=1, max_size=300), cuts=st.lists(st.integers(1, 80), max_size=8),
+       slots=st.integers(1, 70), load=st.sampled_from([0.5, 0.9, 1.0]))
+def test_put_records_matches_per_record_puts(keys, cuts, slots, load) -> None:
+    m = SkimpyOffsetMap(slots * BYTES_PER_ENTRY + 7, load_factor=load)
+    raw = [b"key-%d" % k if k % 7 else b"long-key-%d-" % k + b"x" * 40 for k in keys]
+    data, starts, lengths = _pack(raw)
+    hi, lo = m.hash(data, starts, lengths)
+    offsets = np.arange(len(keys), dtype=np.int64) * 3 + 10
+    state: dict = {}
+    pos, stopped = 0, False
+    bounds = sorted({min(c, len(keys)) for c in np.cumsum(cuts).tolist()} | {len(keys)})
+    for end in bounds:
+        if end <= pos:
+            continue
+        want = model_put(state, raw[pos:end], offsets[pos:end].tolist(), m.max_entries)
+        got = m.put_records(hi[pos:end], lo[pos:end], offsets[pos:end])
+        assert got == want
+        if got < end - pos:
+            stopped = True
+            break
+        pos = end
+    assert len(m) == len(state) <= m.max_entries <= m.slots and m.capacity <= m.slots
+    assert m.is_full() == (len(state) >= m.max_entries)
+    assert stopped == (len(set(raw)) > m.max_entries)
+    expect_latest = max(state.values()) if state else -1
+    assert m.latest_offset == expect_latest
+    got_offsets = m.get_records(hi, lo).tolist()
+    assert got_offsets == [state.get(k, -1) for k in raw]
+    assert m.sorted_offsets().tolist() == sorted(state.values())
+    for k in raw[:5]:
+        assert m.get(k) == state.get(k, -1)
+
+
+def test_dedupe_last_with_equal_high_halves() -> None:
+    hi = np.array([7, 7, 3, 7, 3, 7], np.uint64)
+    lo = np.array([1, 2, 9, 1, 9, 2], np.uint64)
+    firsts, lasts = dedupe_last(hi, lo)
+    assert firsts.tolist() == [0, 1, 2] and lasts.tolist() == [3, 5, 4]
+
+
+def test_full_table_at_load_factor_one() -> None:
+    m = SkimpyOffsetMap(5 * BYTES_PER_ENTRY, load_factor=1.0)
+    hi = np.array([1 << 40, 1 << 40, 2 << 40, 3 << 40, 4 << 40], np.uint64)  # all in slot 0 and up
+    lo = np.array([1, 2, 3, 4, 5], np.uint64)
+    assert m.put_records(hi, lo, np.arange(5, dtype=np.int64)) == 5
+    assert m.get_records(hi, lo).tolist() == [0, 1, 2, 3, 4]
+    assert m.get_records(np.array([1 << 40], np.uint64), np.array([99], np.uint64)).tolist() == [-1]
+    assert m.put_records(hi[:2], lo[:2], np.array([7, 8], np.int64)) == 2  # present keys still go in
+    assert m.put_records(np.array([9], np.uint64), lo[:1], np.array([9], np.int64)) == 0
+    assert m.latest_offset == 8 and m.get_records(hi[:2], lo[:2]).tolist() == [7, 8]
+
+
+# --- rewrite_run against _splice ---
+
+record_st = st.tuples(st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.none(), st.binary(max_size=60)),
+                      st.integers(0, 5000), st.booleans())
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(st.tuples(st.lists(record_st, min_size=1, max_size=12), st.booleans(), st.booleans()),
+                        min_size=1, max_size=8), data=st.data())
+def test_rewrite_run_equals_splice(batches, data) -> None:
+    buf = b""
+    offset = 100
+    for records, log_append_time, pid in batches:
+        encoded = encode_batch([(k, v, 1_700_000_000_000 + ts, [("h", b"x")] if hdr else [])
+                                for k, v, ts, hdr in records], base_offset=offset,
+                               timestamp_type=1 if log_append_time else 0,
+                               producer_id=7 if pid else -1, producer_epoch=0 if pid else -1,
+                               base_sequence=offset if pid else -1)
+        buf += encoded
+        offset += len(records) + 3
+    headers = list(iter_batch_headers(buf))
+    layout = RecordLayout(buf, headers, 1 << 20)
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=layout.n, max_size=layout.n)), bool)
+    nb = len(headers)
+    kept = np.bincount(layout.batch, weights=keep, minlength=nb).astype(np.int64)
+    kept_idx = np.flatnonzero(keep)
+    ptr = np.zeros(nb + 1, np.int64)
+    np.cumsum(kept, out=ptr[1:])
+    max_delta = np.zeros(nb, np.int64)
+    nonempty = np.flatnonzero(kept)
+    if nonempty.size:
+        max_delta[nonempty] = np.maximum.reduceat(layout.ts_delta[kept_idx], ptr[nonempty])
+    starts, ends, run_ptr = layout.runs(kept_idx)
+    positions = np.array([p for p, _ in headers], np.int64)
+    sizes = np.array([h.size_in_bytes for _, h in headers], np.int64)
+    counts = np.array([h.records_count for _, h in headers], np.int64)
+    out, emitted = rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept, max_delta,
+                               starts, ends, run_ptr)
+    expected = []
+    for j, (pos, h) in enumerate(headers):
+        if kept[j] == counts[j]:
+            expected.append(buf[pos:pos + h.size_in_bytes])
+        elif kept[j]:
+            a, b = run_ptr[j], run_ptr[j + 1]
+            body = layout.join(starts[a:b].tolist(), ends[a:b].tolist())
+            expected.append(Cleaner._splice(body, h, int(kept[j]), int(max_delta[j])))
+    assert bytes(out) == b"".join(expected)
+    assert emitted.tolist() == [bool(k) for k in kept]
+
+
+# --- whole cleanings against the model ---
+
+log_keys = st.one_of(st.none(), st.sampled_from([b"", b"a", b"a\x00", b"b"]), st.binary(max_size=6),
+                     st.binary(min_size=33, max_size=50))
+
+
+def expected_cleaning(records, bases: list[int], active_base: int, dirty_start: int, max_entries: int):
+    """(end offset, records after) of a cleaning from ``dirty_start`` to the active segment
+    by the per-record model (no tombstones nor transactions here)."""
+    state: dict = {}
+    end = active_base
+    last_put = None
+    for o, k, _ in records:
+        if o < dirty_start or o >= active_base or k is None:
+            continue
+        if k not in state and len(state) >= max_entries:
+            end = last_put + 1
+            break
+        state[k] = o
+        last_put = o
+    rewritten = [b for b in bases if b < end and b < active_base]
+    seg_ends = bases[1:] + [active_base]
+    rewritten_ranges = [(b, e) for b, e in zip(bases, seg_ends) if b in rewritten]
+    after = []
+    for o, k, v in records:
+        if not any(b <= o < e for b, e in rewritten_ranges):
+            after.append((o, k, v))
+        elif k is not None and (o >= end or o >= state.get(k, -1)):
+            after.append((o, k, v))
+    return end, after
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.tuples(st.lists(st.tuples(log_keys, st.binary(min_size=1, max_size=8)), min_size=1,
+                                           max_size=6), st.booleans(), st.sampled_from([0, 0, 1])),
+                        min_size=1, max_size=40),
+       slots=st.sampled_from([2, 3, 5, 9, 40, 1000]), segment_bytes=st.sampled_from([600, 1200, 5000]))
+def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, segment_bytes) -> None:
+    # null keys are refused by a compacted topic: written under cleanup.policy=delete
+    props = {"segment.bytes": segment_bytes, "min.cleanable.dirty.ratio": 0.01}
+    env = Env(tmp_path_factory.mktemp("v"), **props, **{"cleanup.policy": "delete"})
+    for records, roll, compression in batches:
+        env.produce(records, compression=compression)
+        if roll:
+            env.log.roll()
+    env.produce([(b"tail", b"in-active")])
+    env.config = LogConfig.from_props({**props, "cleanup.policy": "compact"})
+    env.log.update_config(env.config)
+    max_entries = SkimpyOffsetMap(slots * BYTES_PER_ENTRY).max_entries
+    dirty = 0
+    for _ in range(4):
+        before = read_all(env.log)
+        bases = [s.base_offset for s in env.log.segments]
+        active_base = env.log.active_segment.base_offset
+        end, after = expected_cleaning(before, bases[:-1], active_base, dirty, max_entries)
+        cleaner = env.cleaner(memory=slots * BYTES_PER_ENTRY)
+        cleaned = cleaner.do_one_cleaning()
+        if not cleaned:
+            assert dirty >= active_base or not any(s.size for s in env.log.segments[:-1] if s.base_offset >= dirty)
+            break
+        assert CleanerCheckpoints().read(env.log.parent_dir)[TP] == end
+        assert read_all(env.log) == after
+        dirty = end
+        if dirty >= active_base:
+            break
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__, "-q"])
