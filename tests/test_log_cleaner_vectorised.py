@@ -109,6 +109,23 @@ def test_put_records_matches_per_record_puts(keys, cuts, slots, load) -> None:
         assert m.get(k) == state.get(k, -1)
 
 
+@pytest.mark.parametrize("window", [1000, 7000, 40000])
+def test_a_growing_table_keeps_every_entry(window) -> None:
+    m = SkimpyOffsetMap(200_000 * BYTES_PER_ENTRY)
+    rng = np.random.default_rng(window)
+    keys = rng.integers(0, 60_000, 120_000)
+    raw = [b"k%d" % k for k in keys.tolist()]
+    data, starts, lengths = _pack(raw)
+    hi, lo = m.hash(data, starts, lengths)
+    offsets = np.arange(keys.size, dtype=np.int64)
+    for a in range(0, keys.size, window):
+        assert m.put_records(hi[a:a + window], lo[a:a + window], offsets[a:a + window]) == min(window, keys.size - a)
+    last = {k: i for i, k in enumerate(raw)}
+    assert m.capacity > 16384 and len(m) == len(last)
+    assert m.get_records(hi, lo).tolist() == [last[k] for k in raw]
+    assert m.sorted_offsets().tolist() == sorted(last.values())
+
+
 def test_dedupe_last_with_equal_high_halves() -> None:
     hi = np.array([7, 7, 3, 7, 3, 7], np.uint64)
     lo = np.array([1, 2, 9, 1, 9, 2], np.uint64)

@@ -76,9 +76,11 @@ from typing import Any
 
 from ...record.batch import (
     COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
     CREATE_TIME,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     DELETE_HORIZON_FLAG_MASK,
+    LOG_OVERHEAD,
     NO_TIMESTAMP,
     TRANSACTIONAL_FLAG_MASK,
     build_batch,
@@ -103,6 +105,8 @@ __all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransaction
 log = logging.getLogger(__name__)
 
 _APPEND_CHUNK = 1 << 20  # bytes of retained batches buffered before one append
+# batches that pass 1 may have to leave out of the map (markers; aborted transactions)
+_SKIPPED_BY_MAP = CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK
 
 
 class CleanedTransactionMetadata:
@@ -308,6 +312,14 @@ class Cleaner:
             for buf, batches in read_windows(segment.log):
                 data = []
                 reached_end = False
+                if (batches[0][1].last_offset >= start and batches[-1][1].base_offset < end
+                        and not any(h.attributes & _SKIPPED_BY_MAP for _, h in batches)):
+                    # the common window: all of it in range, data batches only, none aborted
+                    size = sum([h.batch_length for _, h in batches]) + LOG_OVERHEAD * len(batches)
+                    stats.map_bytes_read += size
+                    if self.throttler is not None:
+                        self.throttler.maybe_throttle(size)
+                    batches, data = [], batches
                 for pos, header in batches:
                     if header.last_offset < start:
                         continue

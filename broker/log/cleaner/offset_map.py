@@ -8,14 +8,15 @@ consults (a record is kept only if its offset is >= the map's offset for its key
 Memory, as Kafka's: Kafka stores (MD5 digest, offset) pairs in a fixed byte buffer of
 ``log.cleaner.dedupe.buffer.size / log.cleaner.threads`` bytes: ``slots = memory //
 (hash_size + 8)``, and a cleaning stops filling it at ``max_entries = slots * load_factor``
-entries (``log.cleaner.io.buffer.load.factor``, 0.9). Here the buffer is an open-addressing
-table of three numpy arrays (hash high half uint64, hash low half uint64, offset + 1
-int64, 0 = empty slot): 24 bytes a slot, at most ``slots`` slots, so the table never
-exceeds ``memory``. It starts small and grows fourfold (rehashing, vectorised) while it is
-more than half full and below ``slots``, so a cleaning of a few keys does not touch (nor
-page in) the whole buffer; while it grows the previous table (at most a quarter of
-``slots``) is held too. Linear probing from ``hash_high % capacity``; with the table at
-``slots`` the load is at most the load factor, as Kafka's.
+entries (``log.cleaner.io.buffer.load.factor``, 0.9). Here the buffer is an
+open-addressing table, a numpy int64 array of one row a slot (hash high half, hash low
+half, offset + 1; 0 = an empty slot; a probe reads one cache line): 24 bytes a slot, at
+most ``slots`` slots, so the table never exceeds ``memory``. It starts small and grows
+fourfold (rehashing, vectorised) while it is more than half full and below ``slots``, so a
+cleaning of a few keys does not touch (nor page in) the whole buffer; while it grows, the
+previous table (at most a quarter of ``slots``) is held too. Linear probing from
+``hash_high * capacity >> 64``; with the table at ``slots`` the load is at most the load
+factor, as Kafka's.
 
 The hash (``hash_keys``): each key is cut into little-endian 64-bit words (the last one
 zero-padded); word j is mixed with a per-position key, ``m_j = mix(w_j ^ K_j)`` (``mix``:
@@ -171,9 +172,9 @@ class SkimpyOffsetMap:
         seeds = os.urandom(32)
         self.seeds = tuple(int.from_bytes(seeds[i:i + 8], "little") for i in range(0, 32, 8))
         self._capacity = 0
-        self._hi: Any = None
-        self._lo: Any = None
-        self._off: Any = None  # offset + 1; 0: an empty slot
+        # one row a slot (hash high half, low half, offset + 1; 0: an empty slot), int64:
+        # a probe reads one cache line
+        self._table: Any = None
         self._size = 0
         self.latest_offset = -1
         self.lookups = 0
@@ -185,13 +186,12 @@ class SkimpyOffsetMap:
         import numpy as np
         self._capacity = capacity
         self._size = 0
-        self._hi = np.zeros(capacity, np.uint64)
-        self._lo = np.zeros(capacity, np.uint64)
-        self._off = np.zeros(capacity, np.int64)
+        self._table = np.zeros((capacity, 3), np.int64)
 
     def _reserve(self, entries: int) -> None:
         """Grow the table so that ``entries`` keys keep it at most half full (or at
         ``slots``)."""
+        import numpy as np
         cap = self._capacity
         if cap == self.slots or (cap and entries <= cap * GROW_LOAD):
             return
@@ -203,10 +203,9 @@ class SkimpyOffsetMap:
         if cap == 0 or self._size == 0:
             self._allocate(new)
             return
-        used = self._off > 0
-        hi, lo, off = self._hi[used], self._lo[used], self._off[used]
+        rows = self._table[self._table[:, 2] > 0]
         self._allocate(new)
-        self._insert(hi, lo, off)
+        self._insert(rows[:, 0].view(np.uint64), rows[:, 1].view(np.uint64), rows[:, 2])
 
     def _home(self, hi) -> Any:
         """Each hash's first slot: ``hi * capacity / 2^64`` (Lemire's multiply-shift range
@@ -224,13 +223,14 @@ class SkimpyOffsetMap:
         if self._capacity == 0 or self._size == 0 or hi.size == 0:
             return out
         cap = self._capacity
-        thi, tlo, toff = self._hi, self._lo, self._off
+        table = self._table
         idx = np.arange(hi.size)
         pos = self._home(hi)
-        qhi, qlo = hi, lo
+        qhi, qlo = hi.view(np.int64), lo.view(np.int64)
         for _ in range(cap):  # a full table (load factor 1) ends after every slot
-            occupied = toff.take(pos) != 0
-            same = occupied & (thi.take(pos) == qhi) & (tlo.take(pos) == qlo)
+            rows = table.take(pos, axis=0)
+            occupied = rows[:, 2] != 0
+            same = occupied & (rows[:, 0] == qhi) & (rows[:, 1] == qlo)
             out[idx[same]] = pos[same]
             go_on = occupied & ~same
             if not go_on.any():
@@ -251,33 +251,34 @@ class SkimpyOffsetMap:
         hash walk the same slots in step, so a key never gets two slots."""
         import numpy as np
         cap = self._capacity
-        thi, tlo, toff = self._hi, self._lo, self._off
+        table = self._table
+        flat = table.reshape(-1)
         idx = np.arange(hi.size)
         pos = self._home(hi)
-        qhi, qlo, qst = hi, lo, stored
+        qhi, qlo, qst = hi.view(np.int64), lo.view(np.int64), stored
         rounds = 0
         while idx.size:
             rounds += 1
             if rounds > 2 * cap + 2:  # a key visits each slot at most twice (a lost claim)
                 raise OffsetMapFullError(f"offset map full ({cap} slots)")
-            cur = toff.take(pos)
-            occupied = cur != 0
-            same = occupied & (thi.take(pos) == qhi) & (tlo.take(pos) == qlo)
+            rows = table.take(pos, axis=0)
+            occupied = rows[:, 2] != 0
+            same = occupied & (rows[:, 0] == qhi) & (rows[:, 1] == qlo)
             if same.any():
-                np.maximum.at(toff, pos[same], qst[same])
+                np.maximum.at(flat, pos[same] * 3 + 2, qst[same])
             moving = occupied & ~same
             stay = np.zeros(idx.size, bool)
             empty = ~occupied
             if empty.any():
                 pe, ie = pos[empty], idx[empty]
-                toff.put(pe, -1 - ie)  # claims; one per slot stays
-                won = toff.take(pe) == -1 - ie
-                pw = pe[won]
+                flat.put(pe * 3 + 2, -1 - ie)  # claims; one per slot stays
+                won = flat.take(pe * 3 + 2) == -1 - ie
+                pw3 = pe[won] * 3
                 ew = np.flatnonzero(empty)[won]
-                thi.put(pw, qhi[ew])
-                tlo.put(pw, qlo[ew])
-                toff.put(pw, qst[ew])
-                self._size += int(pw.size)
+                flat.put(pw3, qhi[ew])
+                flat.put(pw3 + 1, qlo[ew])
+                flat.put(pw3 + 2, qst[ew])
+                self._size += int(pw3.size)
                 stay[empty] = ~won
             go_on = moving | stay
             if not go_on.any():
@@ -326,7 +327,7 @@ class SkimpyOffsetMap:
         slot = self._find(hi, lo)
         out = np.full(hi.size, -1, np.int64)
         found = slot >= 0
-        out[found] = self._off[slot[found]] - 1
+        out[found] = self._table[slot[found], 2] - 1
         return out
 
     def sorted_offsets(self) -> Any:
@@ -335,7 +336,7 @@ class SkimpyOffsetMap:
         import numpy as np
         if self._size == 0:
             return np.empty(0, np.int64)
-        off = self._off
+        off = self._table[:, 2]
         return np.sort(off[off > 0] - 1)
 
     # --- one key at a time (tests, tools) ---
@@ -371,7 +372,7 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         """Empty the map (and give back a grown table: the next cleaning grows its own)."""
         self._capacity = 0
-        self._hi = self._lo = self._off = None
+        self._table = None
         self._size = 0
         self.latest_offset = -1
         self.lookups = self.puts = 0

@@ -29,7 +29,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...record import codecs
-from ...record.batch import CURRENT_MAGIC, LOG_OVERHEAD, RECORDS_OFFSET, BatchHeader, iter_batch_headers
+from ...record.batch import (
+    COMPRESSION_CODEC_MASK,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    BatchHeader,
+    iter_batch_headers,
+)
 from ...record.entries import ENTRY_HEADER_PREFIX, iter_entry_headers
 from ...record.errors import CorruptRecordError
 from ...record.legacy import legacy_entry_to_v2
@@ -94,9 +101,12 @@ class RecordLayout:
         from ...record.columnar._walk import MIN_RECORD_BODY, walk_records
         self.np = np
         nb = len(batches)
-        sizes = np.fromiter((h.size_in_bytes for _, h in batches), np.int64, nb)
-        positions = np.fromiter((p for p, _ in batches), np.int64, nb)
-        if not any(h.compression for _, h in batches):
+        # per batch: position, size, records count, base offset, attributes (one pass)
+        fields = np.array([(p, h.batch_length, h.records_count, h.base_offset, h.attributes) for p, h in batches],
+                          np.int64).reshape(nb, 5)
+        positions, sizes, counts, base, attrs = np.ascontiguousarray(fields.T)
+        sizes = sizes + LOG_OVERHEAD
+        if not (attrs & COMPRESSION_CODEC_MASK).any():
             first_pos = int(positions[0]) + RECORDS_OFFSET
             self.region_bytes = memoryview(buf)[first_pos:int(positions[-1] + sizes[-1])]
             self._source, self._source_offset = buf, first_pos  # keys are sliced from buf
@@ -114,7 +124,6 @@ class RecordLayout:
             self._source, self._source_offset = joined, 0
         region = np.frombuffer(self.region_bytes, np.uint8)
         self.region = region
-        counts = np.fromiter((h.records_count for _, h in batches), np.int64, nb)
         if (counts < 0).any():
             raise CorruptRecordError("negative records count")
         first = np.cumsum(counts) - counts
@@ -142,7 +151,6 @@ class RecordLayout:
         if (key_len.min() < -1 or value_len.min() < -1
                 or (value_start + np.maximum(value_len, 0) > body_end).any()):
             raise CorruptRecordError("bad key or value length")
-        base = np.fromiter((h.base_offset for _, h in batches), np.int64, nb)
         self.offsets = base[batch] + off_delta
         self.ts_delta = ts_delta
         self.key_start, self.key_len, self.value_len = key_start, key_len, value_len
