@@ -181,8 +181,11 @@ def test_rewrite_run_equals_splice(batches, data) -> None:
     positions = np.array([p for p, _ in headers], np.int64)
     sizes = np.array([h.size_in_bytes for _, h in headers], np.int64)
     counts = np.array([h.records_count for _, h in headers], np.int64)
-    out, emitted = rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept, max_delta,
-                               starts, ends, run_ptr)
+    out, emitted, out_headers = rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept, max_delta,
+                                            starts, ends, run_ptr, headers=[h for _, h in headers])
+    assert out_headers == list(iter_batch_headers(bytes(out)))  # the headers given back are the bytes'
+    assert bytes(rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept, max_delta,
+                             starts, ends, run_ptr)[0]) == bytes(out)
     expected = []
     for j, (pos, h) in enumerate(headers):
         if kept[j] == counts[j]:

@@ -402,6 +402,8 @@ class Cleaner:
         removed_markers: set[int] = set()
         self._pending: list[bytes | bytearray] = []
         self._pending_size = 0
+        # the (position, header) of every pending batch, while all are known (else None)
+        self._pending_batches: list | None = []
         self._max_ts, self._max_ts_offset, self._last = -1, source.base_offset, source.base_offset
         for buf, batches in read_windows(source.log):
             self._clean_window(buf, batches, dest, now_ms, now_ms + delete_retention_ms,
@@ -411,8 +413,9 @@ class Cleaner:
 
     def _flush(self, dest: LogSegment) -> None:
         if self._pending:
-            dest.append(self._last, self._max_ts, self._max_ts_offset, b"".join(self._pending))
-            self._pending, self._pending_size = [], 0
+            dest.append(self._last, self._max_ts, self._max_ts_offset, b"".join(self._pending),
+                        batches=self._pending_batches)
+            self._pending, self._pending_size, self._pending_batches = [], 0, []
 
     def _clean_window(self, buf, batches, dest: LogSegment, now_ms: int, new_horizon: int,
                       last_offsets_of_producers: dict[int, int], removed_markers: set[int],
@@ -480,11 +483,11 @@ class Cleaner:
             if a == nb:
                 break
             b = ends[np.searchsorted(ends, a)] + 1 if plain_list[a] else a + 1
-            self._write_run(buf, layout, a, b, fields, kept_count, max_delta, run_starts, run_ends, run_ptr,
-                            dest, stats)
+            self._write_run(buf, layout, a, b, data, fields, kept_count, max_delta, run_starts, run_ends,
+                            run_ptr, dest, stats)
             i = data_at[b - 1] + 1
 
-    def _write_run(self, buf, layout, a: int, b: int, fields, kept_count, max_delta, run_starts, run_ends,
+    def _write_run(self, buf, layout, a: int, b: int, data, fields, kept_count, max_delta, run_starts, run_ends,
                    run_ptr, dest: LogSegment, stats: CleanerStats) -> None:
         """``rewrite_run`` of the plain data batches a..b-1 of the window (``fields``: their
         header fields, see ``_clean_window``), then their accounting as ``_clean_batch``
@@ -492,8 +495,10 @@ class Cleaner:
         lo, hi = int(run_ptr[a]), int(run_ptr[b])
         f = fields[a:b]
         counts, positions, sizes, max_ts, last_offsets = f[:, 3], f[:, 4], f[:, 5], f[:, 6], f[:, 7]
-        out, emitted = rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept_count[a:b],
-                                   max_delta[a:b], run_starts[lo:hi], run_ends[lo:hi], run_ptr[a:b + 1] - lo)
+        out, emitted, out_batches = rewrite_run(
+            buf, layout.region_bytes, positions, sizes, counts, kept_count[a:b], max_delta[a:b], run_starts[lo:hi],
+            run_ends[lo:hi], run_ptr[a:b + 1] - lo,
+            headers=[h for _, h in data[a:b]] if self._pending_batches is not None else None)
         read = int(sizes.sum())
         stats.bytes_read += read
         stats.messages_read += int(counts.sum())
@@ -507,6 +512,9 @@ class Cleaner:
         if max_ts[top] > self._max_ts:
             self._max_ts, self._max_ts_offset = int(max_ts[top]), int(last_offsets[top])
         self._last = int(last_offsets[e[-1]])
+        if self._pending_batches is not None and out_batches is not None:
+            base = self._pending_size
+            self._pending_batches += [(base + p, h) for p, h in out_batches]
         self._pending.append(out)
         self._pending_size += len(out)
         stats.bytes_written += len(out)
@@ -572,6 +580,7 @@ class Cleaner:
         if header.max_timestamp > self._max_ts:
             self._max_ts, self._max_ts_offset = header.max_timestamp, header.last_offset
         self._last = header.last_offset
+        self._pending_batches = None  # the segment append walks them
         self._pending.append(out)
         self._pending_size += len(out)
         stats.bytes_written += len(out)

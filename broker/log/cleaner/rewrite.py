@@ -13,7 +13,8 @@ transaction state). The result equals ``Cleaner._splice`` of each batch, byte fo
 
 Layout of the output: pieces (source, start, end) in batch order, contiguous pieces of
 one source merged, joined once; then one CRC32C call per rewritten batch (the CRC covers
-attributes .. end of batch), written into the joined bytes.
+attributes .. end of batch), written into the joined bytes. The new batches' headers are
+given back (``BatchHeader``s), so the segment append does not walk them again.
 
 Thread-safety: a pure function over the caller's buffers.
 """
@@ -33,6 +34,7 @@ from ...record.batch import (
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
     crc32c,
 )
 
@@ -57,12 +59,13 @@ def _header_dtype() -> Any:
 
 
 def rewrite_run(buf, region, positions, sizes, counts, kept, max_delta, run_starts, run_ends,
-                run_ptr) -> tuple[bytes | bytearray, Any]:
+                run_ptr, headers: list | None = None) -> tuple[bytes | bytearray, Any, list | None]:
     """The output of batches j = 0..k-1 (``positions``/``sizes`` in ``buf``, ``counts``
     their records, ``kept`` how many each keeps, ``max_delta`` the largest timestamp delta
     of its kept records; numpy int64 arrays) whose kept records are the runs
     ``run_starts[run_ptr[j]:run_ptr[j + 1]]`` .. ``run_ends`` of ``region`` (numpy arrays
-    too). Returns (bytes, emitted: bool per batch)."""
+    too). Returns (bytes, emitted: bool per batch, and with ``headers``, the batches' old
+    ``BatchHeader``s, the (position, header) of every batch of the bytes, else None)."""
     import numpy as np
     whole = kept == counts
     part = (kept > 0) & ~whole
@@ -116,7 +119,7 @@ def rewrite_run(buf, region, positions, sizes, counts, kept, max_delta, run_star
         new_sizes[p] = RECORD_BATCH_OVERHEAD + body
         crc_at = p
     if total == 0:
-        return b"", emitted
+        return b"", emitted, [] if headers is not None else None
     # merge pieces that continue one another in one source
     joins = np.ones(total, bool)
     joins[1:] = (src[1:] != src[:-1]) | (start[1:] != end[:-1])
@@ -127,8 +130,9 @@ def rewrite_run(buf, region, positions, sizes, counts, kept, max_delta, run_star
     sources = (memoryview(buf), memoryview(hdr_bytes), region)
     out = bytearray().join([sources[s][a:b] for s, a, b in zip(src[heads].tolist(), start[heads].tolist(),
                                                                 end[tails].tolist())])
+    out_sizes = np.where(emitted, new_sizes, 0)
+    out_pos = np.cumsum(out_sizes) - out_sizes
     if crc_at.size:
-        out_pos = np.cumsum(np.where(emitted, new_sizes, 0)) - np.where(emitted, new_sizes, 0)
         bstart = out_pos[crc_at]
         bend = bstart + new_sizes[crc_at]
         mv = memoryview(out)
@@ -137,4 +141,12 @@ def rewrite_run(buf, region, positions, sizes, counts, kept, max_delta, run_star
         view = np.frombuffer(out, np.uint8)
         view[(bstart + CRC_OFFSET)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(-1, 4)
         del mv, view
-    return out, emitted
+    if headers is None:
+        return out, emitted, None
+    new_headers = list(headers)
+    if crc_at.size:
+        hdr["crc"] = crcs
+        for j, row in zip(crc_at.tolist(), hdr.tolist()):
+            new_headers[j] = BatchHeader._make(row)
+    e = np.flatnonzero(emitted).tolist()
+    return out, emitted, list(zip(out_pos[e].tolist(), [new_headers[j] for j in e]))
