@@ -38,12 +38,17 @@ batch of a producer still in the producer state (a marker too), kept as an empty
 (header only) so idempotence survives. Offsets never change: cleaning only opens gaps.
 
 Both passes walk a segment a window of batches at a time (``scan.py``): the records of a
-window are located at once with numpy, their keys looked up in the map in bulk, and the
-per-batch decisions taken from counts, so that no record is decoded into an object except
-in a batch being stamped with a delete horizon (re-encoded: its timestamp deltas change)
-and in control batches. The offset and time indexes of the new segment are built
-by ``LogSegment.append`` as for any append; the aborted transactions of the old segments'
-``.txnindex`` files are copied into the new one.
+window are located at once with numpy. Pass 1 hashes the window's keys and puts them in the
+map at once (``SkimpyOffsetMap.put_records``: no Python object per record). Pass 2 keeps a
+dirty record when its offset is one of the map's (a search in the sorted offsets), looks
+the keys of the clean section up by hash in bulk, takes the per-batch decisions from
+counts, and writes each run of plain data batches (uncompressed, not transactional, not
+being stamped) at once (``rewrite.py``: kept batches copied as bytes, the others spliced
+with a new header); the other batches go one at a time. No record is decoded into an
+object except in a batch being stamped with a delete horizon (re-encoded: its timestamp
+deltas change) and in control batches. The offset and time indexes of the new segment are
+built by ``LogSegment.append`` as for any append; the aborted transactions of the old
+segments' ``.txnindex`` files are copied into the new one.
 
 Transactions: every transaction with data below the first uncleanable offset is decided
 (that offset is at most the log's first unstable offset). The aborted ones are read from the

@@ -3,11 +3,11 @@
 Owns: ``read_windows`` (a segment's file read in windows of whole v2 batches) and
 ``RecordLayout`` (where every record of a group of data batches sits, read for all the
 records at once with numpy: offset, timestamp delta, key span, value length, and the
-record's own bytes, length varint included). Pass 1 takes the keys and offsets from it;
-pass 2 the keys, offsets and null values, and, for a batch that loses some records,
-splices the bytes of the records it keeps into the new batch (their offset and timestamp
-deltas are relative to the batch's base offset and base timestamp, which do not change),
-so no record is decoded nor encoded one by one.
+record's own bytes, length varint included). Pass 1 takes the key spans (hashed where
+they lie) and offsets from it; pass 2 the same and the null values, and, for a batch that
+loses some records, splices the bytes of the records it keeps into the new batch (their
+offset and timestamp deltas are relative to the batch's base offset and base timestamp,
+which do not change), so no record is decoded nor encoded one by one.
 
 The walk of the length varints across batches is the columnar reader's
 (``broker.record.columnar._walk.walk_records``). numpy is imported by the first
@@ -109,7 +109,6 @@ class RecordLayout:
         if not (attrs & COMPRESSION_CODEC_MASK).any():
             first_pos = int(positions[0]) + RECORDS_OFFSET
             self.region_bytes = memoryview(buf)[first_pos:int(positions[-1] + sizes[-1])]
-            self._source, self._source_offset = buf, first_pos  # keys are sliced from buf
             bstart = positions + (RECORDS_OFFSET - first_pos)
             bend = bstart + (sizes - RECORDS_OFFSET)
         else:
@@ -121,7 +120,6 @@ class RecordLayout:
             bstart = bend - lengths
             joined = b"".join(pieces)
             self.region_bytes = memoryview(joined)
-            self._source, self._source_offset = joined, 0
         region = np.frombuffer(self.region_bytes, np.uint8)
         self.region = region
         if (counts < 0).any():
@@ -154,19 +152,6 @@ class RecordLayout:
         self.offsets = base[batch] + off_delta
         self.ts_delta = ts_delta
         self.key_start, self.key_len, self.value_len = key_start, key_len, value_len
-
-    def keys(self, indexes=None) -> list[bytes | None]:
-        """Every record's key (None: null), as ``bytes``; those of the records at
-        ``indexes`` (a numpy array) only, when given."""
-        source = self._source if type(self._source) is bytes else bytes(self._source)
-        key_start, key_len = self.key_start, self.key_len
-        if indexes is not None:
-            key_start, key_len = key_start[indexes], key_len[indexes]
-        starts = (key_start + self._source_offset).tolist()
-        lengths = key_len.tolist()
-        if len(lengths) and int(key_len.min()) < 0:
-            return [None if n < 0 else source[s:s + n] for s, n in zip(starts, lengths)]
-        return [source[s:s + n] for s, n in zip(starts, lengths)]
 
     def runs(self, kept) -> tuple[Any, Any, Any]:
         """The records at ``kept`` (increasing indexes) as runs of consecutive records of
