@@ -475,3 +475,28 @@ def test_flush_fsyncs_through_the_write_descriptor_and_tolerates_a_file_moved_aw
     reopened.flush()
     assert len(synced) == 2
     reopened.close_handler()
+
+
+def test_append_many_checks_everything_before_writing(tmp_path):
+    """``append_many``: one pwrite of entries that ``append`` / ``maybe_append`` would take
+    one by one; a bad entry anywhere, or too little room, writes none of them."""
+    idx = OffsetIndex(tmp_path / "0.index", 0, max_index_size=8 * 8)
+    idx.append_many([(3, 10), (7, 40)])
+    assert [idx.entry(i) for i in range(idx.entries)] == [(3, 10), (7, 40)]
+    for bad in ([(8, 50), (8, 60)], [(9, 50), (6, 60)], [(9, -1)], [(i + 20, i * 8 + 100) for i in range(7)]):
+        with pytest.raises((InvalidOffsetError, IndexFullError, ValueError)):
+            idx.append_many(bad)
+        assert idx.entries == 2 and idx.last_offset == 7
+    idx.append_many([(9, 50)] + [(10 + i, 60 + i) for i in range(5)])
+    assert idx.entries == 8 and idx.is_full()
+    idx.close()
+    tix = TimeIndex(tmp_path / "0.timeindex", 0, max_index_size=12 * 5)
+    tix.append_many([(100, 1), (200, 1), (300, 4)])
+    assert tix.last_entry == (300, 4)
+    for bad in ([(300, 5)], [(400, 3)], [(400, 5), (500, 6)]):  # equal ts, older offset, past is_full
+        with pytest.raises((InvalidOffsetError, IndexFullError)):
+            tix.append_many(bad)
+        assert tix.entries == 3 and tix.last_entry == (300, 4)
+    tix.append_many([(400, 5)])
+    assert tix.is_full() and [tix.entry(i) for i in range(tix.entries)] == [(100, 1), (200, 1), (300, 4), (400, 5)]
+    tix.close()

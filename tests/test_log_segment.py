@@ -195,6 +195,35 @@ def test_r15_sparse_index_properties(batches, interval):
         seg.close()
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 400), st.integers(0, 10_000)),
+                        min_size=1, max_size=40),
+       interval=st.integers(0, 2000), cuts=st.lists(st.integers(0, 40), max_size=4))
+def test_many_batch_appends_index_as_one_batch_appends(batches, interval, cuts):
+    """The fast path: a many-batch ``append`` writes its index entries with one pwrite
+    per index (``append_many``); the files equal those of one ``append`` per batch."""
+    datas, offset = [], 500
+    for count, size, ts in batches:
+        datas.append(make_batch(offset, count, ts=T0 + ts, value=b"v" * size))
+        offset += count
+    bounds = sorted({0, len(datas), *(min(c, len(datas)) for c in cuts)})
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "one").mkdir()
+        (Path(d) / "many").mkdir()
+        one = open_segment(Path(d) / "one", 500, interval=interval)
+        many = open_segment(Path(d) / "many", 500, interval=interval)
+        for data in datas:
+            append(one, data)
+        for lo, hi in zip(bounds, bounds[1:]):
+            append(many, b"".join(datas[lo:hi]))
+        assert raw_index(many) == raw_index(one)
+        assert raw_time_index(many) == raw_time_index(one)
+        assert many.read_max_timestamp_and_offset_so_far() == one.read_max_timestamp_and_offset_so_far()
+        assert many.log.path.read_bytes() == one.log.path.read_bytes()
+        one.close()
+        many.close()
+
+
 # --- R1: torn tail ---
 
 def test_r1_torn_tail_recovery(tmp_path):

@@ -568,6 +568,35 @@ class OffsetIndex(AbstractIndex):
             self._last_offset = offset
             self._entries = n + 1  # publish after the bytes (see module docstring)
 
+    def append_many(self, entries: list[tuple[int, int]]) -> None:
+        """``append`` of each (offset, position) in order, checked first and written with
+        one ``pwrite``: all of them, or none and the error the first bad one raises."""
+        with self._lock:
+            n = self._entries
+            if n + len(entries) > self._max_entries:
+                raise IndexFullError(f"attempt to append {len(entries)} entries to {self._file}, which has room "
+                                     f"for {self._max_entries - n} (entries = {n})")
+            last = self._last_offset
+            base = self._base_offset
+            parts = []
+            pack = OFFSET_ENTRY.pack
+            for i, (offset, position) in enumerate(entries):
+                if (n != 0 or i != 0) and offset <= last:
+                    raise InvalidOffsetError(
+                        f"attempt to append an offset {offset} to position {n + i} no larger than the "
+                        f"last offset appended ({last}) to {self._file}")
+                if not 0 <= position <= INT32_MAX:
+                    raise ValueError(f"position {position} does not fit in an int32")
+                rel = offset - base
+                if rel < 0 or rel > INT32_MAX:
+                    self.relative_offset(offset)  # raises OffsetOverflowError
+                parts.append(pack(rel, position))
+                last = offset
+            if parts:
+                self._write_entry(b"".join(parts), n * 8)
+                self._last_offset = last
+                self._entries = n + len(parts)  # publish after the bytes
+
     def truncate_to(self, offset: int) -> None:
         with self._lock:  # excludes remaps, so the mapping stays valid here
             mm, n = self._readable()
@@ -687,6 +716,38 @@ class TimeIndex(AbstractIndex):
                 self._write_entry(TIME_ENTRY.pack(timestamp, rel), n * 12)
                 self._last = _new_tuple(TimestampOffset, (timestamp, offset))
                 self._entries = n + 1  # publish after the bytes
+
+    def append_many(self, entries: list[tuple[int, int]]) -> None:
+        """``maybe_append`` of each (timestamp, offset) in order, for entries of strictly
+        increasing timestamps above the last entry's, checked first and written with one
+        ``pwrite``: all of them, or none and the error the first bad one raises."""
+        with self._lock:
+            n = self._entries
+            if n + len(entries) > self._max_entries - 1:  # is_full() before each
+                raise IndexFullError(f"attempt to append {len(entries)} entries to a time index {self._file} "
+                                     f"with room for {max(self._max_entries - 1 - n, 0)} (entries = {n})")
+            last_ts, last_offset = self._last
+            base = self._base_offset
+            parts = []
+            pack = TIME_ENTRY.pack
+            for i, (timestamp, offset) in enumerate(entries):
+                if (n != 0 or i != 0) and offset < last_offset:
+                    raise InvalidOffsetError(
+                        f"attempt to append an offset ({offset}) to slot {n + i} no larger than the last "
+                        f"offset appended ({last_offset}) to {self._file}")
+                if timestamp <= last_ts:
+                    raise InvalidOffsetError(
+                        f"attempt to append a timestamp ({timestamp}) to slot {n + i} no larger than the "
+                        f"last timestamp appended ({last_ts}) to {self._file}")
+                rel = offset - base
+                if rel < 0 or rel > INT32_MAX:
+                    self.relative_offset(offset)  # raises OffsetOverflowError
+                parts.append(pack(timestamp, rel))
+                last_ts, last_offset = timestamp, offset
+            if parts:
+                self._write_entry(b"".join(parts), n * 12)
+                self._last = _new_tuple(TimestampOffset, (last_ts, last_offset))
+                self._entries = n + len(parts)  # publish after the bytes
 
     def truncate_to(self, offset: int) -> None:
         with self._lock:  # excludes remaps

@@ -443,19 +443,32 @@ class LogSegment:
         max_ts, max_ts_offset = self.read_max_timestamp_and_offset_so_far()
         since_last_entry = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes
-        for _, header in headers:  # locals only: this loop runs for every produced batch
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        last_indexed_ts = time_index.last_entry.timestamp
+        for _, header in headers:  # locals only: this loop runs for every appended batch
             last_offset = header.base_offset + header.last_offset_delta
             if header.max_timestamp > max_ts:
                 max_ts, max_ts_offset = header.max_timestamp, last_offset
                 self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
             if since_last_entry > interval:
-                offset_index.append(last_offset, physical_position)
-                if max_ts > time_index.last_entry.timestamp:  # else maybe_append would not append
-                    time_index.maybe_append(max_ts, max_ts_offset)
+                offset_entries.append((last_offset, physical_position))
+                if max_ts > last_indexed_ts:  # else maybe_append would not append
+                    time_entries.append((max_ts, max_ts_offset))
+                    last_indexed_ts = max_ts
                 since_last_entry = 0
             size = header.batch_length + LOG_OVERHEAD
             physical_position += size
             since_last_entry += size
+        # the entries of a many-batch append (a cleaned segment, a recovery) in one write each
+        if len(offset_entries) == 1:
+            offset_index.append(*offset_entries[0])
+        elif offset_entries:
+            offset_index.append_many(offset_entries)
+        if len(time_entries) == 1:
+            time_index.maybe_append(*time_entries[0])
+        elif time_entries:
+            time_index.append_many(time_entries)
         self._bytes_since_last_index_entry = since_last_entry
 
     def append_batch(self, buf, first_offset: int, last_offset: int, batch_max_timestamp: int,

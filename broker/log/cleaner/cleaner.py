@@ -312,6 +312,8 @@ class Cleaner:
         active = ulog.active_segment
         dirty = [s for s in ulog.segments if s is not active and s.read_next_offset() > start
                  and s.base_offset < end]
+        if dirty:  # the offsets of the section bound its keys: the table is sized once
+            self.offset_map.reserve(min(end, dirty[-1].read_next_offset()) - start)
         for segment in dirty:
             self.check_done(tp)
             for buf, batches in read_windows(segment.log):

@@ -207,6 +207,12 @@ class SkimpyOffsetMap:
         self._allocate(new)
         self._insert(rows[:, 0].view(np.uint64), rows[:, 1].view(np.uint64), rows[:, 2])
 
+    def reserve(self, entries: int) -> None:
+        """Size the table for ``entries`` keys (at most ``max_entries``) at once: a cleaning
+        that knows how many records its dirty section can hold grows it once, not a step
+        at a time with a rehash each (pages are touched only as slots fill)."""
+        self._reserve(min(entries, self.max_entries))
+
     def _home(self, hi) -> Any:
         """Each hash's first slot: ``hi * capacity / 2^64`` (Lemire's multiply-shift range
         reduction, on the top 32 bits), or ``hi % capacity`` past 2^32 slots."""
