@@ -33,27 +33,23 @@ so a source's figure is an upper bound (direct mode runs first).
 
 Prints a table, then as its very last line one JSON object of headline figures.
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark_read.py``
-(a few minutes; ``--quick`` for a smaller data set).
+(a few minutes; ``--quick`` for a smaller data set, ``--no-object-store`` without the
+object-store rows).
 
-Where the time goes at 1 KiB (issue 20, measured on a machine shared by four jobs: for
-direction only). Outside Spark, one network-mode task's fetch + decode loop against the
-broker (``RangeFetcher`` over 100k records, 8-MiB fetches) takes ~1.3-1.6 us of client
-CPU per record (~1.8 us wall) and ~0.2 us of broker CPU (the broker sends the segment
-bytes as they are). Of the client's CPU about 40% is the receive path (``recv`` of 256-KiB
-chunks into new bytes objects, then ``FrameDecoder.push`` appending them to the frame's
-bytearray: two copies and the page faults of fresh memory), about 45% the decode (see
-``record_codec.py --breakdown``). The direct-mode reader costs ~1 us per record in-process
-(decode plus the page faults of the mapped segments, felt in the CRC pass). Against that,
-Spark's side of the Python Data Source (the JVM reading the Arrow stream and running the
-query) costs ~7-9 us of JVM CPU per 1-KiB row even for the pre-built source: with two
-tasks, the JVM and the broker on two cores, every microsecond of Python CPU per row
-competes with it, which is why network mode at 2x confluent (within ~10% of the
-pre-built ceiling) is out of reach of client-side changes alone. Left for the integrator:
-reading a large Fetch response straight into its frame buffer (``recv_into`` once the
-size prefix is known; ``broker/client/network.py`` and ``broker/protocol/frame.py``,
-not this bench's owner's files) would remove most of the receive path's cost.
+Where the time goes at 1 KiB (measured for direction only). Outside Spark, one
+network-mode task's fetch + decode loop against the broker (``RangeFetcher`` over 200k
+records, 8-MiB fetches) takes ~1.0-1.4 us of client CPU per record and ~0.2 us of broker
+CPU (the broker sends the segment bytes as they are). It took 2.2-2.8 us while each Fetch
+response stayed alive until the cyclic garbage collector ran (a completed request held
+its future, which held the response, which held the request): every response then got a
+fresh 8-MiB receive mapping and paid its page faults; a completed request now drops its
+callback and the one mapping is reused. The direct-mode reader costs ~1 us per record
+in-process (decode plus the page faults of the mapped segments). Spark's side of the
+Python Data Source (the JVM reading the Arrow stream and running the query) costs ~7-9 us
+of JVM CPU per 1-KiB row even for the pre-built source: with two tasks, the JVM and the
+broker on two cores, every microsecond of Python CPU per row competes with it.
 
-Object store (issue 21): after the table, direct mode reads the same log directory from
+Object store: after the table, direct mode reads the same log directory from
 an S3-protocol server (moto in server mode, ``object_store_rows``) beside direct mode from
 local disk; printed as its own rows, in the JSON line as ``<topic>_<query>_direct_s3`` and
 ``<topic>_<query>_ratio_s3_vs_local``.
@@ -600,7 +596,8 @@ def main() -> None:
         headline["max_bytes_per_batch_mib"] = budget >> 20
         headline["records"] = {t: n for t, (n, _) in datasets.items()}
         headline["cores"] = CORES
-        headline.update(object_store_rows(spark, logs, work, datasets, servers))
+        if "--no-object-store" not in sys.argv:
+            headline.update(object_store_rows(spark, logs, work, datasets, servers))
         spark.stop()
         print(json.dumps(headline))
     finally:
