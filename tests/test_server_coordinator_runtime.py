@@ -23,13 +23,11 @@ import pytest
 
 from broker.log import files
 from broker.log.clock import MockTime
-from broker.log.manager import LogManager
 from broker.log.scheduler import Scheduler
 from broker.protocol import ErrorCode
 from broker.record.batch import iter_batches
 from broker.record.control import ControlRecordType, encode_end_txn_marker_batch
 from broker.record.legacy import encode_legacy_message_set
-from broker.server.config import server_config
 from broker.server.coordinator import (
     INTERNAL_TOPICS,
     CoordinatorLoader,
@@ -45,7 +43,7 @@ from broker.server.coordinator import (
     storage_error_map,
 )
 from broker.server.errors import ApiError
-from broker.server.metadata import TopicManager
+from tests.support.storage_node import StorageNode
 
 TOPIC = "__test_state"
 SPEC = InternalTopicSpec(TOPIC, partitions_key="test.state.num.partitions",
@@ -62,21 +60,7 @@ SCHEMAS_SPEC = InternalTopicSpec("_schemas", partitions_key=None, default_partit
 ERRORS = storage_error_map(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
-class Node:
-    """The broker's storage and topic layers, in process."""
-
-    def __init__(self, log_dir: Path, **props: object) -> None:
-        self.log_dir = log_dir
-        self.config = server_config({"log.dirs": str(log_dir), **props})
-        self.topics: TopicManager | None = None
-        self.manager = LogManager.from_server_config(self.config, topic_configs=lambda t: self.topics.log_config(t))
-        self.topics = TopicManager(self.manager, self.config)
-        self.topics.load()
-        self.manager.startup()
-        self.topics.startup()
-
-    def close(self) -> None:
-        self.manager.shutdown()
+Node = StorageNode  # the broker's storage and topic layers, in process
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from broker.config import ConfigError
-from broker.log.manager import LogManager
 from broker.protocol import ErrorCode
 from broker.server.config import server_config
 from broker.server.errors import ApiError
@@ -30,7 +29,7 @@ from broker.server.group.group import (
 from broker.server.group.member import Member
 from broker.server.group.protocol import Group, GroupSummary, OffsetExpiration
 from broker.server.group.records import GroupMetadataKey, decode_key
-from broker.server.metadata import TopicManager
+from tests.support.storage_node import StorageNode
 
 GROUP_DIR = Path(__file__).resolve().parents[1] / "broker" / "server" / "group"
 
@@ -182,26 +181,16 @@ def test_the_coordinator_is_composed_of_its_parts():
 
 # --- the coordinator's API, with both kinds of group ---
 
-class Node:
+class Node(StorageNode):
     """The broker's storage and topic layers, in process."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.config = server_config({"log.dirs": str(log_dir), "group.initial.rebalance.delay.ms": "0",
-                                     "offsets.topic.num.partitions": "3"})
-        self.topics: TopicManager | None = None
-        self.manager = LogManager.from_server_config(self.config, topic_configs=lambda t: self.topics.log_config(t))
-        self.topics = TopicManager(self.manager, self.config)
-        self.topics.load()
-        self.manager.startup()
-        self.topics.startup()
+        super().__init__(log_dir, **{"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"})
 
     def coordinator(self) -> GroupCoordinator:
         gc = GroupCoordinator(self.topics, self.config)
         gc.startup()
         return gc
-
-    def close(self) -> None:
-        self.manager.shutdown()
 
 
 def _states(gc: GroupCoordinator) -> dict[str, tuple[str, str, str]]:

@@ -18,13 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.manager import LogManager
 from broker.protocol import ErrorCode
-from broker.server.config import server_config
 from broker.server.errors import ApiError
-from broker.server.metadata import TopicManager
 from broker.server.share.coordinator import ShareCoordinator, fold_updates, merge_batches
 from broker.server.share.partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
+from tests.support.storage_node import StorageNode
 
 STATES = (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED)
 
@@ -65,24 +63,17 @@ def test_fold_equals_merging_one_update_at_a_time(batches, ups) -> None:
     assert fold_updates(0, batches, ups) == one_at_a_time(0, batches, ups)
 
 
-class Node:
+class Node(StorageNode):
     """The broker's storage and topic layers and a share coordinator, in process."""
 
     def __init__(self, log_dir: Path, **props: object) -> None:
-        self.config = server_config({"log.dirs": str(log_dir),
-                                     "share.coordinator.state.topic.num.partitions": 1, **props})
-        self.topics: TopicManager | None = None
-        self.manager = LogManager.from_server_config(self.config, topic_configs=lambda t: self.topics.log_config(t))
-        self.topics = TopicManager(self.manager, self.config)
-        self.topics.load()
-        self.manager.startup()
-        self.topics.startup()
+        super().__init__(log_dir, **{"share.coordinator.state.topic.num.partitions": 1, **props})
         self.coordinator = ShareCoordinator(self.topics, self.config, scheduler=self.manager.scheduler)
         self.coordinator.startup()
 
     def close(self) -> None:
         self.coordinator.shutdown()
-        self.manager.shutdown()
+        super().close()
 
 
 @settings(max_examples=25, deadline=None)
