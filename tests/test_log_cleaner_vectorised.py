@@ -11,7 +11,8 @@
 - Whole cleanings against the model (key -> last offset over the dirty section up to
   where the map stops; a record of a rewritten segment is kept iff it has a key and its
   offset is >= the model's offset for its key), round after round, with random keys (null,
-  empty, long, repeated), random batch boundaries, segment rolls and map sizes.
+  empty, long, repeated), random batch boundaries, segment rolls, map sizes and window
+  sizes (pass 2 reusing pass 1's walk of a segment's first windows, or not).
 """
 
 from __future__ import annotations
@@ -181,10 +182,13 @@ def test_rewrite_run_equals_splice(batches, data) -> None:
     positions = np.array([p for p, _ in headers], np.int64)
     sizes = np.array([h.size_in_bytes for _, h in headers], np.int64)
     counts = np.array([h.records_count for _, h in headers], np.int64)
-    out, emitted, out_headers = rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept, max_delta,
-                                            starts, ends, run_ptr, headers=[h for _, h in headers])
+    # the layout's gathered headers are the batches' own, field by field
+    assert [tuple(row) for row in layout.header.tolist()] == [tuple(h) for _, h in headers]
+    assert layout.positions.tolist() == positions.tolist() and layout.sizes.tolist() == sizes.tolist()
+    out, emitted, out_headers = rewrite_run(buf, layout.region_bytes, layout.header, positions, sizes, kept,
+                                            max_delta, starts, ends, run_ptr, headers=[h for _, h in headers])
     assert out_headers == list(iter_batch_headers(bytes(out)))  # the headers given back are the bytes'
-    assert bytes(rewrite_run(buf, layout.region_bytes, positions, sizes, counts, kept, max_delta,
+    assert bytes(rewrite_run(buf, layout.region_bytes, layout.header, positions, sizes, kept, max_delta,
                              starts, ends, run_ptr)[0]) == bytes(out)
     expected = []
     for j, (pos, h) in enumerate(headers):
@@ -234,8 +238,13 @@ def expected_cleaning(records, bases: list[int], active_base: int, dirty_start: 
 @given(batches=st.lists(st.tuples(st.lists(st.tuples(log_keys, st.binary(min_size=1, max_size=8)), min_size=1,
                                            max_size=6), st.booleans(), st.sampled_from([0, 0, 1])),
                         min_size=1, max_size=40),
-       slots=st.sampled_from([2, 3, 5, 9, 40, 1000]), segment_bytes=st.sampled_from([600, 1200, 5000]))
-def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, segment_bytes) -> None:
+       slots=st.sampled_from([2, 3, 5, 9, 40, 1000, 20000]), segment_bytes=st.sampled_from([600, 1200, 5000]),
+       window=st.sampled_from([None, 150, 400]))
+def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, segment_bytes, window) -> None:
+    """Also with windows of a few batches (``window``), so that pass 2 takes the first
+    windows of a segment from pass 1's walk, as far as the dedupe buffer's room beside
+    the table allows (none with a few slots, some, or all with 20,000), and reads the
+    rest again."""
     # null keys are refused by a compacted topic: written under cleanup.policy=delete
     props = {"segment.bytes": segment_bytes, "min.cleanable.dirty.ratio": 0.01}
     env = Env(tmp_path_factory.mktemp("v"), **props, **{"cleanup.policy": "delete"})
@@ -254,6 +263,8 @@ def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, 
         active_base = env.log.active_segment.base_offset
         end, after = expected_cleaning(before, bases[:-1], active_base, dirty, max_entries)
         cleaner = env.cleaner(memory=slots * BYTES_PER_ENTRY)
+        if window is not None:
+            cleaner._cleaners[0].window_bytes = window
         cleaned = cleaner.do_one_cleaning()
         if not cleaned:
             assert dirty >= active_base or not any(s.size for s in env.log.segments[:-1] if s.base_offset >= dirty)
@@ -263,6 +274,36 @@ def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, 
         dirty = end
         if dirty >= active_base:
             break
+
+
+def test_pass_2_takes_pass_1_walks_while_they_fit_in_the_buffer(tmp_path) -> None:
+    """Pass 1 keeps its walks of a segment's first windows in the dedupe buffer's bytes the
+    table leaves; pass 2 takes those and reads the rest again. With room for some of the
+    windows, both kinds are met, and the log after is the same as with no room at all."""
+    logs = []
+    for slots in (16_400, 17_000, 40_000):  # table 16,384 slots; room: none, some, all
+        env = Env(tmp_path / str(slots), **{"segment.bytes": 1 << 20, "min.cleanable.dirty.ratio": 0.01})
+        for b in range(60):
+            env.produce([(b"k%d" % ((b * 7 + i) % 45), b"v%d-%d" % (b, i)) for i in range(5)])
+        env.produce([(b"tail", b"in-active")])
+        env.log.roll()
+        log_cleaner = env.cleaner(memory=slots * BYTES_PER_ENTRY)
+        cleaner = log_cleaner._cleaners[0]
+        cleaner.window_bytes = 600
+        given_layouts: list[bool] = []
+
+        def spy(*args, clean_window=cleaner._clean_window, seen=given_layouts, **kw):
+            seen.append(len(args) + len(kw) > 8)  # pass 1's layout given
+            return clean_window(*args, **kw)
+
+        cleaner._clean_window = spy  # type: ignore[method-assign]
+        assert log_cleaner.do_one_cleaning()
+        assert len(given_layouts) > 10
+        expected = {16_400: {False}, 17_000: {True, False}, 40_000: {True}}[slots]
+        assert set(given_layouts) == expected, (slots, given_layouts)
+        logs.append(read_all(env.log))
+    assert logs[0] == logs[1] == logs[2]
+    assert {k for _, k, _ in logs[0]} == {b"k%d" % i for i in range(45)} | {b"tail"}
 
 
 if __name__ == "__main__":  # pragma: no cover

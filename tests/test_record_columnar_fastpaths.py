@@ -21,6 +21,7 @@ from broker.record import codecs
 from broker.record import columnar as C
 from broker.record.codecs import CompressionType
 from broker.record.columnar import decode as decode_module
+from broker.record.columnar._walk import HEADER_DTYPE, gather_headers
 from broker.record.errors import CorruptBatchError, DecodeError
 from broker.record.varint import decode_varint
 
@@ -305,7 +306,7 @@ def test_lz4_batches_decoded_in_many_units_own_their_memory():
     assert [v for p in parts for v in p.column(4).to_pylist()] == values
 
 
-# --- the gather of a unit's batch headers (decode._gather_headers) ---
+# --- the gather of many batch headers (_walk.gather_headers) ---
 
 @settings(max_examples=100, deadline=None)
 @given(size=st.integers(61, 5000), picks=st.lists(st.integers(0, 1 << 30), min_size=1,
@@ -321,10 +322,10 @@ def test_the_strided_header_gather_reads_what_take_reads(size, picks, seed):
     last = size - B.RECORD_BATCH_OVERHEAD
     positions = np.array(sorted({p % (last + 1) for p in picks} | {last}), np.int64)
     for pos_arr in (positions, positions[:1], np.repeat(positions, 9)):
-        got = decode_module._gather_headers(data, pos_arr)
+        got = gather_headers(data, pos_arr)
         want = data.take(pos_arr[:, None] + np.arange(B.RECORD_BATCH_OVERHEAD)) \
-            .view(decode_module.HEADER_DTYPE)[:, 0]
+            .view(HEADER_DTYPE)[:, 0]
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
         assert got.tolist() == [B.HEADER.unpack_from(data, p) for p in pos_arr.tolist()]
     with pytest.raises(IndexError):
-        decode_module._gather_headers(data, np.repeat(np.array([last + 1], np.int64), 9))
+        gather_headers(data, np.repeat(np.array([last + 1], np.int64), 9))

@@ -38,7 +38,12 @@ batch of a producer still in the producer state (a marker too), kept as an empty
 (header only) so idempotence survives. Offsets never change: cleaning only opens gaps.
 
 Both passes walk a segment a window of batches at a time (``scan.py``): the records of a
-window are located at once with numpy. Pass 1 hashes the window's keys and puts them in the
+window are located at once with numpy (``RecordLayout``: the batches' headers gathered
+from the bytes, every record's fields). Pass 1 keeps what it read and walked of a
+segment's first windows (data batches only, all within the dirty section) for pass 2 in
+the dedupe buffer's bytes that the map's table leaves (``log.cleaner.dedupe.buffer.size``
+/ threads: table and kept windows never exceed it together); pass 2 takes those and
+reads and walks the rest again. Pass 1 hashes the window's keys and puts them in the
 map at once (``SkimpyOffsetMap.put_records``: no Python object per record). Pass 2 keeps a
 dirty record when its offset is one of the map's (a search in the sorted offsets), looks
 the keys of the clean section up by hash in bulk, takes the per-batch decisions from
@@ -101,7 +106,7 @@ from ..clock import SYSTEM_TIME, Time
 from ..segment import LogSegment
 from .offset_map import SkimpyOffsetMap
 from .rewrite import rewrite_run
-from .scan import RecordLayout, read_windows
+from .scan import WINDOW_BYTES, RecordLayout, read_windows
 from .throttler import Throttler
 
 __all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransactionMetadata",
@@ -110,6 +115,8 @@ __all__ = ["Cleaner", "CleanerStats", "CleanerAbortedError", "CleanedTransaction
 log = logging.getLogger(__name__)
 
 _APPEND_CHUNK = 1 << 20  # bytes of retained batches buffered before one append
+# memory of a batch's (position, BatchHeader) pair, counted for the walks pass 1 keeps
+_BATCH_OBJECT_BYTES = 320
 # batches that pass 1 may have to leave out of the map (markers; aborted transactions)
 _SKIPPED_BY_MAP = CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK
 
@@ -159,16 +166,21 @@ class CleanedTransactionMetadata:
 @dataclass
 class _Window:
     """Pass 2's decisions for the data batches of one window (``Cleaner._clean_window``):
-    the records' layout and which it keeps, per batch the kept and tombstone counts and
-    the largest kept timestamp delta, and the kept records as runs (``RecordLayout.runs``)."""
+    the records' layout and which it keeps, per batch (numpy arrays) the kept and
+    tombstone counts and the largest kept timestamp delta, and the kept records as runs
+    (``RecordLayout.runs``); ``*_list``: the same per-batch figures as Python lists, for
+    the batches cleaned one at a time."""
     layout: RecordLayout
     keep: Any
-    kept_count: list[int]
-    tomb_count: list[int]
-    max_delta: list[int]
+    kept_count: Any
+    max_delta: Any
     run_starts: Any
     run_ends: Any
-    run_ptr: list[int]
+    run_ptr: Any
+    kept_list: list[int]
+    tomb_list: list[int]
+    max_delta_list: list[int]
+    run_ptr_list: list[int]
 
 
 class CleanerAbortedError(Exception):
@@ -256,6 +268,11 @@ class Cleaner:
         # its offsets, sorted (numpy)
         self._dirty_start = self._map_end = 0
         self._latest_offsets = None
+        # segment base offset -> the windows pass 1 walked from the segment's start, kept
+        # for pass 2 while they fit in the dedupe buffer beside the map's table:
+        # [(file position after the window, bytes, batches, RecordLayout)]
+        self._walked: dict[int, list[tuple[int, bytes, list, RecordLayout]]] = {}
+        self.window_bytes = WINDOW_BYTES  # bytes of batches walked at once (``read_windows``)
 
     # --- the whole cleaning ---
 
@@ -268,12 +285,21 @@ class Cleaner:
             first_uncleanable_offset = max(min(first_uncleanable_offset, unstable), first_dirty_offset)
         omap = self.offset_map
         omap.clear()
+        self._walked = {}
+        try:
+            return self._clean(ulog, first_dirty_offset, first_uncleanable_offset, stats)
+        finally:
+            self._walked = {}
+
+    def _clean(self, ulog, first_dirty_offset: int, first_uncleanable_offset: int,
+               stats: CleanerStats) -> tuple[int, CleanerStats]:
+        omap = self.offset_map
         aborted_txns = ulog.collect_aborted_transactions(ulog.log_start_offset, ulog.log_end_offset)
         self._aborted = self._aborted_ranges(aborted_txns)
         self._txns = CleanedTransactionMetadata(aborted_txns)
         end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
         self._dirty_start, self._map_end = first_dirty_offset, end_offset
-        self._latest_offsets = self._sorted_map_offsets()
+        self._latest_offsets = omap.sorted_offsets()
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
         config = ulog.config
@@ -285,10 +311,6 @@ class Cleaner:
             self.clean_segments(ulog, group, stats.start_ms, last_offsets_of_producers, stats)
         stats.end_ms = self.time.milliseconds()
         return end_offset, stats
-
-    def _sorted_map_offsets(self):
-        """The map's offsets, sorted (numpy int64): pass 2's test of "latest of its key"."""
-        return self.offset_map.sorted_offsets()
 
     @staticmethod
     def _aborted_ranges(aborted_txns) -> dict[int, list[tuple[int, int]]]:
@@ -314,11 +336,17 @@ class Cleaner:
                  and s.base_offset < end]
         if dirty:  # the offsets of the section bound its keys: the table is sized once
             self.offset_map.reserve(min(end, dirty[-1].read_next_offset()) - start)
+        # the dedupe buffer's bytes the table leaves: pass 1 keeps its walks there
+        room = self.offset_map.memory - self.offset_map.table_bytes
         for segment in dirty:
             self.check_done(tp)
-            for buf, batches in read_windows(segment.log):
+            walked: list[tuple[int, bytes, list, RecordLayout]] = []
+            self._walked[segment.base_offset] = walked
+            keeping = True  # the windows walked so far are all kept, from the segment's start
+            for window_end, buf, batches in read_windows(segment.log, self.window_bytes):
                 data = []
                 reached_end = False
+                layout = None
                 if (batches[0][1].last_offset >= start and batches[-1][1].base_offset < end
                         and not any(h.attributes & _SKIPPED_BY_MAP for _, h in batches)):
                     # the common window: all of it in range, data batches only, none aborted
@@ -326,7 +354,16 @@ class Cleaner:
                     stats.map_bytes_read += size
                     if self.throttler is not None:
                         self.throttler.maybe_throttle(size)
-                    batches, data = [], batches
+                    layout = RecordLayout(buf, batches, self.max_decompressed)
+                    cost = len(buf) + layout.nbytes + _BATCH_OBJECT_BYTES * len(batches)
+                    if keeping and cost <= room:  # pass 2 takes it from here
+                        walked.append((window_end, buf, batches, layout))
+                        room -= cost
+                    else:
+                        keeping = False  # from here on pass 2 reads the segment again
+                    batches = []
+                else:
+                    keeping = False
                 for pos, header in batches:
                     if header.last_offset < start:
                         continue
@@ -338,8 +375,10 @@ class Cleaner:
                         self.throttler.maybe_throttle(header.size_in_bytes)
                     if not (header.is_control or self._is_aborted(header)):
                         data.append((pos, header))
-                if data:
-                    stopped = self._index(RecordLayout(buf, data, self.max_decompressed), start, end, stats)
+                if layout is not None or data:
+                    if layout is None:
+                        layout = RecordLayout(buf, data, self.max_decompressed)
+                    stopped = self._index(layout, start, end, stats)
                     if stopped is not None:
                         log.debug("%s: offset map full at offset %d", ulog.name, stopped)
                         return stopped
@@ -412,7 +451,12 @@ class Cleaner:
         # the (position, header) of every pending batch, while all are known (else None)
         self._pending_batches: list | None = []
         self._max_ts, self._max_ts_offset, self._last = -1, source.base_offset, source.base_offset
-        for buf, batches in read_windows(source.log):
+        position = 0
+        for window_end, buf, batches, layout in self._walked.pop(source.base_offset, None) or ():
+            self._clean_window(buf, batches, dest, now_ms, now_ms + delete_retention_ms,
+                               last_offsets_of_producers, removed_markers, stats, layout)
+            position = window_end
+        for _, buf, batches in read_windows(source.log, self.window_bytes, start=position):
             self._clean_window(buf, batches, dest, now_ms, now_ms + delete_retention_ms,
                                last_offsets_of_producers, removed_markers, stats)
         self._flush(dest)
@@ -426,28 +470,31 @@ class Cleaner:
 
     def _clean_window(self, buf, batches, dest: LogSegment, now_ms: int, new_horizon: int,
                       last_offsets_of_producers: dict[int, int], removed_markers: set[int],
-                      stats: CleanerStats) -> None:
+                      stats: CleanerStats, layout: RecordLayout | None = None) -> None:
         """Pass 2 over one window of batches: which records each batch keeps, all at once
-        (``RecordLayout``); then each run of consecutive plain data batches (uncompressed,
-        not transactional, not to be stamped, kept or dropped by their records alone) is
-        written at once (``rewrite_run``), and every other batch is copied, spliced,
-        rebuilt, emptied or dropped on its own (``_clean_batch``)."""
-        data_at = [i for i, (_, h) in enumerate(batches) if not h.is_control]
-        if not data_at:
+        (``RecordLayout``, or ``layout``: pass 1's of the same batches, all data); then
+        each run of consecutive plain data batches (uncompressed, not transactional, not
+        to be stamped, kept or dropped by their records alone) is written at once
+        (``rewrite_run``), and every other batch is copied, spliced, rebuilt, emptied or
+        dropped on its own (``_clean_batch``)."""
+        data_at = [i for i, (_, h) in enumerate(batches) if not h.is_control] if layout is None else None
+        if data_at is not None and not data_at:
             for pos, header in batches:
                 self._clean_batch(buf, pos, header, -1, None, dest, now_ms, new_horizon,
                                   last_offsets_of_producers, removed_markers, stats)
             return
-        data = [batches[i] for i in data_at] if len(data_at) < len(batches) else batches
-        layout = RecordLayout(buf, data, self.max_decompressed)
+        if data_at is None or len(data_at) == len(batches):
+            data = batches
+        else:
+            data = [batches[i] for i in data_at]
+        if layout is None:
+            layout = RecordLayout(buf, data, self.max_decompressed)
         np = layout.np
         nb = len(data)
         has_key = layout.key_len >= 0
         stats.invalid_messages += int(layout.n - has_key.sum())
-        fields = np.array([(h.attributes, h.base_timestamp, h.producer_id, h.records_count, p, h.size_in_bytes,
-                            h.max_timestamp, h.base_offset + h.last_offset_delta) for p, h in data],
-                          np.int64).reshape(nb, 8)
-        attrs, base_ts, pids, counts, positions, sizes = fields.T[:6]
+        attrs = layout.attributes
+        base_ts = layout.header["base_timestamp"]
         has_horizon = (attrs & DELETE_HORIZON_FLAG_MASK) != 0
         retain_deletes = ~has_horizon | (now_ms < base_ts)
         is_null = layout.value_len < 0
@@ -465,9 +512,15 @@ class Cleaner:
             max_delta[nonempty] = np.maximum.reduceat(layout.ts_delta[kept_idx], ptr[nonempty])
         stamp = (kept_count > 0) & (tomb_count > 0) & ~has_horizon
         plain = (((attrs & (TRANSACTIONAL_FLAG_MASK | COMPRESSION_CODEC_MASK)) == 0) & ~stamp
-                 & ((kept_count > 0) | (pids < 0)))
-        window = _Window(layout, keep, kept_count.tolist(), tomb_count.tolist(), max_delta.tolist(),
-                         run_starts, run_ends, run_ptr.tolist())
+                 & ((kept_count > 0) | (layout.header["producer_id"] < 0)))
+        if len(data) == len(batches) and plain.all():  # one run, no batch on its own
+            self._write_run(buf, layout, 0, nb, data, kept_count, max_delta, run_starts, run_ends, run_ptr,
+                            dest, stats)
+            return
+        window = _Window(layout, keep, kept_count, max_delta, run_starts, run_ends, run_ptr, kept_count.tolist(),
+                         tomb_count.tolist(), max_delta.tolist(), run_ptr.tolist())
+        if data_at is None:
+            data_at = list(range(nb))
         # runs of consecutive plain data batches [a, b) (data indexes), with no control
         # batch between them
         at = np.array(data_at, np.int64)
@@ -490,35 +543,40 @@ class Cleaner:
             if a == nb:
                 break
             b = ends[np.searchsorted(ends, a)] + 1 if plain_list[a] else a + 1
-            self._write_run(buf, layout, a, b, data, fields, kept_count, max_delta, run_starts, run_ends,
-                            run_ptr, dest, stats)
+            self._write_run(buf, layout, a, b, data, kept_count, max_delta, run_starts, run_ends, run_ptr,
+                            dest, stats)
             i = data_at[b - 1] + 1
 
-    def _write_run(self, buf, layout, a: int, b: int, data, fields, kept_count, max_delta, run_starts, run_ends,
-                   run_ptr, dest: LogSegment, stats: CleanerStats) -> None:
-        """``rewrite_run`` of the plain data batches a..b-1 of the window (``fields``: their
-        header fields, see ``_clean_window``), then their accounting as ``_clean_batch``
-        does it one batch at a time."""
+    def _write_run(self, buf, layout: RecordLayout, a: int, b: int, data, kept_count, max_delta, run_starts,
+                   run_ends, run_ptr, dest: LogSegment, stats: CleanerStats) -> None:
+        """``rewrite_run`` of the plain data batches a..b-1 of the window (``data``, laid
+        out by ``layout``; per batch ``kept_count`` and ``max_delta``, and the kept runs,
+        see ``_clean_window``), then their accounting as ``_clean_batch`` does it one batch
+        at a time."""
+        np = layout.np
         lo, hi = int(run_ptr[a]), int(run_ptr[b])
-        f = fields[a:b]
-        counts, positions, sizes, max_ts, last_offsets = f[:, 3], f[:, 4], f[:, 5], f[:, 6], f[:, 7]
+        header = layout.header[a:b]
+        sizes = layout.sizes[a:b]
+        kept = kept_count[a:b]
         out, emitted, out_batches = rewrite_run(
-            buf, layout.region_bytes, positions, sizes, counts, kept_count[a:b], max_delta[a:b], run_starts[lo:hi],
-            run_ends[lo:hi], run_ptr[a:b + 1] - lo,
+            buf, layout.region_bytes, header, layout.positions[a:b], sizes, kept, max_delta[a:b],
+            run_starts[lo:hi], run_ends[lo:hi], run_ptr[a:b + 1] - lo,
             headers=[h for _, h in data[a:b]] if self._pending_batches is not None else None)
         read = int(sizes.sum())
         stats.bytes_read += read
-        stats.messages_read += int(counts.sum())
-        stats.messages_written += int(kept_count[a:b].sum())
+        stats.messages_read += int(layout.counts[a:b].sum())
+        stats.messages_written += int(kept.sum())
         if self.throttler is not None:
             self.throttler.maybe_throttle(read + len(out))
         if not len(out):
             return
-        e = layout.np.flatnonzero(emitted)
-        top = int(e[layout.np.argmax(max_ts[e])])  # the first of the largest, as one at a time
-        if max_ts[top] > self._max_ts:
-            self._max_ts, self._max_ts_offset = int(max_ts[top]), int(last_offsets[top])
-        self._last = int(last_offsets[e[-1]])
+        e = np.flatnonzero(emitted)
+        max_ts = header["max_timestamp"][e]
+        top = int(e[np.argmax(max_ts)])  # the first of the largest, as one at a time
+        if max_ts.max() > self._max_ts:
+            self._max_ts = int(header["max_timestamp"][top])
+            self._max_ts_offset = int(header["base_offset"][top]) + int(header["last_offset_delta"][top])
+        self._last = int(header["base_offset"][e[-1]]) + int(header["last_offset_delta"][e[-1]])
         if self._pending_batches is not None and out_batches is not None:
             base = self._pending_size
             self._pending_batches += [(base + p, h) for p, h in out_batches]
@@ -562,8 +620,8 @@ class Cleaner:
             layout = w.layout
             count = header.records_count
             stats.messages_read += count
-            kept = 0 if txns.on_data_batch(header) else w.kept_count[j]
-            stamp = kept and w.tomb_count[j] and horizon is None
+            kept = 0 if txns.on_data_batch(header) else w.kept_list[j]
+            stamp = kept and w.tomb_list[j] and horizon is None
             stats.messages_written += kept
             if kept and kept == count and not stamp:
                 out = bytes(mv[pos:pos + size])
@@ -573,9 +631,9 @@ class Cleaner:
                 mask = w.keep[layout.first[j]:layout.first[j] + count].tolist()
                 out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
             elif kept:
-                a, b = w.run_ptr[j], w.run_ptr[j + 1]
+                a, b = w.run_ptr_list[j], w.run_ptr_list[j + 1]
                 out = self._splice(layout.join(w.run_starts[a:b].tolist(), w.run_ends[a:b].tolist()), header,
-                                   kept, w.max_delta[j])
+                                   kept, w.max_delta_list[j])
             elif producer_last:
                 out = self._empty(header)
             else:
@@ -605,7 +663,7 @@ class Cleaner:
         offsets = layout.offsets
         latest = self._latest_offsets
         if latest is None:
-            latest = self._latest_offsets = self._sorted_map_offsets()
+            latest = self._latest_offsets = self.offset_map.sorted_offsets()
         out = offsets >= self._map_end
         dirty = (offsets >= self._dirty_start) & ~out
         if latest.size and dirty.any():

@@ -389,6 +389,11 @@ class SkimpyOffsetMap:
         return self._capacity
 
     @property
+    def table_bytes(self) -> int:
+        """Bytes of the table now (24 a slot; at most ``memory``)."""
+        return self._capacity * BYTES_PER_ENTRY
+
+    @property
     def size(self) -> int:
         return self._size
 

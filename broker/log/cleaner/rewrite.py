@@ -38,36 +38,22 @@ from ...record.batch import (
     crc32c,
 )
 
-__all__ = ["rewrite_run", "HEADER_DTYPE"]
-
-_HEADER_FIELDS = [("base_offset", ">i8"), ("batch_length", ">i4"), ("partition_leader_epoch", ">i4"),
-                  ("magic", "i1"), ("crc", ">u4"), ("attributes", ">i2"), ("last_offset_delta", ">i4"),
-                  ("base_timestamp", ">i8"), ("max_timestamp", ">i8"), ("producer_id", ">i8"),
-                  ("producer_epoch", ">i2"), ("base_sequence", ">i4"), ("records_count", ">i4")]
-HEADER_DTYPE: Any = None  # the v2 header as a numpy structured dtype (61 bytes, big-endian)
+__all__ = ["rewrite_run"]
 
 _KEPT_ATTRIBUTES = COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK
 
 
-def _header_dtype() -> Any:
-    global HEADER_DTYPE
-    if HEADER_DTYPE is None:
-        import numpy as np
-        HEADER_DTYPE = np.dtype(_HEADER_FIELDS)
-        assert HEADER_DTYPE.itemsize == RECORD_BATCH_OVERHEAD
-    return HEADER_DTYPE
-
-
-def rewrite_run(buf, region, positions, sizes, counts, kept, max_delta, run_starts, run_ends,
+def rewrite_run(buf, region, header, positions, sizes, kept, max_delta, run_starts, run_ends,
                 run_ptr, headers: list | None = None) -> tuple[bytes | bytearray, Any, list | None]:
-    """The output of batches j = 0..k-1 (``positions``/``sizes`` in ``buf``, ``counts``
-    their records, ``kept`` how many each keeps, ``max_delta`` the largest timestamp delta
-    of its kept records; numpy int64 arrays) whose kept records are the runs
+    """The output of batches j = 0..k-1 (``header`` their v2 headers, ``HEADER_DTYPE``
+    records; ``positions``/``sizes`` in ``buf``, ``kept`` how many records each keeps,
+    ``max_delta`` the largest timestamp delta of its kept records; numpy int64 arrays)
+    whose kept records are the runs
     ``run_starts[run_ptr[j]:run_ptr[j + 1]]`` .. ``run_ends`` of ``region`` (numpy arrays
     too). Returns (bytes, emitted: bool per batch, and with ``headers``, the batches' old
     ``BatchHeader``s, the (position, header) of every batch of the bytes, else None)."""
     import numpy as np
-    whole = kept == counts
+    whole = kept == header["records_count"]
     part = (kept > 0) & ~whole
     emitted = kept > 0
     nruns = run_ptr[1:] - run_ptr[:-1]
@@ -86,10 +72,7 @@ def rewrite_run(buf, region, positions, sizes, counts, kept, max_delta, run_star
     crc_at = np.empty(0, np.int64)
     new_sizes = sizes.copy()
     if p.size:
-        dt = _header_dtype()
-        data = np.frombuffer(buf, np.uint8)
-        raw = data[positions[p, None] + np.arange(RECORD_BATCH_OVERHEAD)]
-        hdr = raw.view(dt).reshape(-1).copy()
+        hdr = header[p]  # a copy (fancy indexing)
         run_len = (run_ends - run_starts).astype(np.int64)
         csum = np.zeros(run_len.size + 1, np.int64)
         np.cumsum(run_len, out=csum[1:])

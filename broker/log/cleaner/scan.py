@@ -1,9 +1,10 @@
 """The record walks of the log cleaner's two passes, a window of batches at a time.
 
 Owns: ``read_windows`` (a segment's file read in windows of whole v2 batches) and
-``RecordLayout`` (where every record of a group of data batches sits, read for all the
-records at once with numpy: offset, timestamp delta, key span, value length, and the
-record's own bytes, length varint included). Pass 1 takes the key spans (hashed where
+``RecordLayout`` (the headers of a group of data batches, gathered from their bytes in
+one numpy step, and where every record of them sits, read for all the records at once:
+offset, timestamp delta, key span, value length, and the record's own bytes, length
+varint included). Pass 1 takes the key spans (hashed where
 they lie) and offsets from it; pass 2 the same and the null values, and, for a batch that
 loses some records, splices the bytes of the records it keeps into the new batch (their
 offset and timestamp deltas are relative to the batch's base offset and base timestamp,
@@ -47,14 +48,15 @@ __all__ = ["read_windows", "RecordLayout", "WINDOW_BYTES"]
 WINDOW_BYTES = 8 << 20  # bytes of batches walked at once (a larger batch: alone)
 
 
-def read_windows(records: FileRecords, window: int = WINDOW_BYTES, max_decompressed: int = 1 << 30
-                 ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
-    """(bytes, [(position in those bytes, header)]) for consecutive windows of whole
-    batches of ``records``, in order; stops at a trailing partial batch. A window that
-    holds legacy (magic 0/1) entries is given with each of them converted to a v2 batch
+def read_windows(records: FileRecords, window: int = WINDOW_BYTES, max_decompressed: int = 1 << 30,
+                 start: int = 0) -> Iterator[tuple[int, bytes, list[tuple[int, BatchHeader]]]]:
+    """(file position after the window, bytes, [(position in those bytes, header)]) for
+    consecutive windows of whole batches of ``records`` from file position ``start`` (a
+    batch boundary), in order; stops at a trailing partial batch. A window that holds
+    legacy (magic 0/1) entries is given with each of them converted to a v2 batch
     (``legacy_entry_to_v2``: same offsets, keys, values and timestamps), so both passes
     see v2 batches only and the cleaned segment is written in v2, as Kafka's cleaner does."""
-    pos, end = 0, records.size_in_bytes
+    pos, end = start, records.size_in_bytes
     while end - pos >= ENTRY_HEADER_PREFIX:
         buf = records.pread(pos, min(window, end - pos))
         batches = list(iter_entry_headers(buf))
@@ -70,7 +72,7 @@ def read_windows(records: FileRecords, window: int = WINDOW_BYTES, max_decompres
         pos += last_pos + last.size_in_bytes
         if any(h.magic != CURRENT_MAGIC for _, h in batches):
             buf, batches = _as_v2(buf, batches, max_decompressed)
-        yield buf, batches
+        yield pos, buf, batches
 
 
 def _as_v2(buf: bytes, batches: list[tuple[int, BatchHeader]], max_decompressed: int
@@ -98,14 +100,18 @@ class RecordLayout:
         import numpy as np
 
         from ...record.columnar._vec import read_varints
-        from ...record.columnar._walk import MIN_RECORD_BODY, walk_records
+        from ...record.columnar._walk import MIN_RECORD_BODY, gather_headers, walk_records
         self.np = np
         nb = len(batches)
-        # per batch: position, size, records count, base offset, attributes (one pass)
-        fields = np.array([(p, h.batch_length, h.records_count, h.base_offset, h.attributes) for p, h in batches],
-                          np.int64).reshape(nb, 5)
-        positions, sizes, counts, base, attrs = np.ascontiguousarray(fields.T)
-        sizes = sizes + LOG_OVERHEAD
+        # every batch's header, read again from the bytes in one gather (no Python object)
+        positions = np.fromiter([p for p, _ in batches], np.int64, nb)
+        self.header = header = gather_headers(np.frombuffer(buf, np.uint8), positions)
+        counts = header["records_count"].astype(np.int64)
+        base = header["base_offset"].astype(np.int64)
+        attrs = header["attributes"].astype(np.int64)
+        sizes = header["batch_length"].astype(np.int64) + LOG_OVERHEAD
+        self.positions, self.sizes, self.attributes = positions, sizes, attrs
+        own_bytes = 0
         if not (attrs & COMPRESSION_CODEC_MASK).any():
             first_pos = int(positions[0]) + RECORDS_OFFSET
             self.region_bytes = memoryview(buf)[first_pos:int(positions[-1] + sizes[-1])]
@@ -120,8 +126,10 @@ class RecordLayout:
             bstart = bend - lengths
             joined = b"".join(pieces)
             self.region_bytes = memoryview(joined)
+            own_bytes = len(joined)
         region = np.frombuffer(self.region_bytes, np.uint8)
         self.region = region
+        self._own_bytes = own_bytes
         if (counts < 0).any():
             raise CorruptRecordError("negative records count")
         first = np.cumsum(counts) - counts
@@ -152,6 +160,15 @@ class RecordLayout:
         self.offsets = base[batch] + off_delta
         self.ts_delta = ts_delta
         self.key_start, self.key_len, self.value_len = key_start, key_len, value_len
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the layout holds: its arrays, and the decompressed records when
+        some batch is compressed (the window's own bytes are the caller's)."""
+        arrays = (self.header, self.positions, self.sizes, self.attributes, self.counts, self.first,
+                  self.batch, self.offsets, self.ts_delta, self.key_start, self.key_len, self.value_len,
+                  self.raw_start, self.raw_end)
+        return sum(a.nbytes for a in arrays) + self._own_bytes
 
     def runs(self, kept) -> tuple[Any, Any, Any]:
         """The records at ``kept`` (increasing indexes) as runs of consecutive records of

@@ -2,7 +2,9 @@
 starts and ends, from the records' length varints (the only sequential dependency of a
 batch's records).
 
-Owns ``walk_records`` (used by ``decode.py``) and the record-size constants. Three walks:
+Owns ``walk_records`` (used by ``decode.py`` and the log cleaner's ``scan.py``), the
+record-size constants, and ``gather_headers`` (the v2 headers of many batches in one
+numpy gather, as ``HEADER_DTYPE`` records). Three walks:
 with numpy *across batches* (step k reads record k of every batch still walking) while
 at least ``VECTOR_WALK_MIN_BATCHES`` batches are; then each remaining batch alone, by
 speculation on runs of records of one size (the record at p takes s bytes: the length
@@ -20,7 +22,9 @@ Thread-safety: pure functions (the output arrays are the caller's).
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
+from ..batch import HEADER, RECORD_BATCH_OVERHEAD, BatchHeader
 from ..errors import CorruptRecordError, TruncatedError
 from ..varint import decode_varint
 from ._vec import SIZE2, VALUE2, read_varints
@@ -36,6 +40,30 @@ VECTOR_WALK_MIN_BATCHES = 24
 # many records, given up after a run shorter than SPECULATE_MIN_RUN (record sizes vary).
 SPECULATE_MIN_RECORDS = 16
 SPECULATE_MIN_RUN = 8
+
+
+# The v2 batch header as a numpy record (big-endian fields named as ``BatchHeader``'s),
+# derived from ``HEADER``'s format: the headers of many batches are read in one gather.
+HEADER_DTYPE = np.dtype([(name, ">" + code) for name, code
+                         in zip(BatchHeader._fields, HEADER.format.lstrip("<>!=@"))])
+assert HEADER_DTYPE.itemsize == RECORD_BATCH_OVERHEAD
+# From this many batches their headers are gathered through a strided view (see
+# ``gather_headers``), below by ``take``.
+STRIDED_GATHER_MIN_BATCHES = 8
+
+
+def gather_headers(data: np.ndarray, pos_arr: np.ndarray) -> np.ndarray:
+    """The v2 headers at ``pos_arr`` (each inside ``data``) as HEADER_DTYPE records: for
+    many batches, rows of a read-only strided view of ``data`` (one 61-byte row per
+    position, copied by fancy indexing, which checks the bounds), several times faster
+    than ``take`` of 61 indices a batch; for a few, ``take`` (the view costs a few us)."""
+    if pos_arr.size >= STRIDED_GATHER_MIN_BATCHES:
+        rows = as_strided(data, (data.size - RECORD_BATCH_OVERHEAD + 1, RECORD_BATCH_OVERHEAD),
+                          (data.strides[0], data.strides[0]), writeable=False)
+        raw = rows[pos_arr]
+    else:
+        raw = data.take(pos_arr[:, None] + np.arange(RECORD_BATCH_OVERHEAD))
+    return raw.view(HEADER_DTYPE)[:, 0]
 
 
 def walk_records(region: np.ndarray, bstart: np.ndarray, bend: np.ndarray, counts: np.ndarray,

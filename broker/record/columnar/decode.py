@@ -56,7 +56,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from numpy.lib.stride_tricks import as_strided
 
 from ..batch import (
     ATTRIBUTES_OFFSET,
@@ -103,7 +102,7 @@ from ._arena import (
 )
 from ._arena import lz4_run as _lz4_run
 from ._vec import read_varints
-from ._walk import MIN_RECORD_BODY, MIN_RECORD_SIZE, VECTOR_WALK_MIN_BATCHES, walk_records
+from ._walk import MIN_RECORD_BODY, MIN_RECORD_SIZE, VECTOR_WALK_MIN_BATCHES, gather_headers, walk_records
 
 # Rows per decoded RecordBatch: large enough to amortise numpy's per-call cost (each
 # vectorised step costs microseconds whatever its row count), small enough for Spark.
@@ -116,14 +115,6 @@ MIN_HEADER_SIZE = 2  # keyLength and valueLength varints
 # Mean length from which a binary_view cast beats ``take`` over gap/value spans
 # (pyarrow 26: the cast sizes its output once; take wins on short values).
 VIEW_MIN_MEAN_LENGTH = 256
-# From this many batches a unit's headers are gathered through a strided view (see
-# ``_gather_headers``), below by ``take``.
-STRIDED_GATHER_MIN_BATCHES = 8
-# The v2 batch header as a numpy record (big-endian fields named as ``BatchHeader``'s),
-# derived from ``HEADER``'s format: a unit's headers are read in one gather.
-HEADER_DTYPE = np.dtype([(name, ">" + code) for name, code
-                         in zip(BatchHeader._fields, HEADER.format.lstrip("<>!=@"))])
-assert HEADER_DTYPE.itemsize == RECORD_BATCH_OVERHEAD
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -477,7 +468,7 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
     """Decode the records of a unit of v2 batches."""
     nb = len(headers)
     pos_arr = np.array(positions, np.int64)
-    hv = _gather_headers(data, pos_arr)
+    hv = gather_headers(data, pos_arr)
     sizes = hv["batch_length"].astype(np.int64) + LOG_OVERHEAD
     if all(p is None for p in payloads):
         first = positions[0] + RECORDS_OFFSET
@@ -548,20 +539,6 @@ def _decode_unit(view: memoryview, data: np.ndarray, headers: list[tuple], posit
     if include_headers:
         columns.append(_headers_array(region, hcount, hdr, m))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _gather_headers(data: np.ndarray, pos_arr: np.ndarray) -> np.ndarray:
-    """The v2 headers at ``pos_arr`` (each inside ``data``) as HEADER_DTYPE records: for
-    many batches, rows of a read-only strided view of ``data`` (one 61-byte row per
-    position, copied by fancy indexing, which checks the bounds), several times faster
-    than ``take`` of 61 indices a batch; for a few, ``take`` (the view costs a few us)."""
-    if pos_arr.size >= STRIDED_GATHER_MIN_BATCHES:
-        rows = as_strided(data, (data.size - RECORD_BATCH_OVERHEAD + 1, RECORD_BATCH_OVERHEAD),
-                          (data.strides[0], data.strides[0]), writeable=False)
-        raw = rows[pos_arr]
-    else:
-        raw = data.take(pos_arr[:, None] + np.arange(RECORD_BATCH_OVERHEAD))
-    return raw.view(HEADER_DTYPE)[:, 0]
 
 
 def _read_headers(region: np.ndarray, p: np.ndarray, rec_end: np.ndarray, hcount: np.ndarray):
