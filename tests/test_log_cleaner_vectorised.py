@@ -24,7 +24,13 @@ from hypothesis import strategies as st
 
 from broker.log.cleaner.checkpoint import CleanerCheckpoints
 from broker.log.cleaner.cleaner import Cleaner
-from broker.log.cleaner.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap, dedupe_last, hash_keys
+from broker.log.cleaner.offset_map import (
+    BYTES_PER_ENTRY,
+    SETTLE_BYTES_PER_RECORD,
+    SkimpyOffsetMap,
+    dedupe_last,
+    hash_keys,
+)
 from broker.log.cleaner.rewrite import rewrite_run
 from broker.log.cleaner.scan import RecordLayout
 from broker.log.config import LogConfig
@@ -76,11 +82,21 @@ def model_put(state: dict, keys: list, offsets: list[int], max_entries: int) -> 
     return len(keys)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(keys=st.lists(st.integers(0, 60), min_size=1, max_size=300), cuts=st.lists(st.integers(1, 80), max_size=8),
-       slots=st.integers(1, 70), load=st.sampled_from([0.5, 0.9, 1.0]))
-def test_put_records_matches_per_record_puts(keys, cuts, slots, load) -> None:
+       slots=st.integers(1, 70), load=st.sampled_from([0.5, 0.9, 1.0]),
+       defer=st.sampled_from([None, 0, 1, 5, 40, 10_000]), reserve=st.sampled_from([None, 3, 100, 1000]),
+       read_at=st.one_of(st.none(), st.integers(0, 8)))
+def test_put_records_matches_per_record_puts(keys, cuts, slots, load, defer, reserve, read_at) -> None:
+    """The deferred records (sorted at the first read) and the table against the model,
+    with the switch from one to the other mid-way: past ``defer_limit`` records, or at
+    the first put after a read (``read_at``: after that many windows)."""
     m = SkimpyOffsetMap(slots * BYTES_PER_ENTRY + 7, load_factor=load)
+    if defer is not None:
+        m.defer_limit = min(defer, m.defer_limit)  # lowered only: memory stays bounded
+    if reserve is not None:
+        m.reserve(reserve)
+    assert m.reserved_bytes <= m.memory
     raw = [b"key-%d" % k if k % 7 else b"long-key-%d-" % k + b"x" * 40 for k in keys]
     data, starts, lengths = _pack(raw)
     hi, lo = m.hash(data, starts, lengths)
@@ -88,16 +104,26 @@ def test_put_records_matches_per_record_puts(keys, cuts, slots, load) -> None:
     state: dict = {}
     pos, stopped = 0, False
     bounds = sorted({min(c, len(keys)) for c in np.cumsum(cuts).tolist()} | {len(keys)})
-    for end in bounds:
+    modes = []
+    for w, end in enumerate(bounds):
         if end <= pos:
             continue
+        if w == read_at:  # a read settles the deferred records; the next put goes to the table
+            assert m.get_records(hi[:pos], lo[:pos]).tolist() == [state.get(k, -1) for k in raw[:pos]]
+            assert m.sorted_offsets().tolist() == sorted(state.values())
         want = model_put(state, raw[pos:end], offsets[pos:end].tolist(), m.max_entries)
         got = m.put_records(hi[pos:end], lo[pos:end], offsets[pos:end])
-        assert got == want
+        modes.append(m.mode)
+        assert got == want and m.reserved_bytes <= m.memory
         if got < end - pos:
             stopped = True
             break
         pos = end
+    deferred = min(pos if not stopped else len(keys), len(keys))
+    if modes and modes[-1] == "deferred":  # never past defer_limit records, nor read
+        assert m.puts <= m.defer_limit and deferred <= m.defer_limit
+    if pos > m.defer_limit:
+        assert modes[-1] == "table"
     assert len(m) == len(state) <= m.max_entries <= m.slots and m.capacity <= m.slots
     assert m.is_full() == (len(state) >= m.max_entries)
     assert stopped == (len(set(raw)) > m.max_entries)
@@ -108,11 +134,18 @@ def test_put_records_matches_per_record_puts(keys, cuts, slots, load) -> None:
     assert m.sorted_offsets().tolist() == sorted(state.values())
     for k in raw[:5]:
         assert m.get(k) == state.get(k, -1)
+    m.put(raw[0], 10_000)  # one more put after the reads: the table takes it
+    assert m.mode == "table" and m.get(raw[0]) == 10_000 and m.latest_offset == 10_000
 
 
 @pytest.mark.parametrize("window", [1000, 7000, 40000])
-def test_a_growing_table_keeps_every_entry(window) -> None:
-    m = SkimpyOffsetMap(200_000 * BYTES_PER_ENTRY)
+@pytest.mark.parametrize("defer", [0, 50_000, None])
+def test_a_growing_table_keeps_every_entry(window, defer) -> None:
+    """The table (growing from the start, or after 50,000 deferred records) and the
+    sorted form (every record deferred) hold the same."""
+    m = SkimpyOffsetMap(200_000 * BYTES_PER_ENTRY * 2)
+    if defer is not None:
+        m.defer_limit = defer
     rng = np.random.default_rng(window)
     keys = rng.integers(0, 60_000, 120_000)
     raw = [b"k%d" % k for k in keys.tolist()]
@@ -122,7 +155,8 @@ def test_a_growing_table_keeps_every_entry(window) -> None:
     for a in range(0, keys.size, window):
         assert m.put_records(hi[a:a + window], lo[a:a + window], offsets[a:a + window]) == min(window, keys.size - a)
     last = {k: i for i, k in enumerate(raw)}
-    assert m.capacity > 16384 and len(m) == len(last)
+    assert len(m) == len(last) and m.mode == ("sorted" if defer is None else "table")
+    assert m.capacity > 16384 or defer is None
     assert m.get_records(hi, lo).tolist() == [last[k] for k in raw]
     assert m.sorted_offsets().tolist() == sorted(last.values())
 
@@ -132,6 +166,32 @@ def test_dedupe_last_with_equal_high_halves() -> None:
     lo = np.array([1, 2, 9, 1, 9, 2], np.uint64)
     firsts, lasts = dedupe_last(hi, lo)
     assert firsts.tolist() == [0, 1, 2] and lasts.tolist() == [3, 5, 4]
+
+
+def test_deferred_records_with_equal_high_halves_go_to_the_table() -> None:
+    """Equal high halves of different keys: the sorted form needs distinct high halves,
+    so settling builds the table instead; lookups stay exact."""
+    m = SkimpyOffsetMap(1000 * BYTES_PER_ENTRY)
+    hi = np.array([7 << 40, 7 << 40, 3 << 40, 7 << 40, 3 << 40, 7 << 40], np.uint64)
+    lo = np.array([1, 2, 9, 1, 9, 2], np.uint64)
+    assert m.put_records(hi, lo, np.arange(6, dtype=np.int64) + 20) == 6 and m.mode == "deferred"
+    assert m.get_records(hi, lo).tolist() == [23, 25, 24, 23, 24, 25] and m.mode == "table"
+    assert m.get_records(np.array([7 << 40], np.uint64), np.array([3], np.uint64)).tolist() == [-1]
+    assert m.sorted_offsets().tolist() == [23, 24, 25] and len(m) == 3
+    m2 = SkimpyOffsetMap(1000 * BYTES_PER_ENTRY)  # distinct high halves: the sorted form
+    assert m2.put_records(hi[[0, 2]], lo[[0, 2]], np.array([1, 2], np.int64)) == 2
+    assert m2.get_records(hi, lo).tolist() == [1, -1, 2, 1, 2, -1] and m2.mode == "sorted"
+
+
+def test_reserved_bytes_bound_the_deferred_records() -> None:
+    m = SkimpyOffsetMap(1000 * BYTES_PER_ENTRY)  # 900 entries; 500 deferred records at most
+    assert (m.max_entries, m.defer_limit) == (900, 500)
+    m.reserve(400)
+    assert m.reserved_bytes == 400 * SETTLE_BYTES_PER_RECORD and m.table_bytes == 0
+    m.reserve(700)  # past defer_limit: a table may be needed, its bytes are counted
+    assert m.reserved_bytes == 1000 * BYTES_PER_ENTRY
+    m.clear()
+    assert m.reserved_bytes == 0 and m.mode == "deferred"
 
 
 def test_full_table_at_load_factor_one() -> None:
@@ -239,12 +299,15 @@ def expected_cleaning(records, bases: list[int], active_base: int, dirty_start: 
                                            max_size=6), st.booleans(), st.sampled_from([0, 0, 1])),
                         min_size=1, max_size=40),
        slots=st.sampled_from([2, 3, 5, 9, 40, 1000, 20000]), segment_bytes=st.sampled_from([600, 1200, 5000]),
-       window=st.sampled_from([None, 150, 400]))
-def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, segment_bytes, window) -> None:
+       window=st.sampled_from([None, 150, 400]), defer=st.sampled_from([None, None, 0, 4, 30]))
+def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, segment_bytes, window,
+                                              defer) -> None:
     """Also with windows of a few batches (``window``), so that pass 2 takes the first
     windows of a segment from pass 1's walk, as far as the dedupe buffer's room beside
-    the table allows (none with a few slots, some, or all with 20,000), and reads the
-    rest again."""
+    the map allows (none with a few slots, some, or all with 20,000), and reads the
+    rest again; and with the map's records deferred and sorted (``defer_limit`` as the
+    memory gives it), its table from the start (0), or deferred then switched to the
+    table mid-cleaning (4, 30: past that many records)."""
     # null keys are refused by a compacted topic: written under cleanup.policy=delete
     props = {"segment.bytes": segment_bytes, "min.cleanable.dirty.ratio": 0.01}
     env = Env(tmp_path_factory.mktemp("v"), **props, **{"cleanup.policy": "delete"})
@@ -265,6 +328,9 @@ def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, 
         cleaner = env.cleaner(memory=slots * BYTES_PER_ENTRY)
         if window is not None:
             cleaner._cleaners[0].window_bytes = window
+        omap = cleaner._cleaners[0].offset_map
+        if defer is not None:
+            omap.defer_limit = min(defer, omap.defer_limit)
         cleaned = cleaner.do_one_cleaning()
         if not cleaned:
             assert dirty >= active_base or not any(s.size for s in env.log.segments[:-1] if s.base_offset >= dirty)
@@ -278,16 +344,20 @@ def test_cleanings_match_the_per_record_model(tmp_path_factory, batches, slots, 
 
 def test_pass_2_takes_pass_1_walks_while_they_fit_in_the_buffer(tmp_path) -> None:
     """Pass 1 keeps its walks of a segment's first windows in the dedupe buffer's bytes the
-    table leaves; pass 2 takes those and reads the rest again. With room for some of the
-    windows, both kinds are met, and the log after is the same as with no room at all."""
+    map leaves (``reserved_bytes``); pass 2 takes those and reads the rest again. With
+    room for some of the windows, both kinds are met, and the log after is the same as
+    with no room at all."""
     logs = []
-    for slots in (16_400, 17_000, 40_000):  # table 16,384 slots; room: none, some, all
-        env = Env(tmp_path / str(slots), **{"segment.bytes": 1 << 20, "min.cleanable.dirty.ratio": 0.01})
+    # 300 records: 10,000 bytes (416 slots, 208 deferred records at most): the table,
+    # switched to past 208 records, leaves no room; 14,600 bytes: 300 records deferred
+    # (48 bytes each: 14,400), no room; then room for some, all
+    for memory in (10_000, 14_600, 34_500, 1 << 22):
+        env = Env(tmp_path / str(memory), **{"segment.bytes": 1 << 20, "min.cleanable.dirty.ratio": 0.01})
         for b in range(60):
             env.produce([(b"k%d" % ((b * 7 + i) % 45), b"v%d-%d" % (b, i)) for i in range(5)])
         env.produce([(b"tail", b"in-active")])
         env.log.roll()
-        log_cleaner = env.cleaner(memory=slots * BYTES_PER_ENTRY)
+        log_cleaner = env.cleaner(memory=memory)
         cleaner = log_cleaner._cleaners[0]
         cleaner.window_bytes = 600
         given_layouts: list[bool] = []
@@ -299,10 +369,11 @@ def test_pass_2_takes_pass_1_walks_while_they_fit_in_the_buffer(tmp_path) -> Non
         cleaner._clean_window = spy  # type: ignore[method-assign]
         assert log_cleaner.do_one_cleaning()
         assert len(given_layouts) > 10
-        expected = {16_400: {False}, 17_000: {True, False}, 40_000: {True}}[slots]
-        assert set(given_layouts) == expected, (slots, given_layouts)
+        expected = {10_000: {False}, 14_600: {False}, 34_500: {True, False}, 1 << 22: {True}}[memory]
+        assert set(given_layouts) == expected, (memory, given_layouts)
+        assert cleaner.offset_map.mode == ("table" if memory == 10_000 else "sorted")
         logs.append(read_all(env.log))
-    assert logs[0] == logs[1] == logs[2]
+    assert logs[0] == logs[1] == logs[2] == logs[3]
     assert {k for _, k, _ in logs[0]} == {b"k%d" % i for i in range(45)} | {b"tail"}
 
 

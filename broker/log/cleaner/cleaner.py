@@ -44,7 +44,8 @@ segment's first windows (data batches only, all within the dirty section) for pa
 the dedupe buffer's bytes that the map's table leaves (``log.cleaner.dedupe.buffer.size``
 / threads: table and kept windows never exceed it together); pass 2 takes those and
 reads and walks the rest again. Pass 1 hashes the window's keys and puts them in the
-map at once (``SkimpyOffsetMap.put_records``: no Python object per record). Pass 2 keeps a
+map at once (``SkimpyOffsetMap.put_records``: no Python object per record; while the
+section's records fit in ``defer_limit`` they are only kept, and sorted once at the end). Pass 2 keeps a
 dirty record when its offset is one of the map's (a search in the sorted offsets), looks
 the keys of the clean section up by hash in bulk, takes the per-batch decisions from
 counts, and writes each run of plain data batches (uncompressed, not transactional, not
@@ -336,8 +337,8 @@ class Cleaner:
                  and s.base_offset < end]
         if dirty:  # the offsets of the section bound its keys: the table is sized once
             self.offset_map.reserve(min(end, dirty[-1].read_next_offset()) - start)
-        # the dedupe buffer's bytes the table leaves: pass 1 keeps its walks there
-        room = self.offset_map.memory - self.offset_map.table_bytes
+        # the dedupe buffer's bytes the map leaves: pass 1 keeps its walks there
+        room = self.offset_map.memory - self.offset_map.reserved_bytes
         for segment in dirty:
             self.check_done(tp)
             walked: list[tuple[int, bytes, list, RecordLayout]] = []

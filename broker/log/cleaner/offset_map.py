@@ -5,10 +5,11 @@ Owns: the map pass 1 of a cleaning fills over the dirty section of a log and pas
 consults (a record is kept only if its offset is >= the map's offset for its key), and the
 128-bit key hash (``hash_keys``) it is keyed by.
 
-Memory, as Kafka's: Kafka stores (MD5 digest, offset) pairs in a fixed byte buffer of
-``log.cleaner.dedupe.buffer.size / log.cleaner.threads`` bytes: ``slots = memory //
-(hash_size + 8)``, and a cleaning stops filling it at ``max_entries = slots * load_factor``
-entries (``log.cleaner.io.buffer.load.factor``, 0.9). Here the buffer is an
+Memory, as Kafka's (the table; the deferred records are below): Kafka stores (MD5
+digest, offset) pairs in a fixed byte buffer of ``log.cleaner.dedupe.buffer.size /
+log.cleaner.threads`` bytes: ``slots = memory // (hash_size + 8)``, and a cleaning stops
+filling it at ``max_entries = slots * load_factor`` entries
+(``log.cleaner.io.buffer.load.factor``, 0.9). Here the buffer is an
 open-addressing table, a numpy int64 array of one row a slot (hash high half, hash low
 half, offset + 1; 0 = an empty slot; a probe reads one cache line): 24 bytes a slot, at
 most ``slots`` slots, so the table never exceeds ``memory``. It starts small and grows
@@ -36,10 +37,29 @@ per-record puts would, stopping before the first record of a new key that would 
 map hold more than ``max_entries`` keys (Kafka's ``is_full``): the cleaning then ends at
 ``latest_offset + 1`` and the next cleaning starts from there.
 
+Three forms, one after the other (``mode``): while at most ``defer_limit`` records were put
+(<= ``max_entries``: every key fits, nothing can be refused), they are only kept, in arrays
+of (hash high half, low half, offset), 24 bytes a record ("deferred"; ``reserve`` sizes
+them for the records a cleaning announces). The first read settles them ("sorted"): an
+argsort of the high halves; each run of one high half is one key and its last record
+(offsets increase) its latest offset; the keys sorted by high half answer ``get_records``
+by binary search (plus a check of the low half), and the latest records, in offset order,
+are ``sorted_offsets`` without a sort. Equal high halves of different keys (about 2^-64 a
+pair) make the settling build the table instead. A put past ``defer_limit`` records, or
+after a read, moves the keys into the table ("table", below) and goes on there as before,
+so where a full map stops is the same. Memory of the deferred form: settling holds, at its
+peak, the records (24 bytes each), the sort's order (8) and the sorted halves (16):
+``SETTLE_BYTES_PER_RECORD`` = 48 a record, so ``defer_limit = min(max_entries, memory //
+48)`` keeps it within ``memory``; ``reserved_bytes`` is what a caller must leave to the map
+(48 a record announced, or the table's bytes when more are announced). At a move to the
+table, the settled keys (24 bytes each, at most half of ``memory``) are held beside the
+new table while they are inserted.
+
 Invariants: the table never holds more than ``slots`` entries (``OffsetMapFullError``
 otherwise); ``latest_offset`` is the largest offset put since ``clear`` (-1 when none);
 offsets put are increasing across calls (a record's offset is above every offset put
-before it), so the last offset put for a key is its latest.
+before it), so the last offset put for a key is its latest; the deferred form never holds
+more than ``defer_limit`` records; the sorted form's high halves are distinct.
 
 Thread-safety: none; each cleaner thread owns its map. numpy is imported on first use (by
 the first cleaning, not with the broker).
@@ -57,6 +77,10 @@ HASH_SIZE = 16  # 128 bits, as Kafka's MD5
 BYTES_PER_ENTRY = HASH_SIZE + 8  # hash + int64 offset
 INITIAL_CAPACITY = 1 << 14  # slots of a new table (384 KiB), grown fourfold past half full
 GROW_LOAD = 0.5  # a table below ``slots`` grows once more than this fraction is used
+# bytes a deferred record may take at the peak of settling: its hash halves and offset (24),
+# the sort's order (8), the sorted halves (16)
+SETTLE_BYTES_PER_RECORD = 48
+_DEFER, _SORTED, _TABLE = "deferred", "sorted", "table"
 
 # 64-bit finalizers: (multiplier 1, multiplier 2, shift 1, shift 2, shift 3)
 _FMIX64 = (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 33, 33, 33)  # murmur3
@@ -179,6 +203,16 @@ class SkimpyOffsetMap:
         self.latest_offset = -1
         self.lookups = 0
         self.puts = 0
+        # the deferred records (the sorted form's path): preallocated arrays, filled to
+        # ``_pending_n``; the settled form: the distinct keys sorted by high half, each
+        # one's latest offset, and those offsets sorted
+        self.defer_limit = min(self.max_entries, memory // SETTLE_BYTES_PER_RECORD)
+        self._mode = _DEFER
+        self._planned = 0  # entries announced by ``reserve``
+        self._pending: Any = None
+        self._pending_n = 0
+        self._keys: Any = None
+        self._latest_sorted: Any = None
 
     # --- the table ---
 
@@ -208,10 +242,36 @@ class SkimpyOffsetMap:
         self._insert(rows[:, 0].view(np.uint64), rows[:, 1].view(np.uint64), rows[:, 2])
 
     def reserve(self, entries: int) -> None:
-        """Size the table for ``entries`` keys (at most ``max_entries``) at once: a cleaning
-        that knows how many records its dirty section can hold grows it once, not a step
-        at a time with a rehash each (pages are touched only as slots fill)."""
-        self._reserve(min(entries, self.max_entries))
+        """Announce at most ``entries`` records to come (a bound the caller knows: the
+        offsets of a dirty section). While the map defers, the records' arrays are sized
+        for ``min(entries, defer_limit)`` at once (pages are touched only as they fill) and
+        a table, if one is needed later, for ``min(entries, max_entries)`` keys; with a
+        table, it is sized now, grown once, not a step at a time with a rehash each."""
+        entries = min(entries, self.max_entries)
+        self._planned = max(self._planned, entries)
+        if self._mode == _TABLE:
+            self._reserve(entries)
+        elif self._mode == _DEFER and self._pending_n == 0:
+            self._grow_pending(min(entries, self.defer_limit))
+
+    @property
+    def reserved_bytes(self) -> int:
+        """The most memory the map may hold for the records announced (``reserve``) while it
+        defers: ``SETTLE_BYTES_PER_RECORD`` a record, what settling needs at its peak;
+        past ``defer_limit`` records, or with a table, the table's bytes for them (as
+        ``table_bytes`` once the table exists). The caller's room is ``memory`` less this."""
+        if self._mode == _DEFER and self._planned <= self.defer_limit:
+            return max(self._planned, self._pending_n) * SETTLE_BYTES_PER_RECORD
+        if self._mode == _SORTED:  # the keys (24 bytes each) and their offsets sorted (8)
+            return self._size * (BYTES_PER_ENTRY + 8)
+        return max(self.table_bytes, self._capacity_for(self._planned) * BYTES_PER_ENTRY)
+
+    def _capacity_for(self, entries: int) -> int:
+        """The table's capacity ``_reserve`` gives an empty table for ``entries`` keys."""
+        new = min(self.slots, INITIAL_CAPACITY)
+        while new < self.slots and entries > new * GROW_LOAD:
+            new = min(self.slots, new * 4)
+        return new
 
     def _home(self, hi) -> Any:
         """Each hash's first slot: ``hi * capacity / 2^64`` (Lemire's multiply-shift range
@@ -293,6 +353,94 @@ class SkimpyOffsetMap:
             pos[pos == cap] = 0
             idx, pos, qhi, qlo, qst = idx[go_on], pos[go_on], qhi[go_on], qlo[go_on], qst[go_on]
 
+    # --- the deferred records and their sorted form ---
+
+    def _grow_pending(self, n: int) -> None:
+        """Room for ``n`` deferred records (the arrays: key hash high half, low half, offset)."""
+        import numpy as np
+        old = self._pending
+        if old is not None and old[0].size >= n:
+            return
+        arrays = (np.empty(n, np.uint64), np.empty(n, np.uint64), np.empty(n, np.int64))
+        if old is not None and self._pending_n:
+            k = self._pending_n
+            for new, prev in zip(arrays, old):
+                new[:k] = prev[:k]
+        self._pending = arrays
+
+    def _defer(self, hi, lo, offsets) -> None:
+        n, k = int(offsets.size), self._pending_n
+        if self._pending is None or self._pending[0].size < k + n:
+            cap = self._pending[0].size if self._pending is not None else 0
+            self._grow_pending(min(self.defer_limit, max(k + n, 2 * cap, INITIAL_CAPACITY)))
+        ph, pl, po = self._pending
+        ph[k:k + n] = hi
+        pl[k:k + n] = lo
+        po[k:k + n] = offsets
+        self._pending_n = k + n
+
+    def _settle(self) -> None:
+        """The deferred records as the sorted form (``_SORTED``): sort the high halves, each
+        run of an equal high half is one key, its last record (the largest index: offsets
+        increase) its latest offset. Equal high halves of different keys (about 2^-64 a
+        pair) go to the table instead (``dedupe_last`` sorts by both halves), so the sorted
+        form's high halves are distinct and a lookup is one binary search."""
+        import numpy as np
+        if self._mode != _DEFER:
+            return
+        n = self._pending_n
+        if n == 0:
+            empty = np.empty(0, np.int64)
+            self._keys = (empty.view(np.uint64), empty.view(np.uint64), empty)
+            self._latest_sorted = empty
+            self._pending, self._pending_n, self._size, self._mode = None, 0, 0, _SORTED
+            return
+        hi, lo, off = (a[:n] for a in self._pending)
+        self._pending, self._pending_n = None, 0
+        order = np.argsort(hi)
+        shi = hi.take(order)
+        slo = lo.take(order)
+        same = shi[1:] == shi[:-1]
+        if (same & (slo[1:] != slo[:-1])).any():
+            del shi, slo, order
+            _, lasts = dedupe_last(hi, lo)
+            self._mode = _TABLE
+            self._capacity = self._size = 0
+            self._reserve(max(self._planned, lasts.size))
+            self._insert(hi.take(lasts), lo.take(lasts), off.take(lasts) + 1)
+            return
+        del hi, lo
+        new = np.empty(n, bool)
+        new[0] = True
+        np.logical_not(same, out=new[1:])
+        starts = np.flatnonzero(new)
+        lasts = np.maximum.reduceat(order, starts)
+        del order
+        self._keys = (shi.take(starts), slo.take(starts), off.take(lasts))
+        del shi, slo
+        latest = np.zeros(n, bool)
+        latest[lasts] = True
+        self._latest_sorted = off[latest]  # increasing, as the offsets put
+        self._size = int(starts.size)
+        self._mode = _SORTED
+
+    def _to_table(self) -> None:
+        """Leave the deferred or sorted form for the table (a put past ``defer_limit``
+        records, or after the map was read): its keys, each with its latest offset, are
+        inserted into a table sized for them or for what ``reserve`` announced."""
+        if self._mode == _DEFER:
+            self._settle()
+        if self._mode != _SORTED:
+            return
+        khi, klo, koff = self._keys
+        self._keys = self._latest_sorted = None
+        self._mode = _TABLE
+        self._capacity = self._size = 0
+        self._table = None
+        self._reserve(max(self._planned, khi.size))
+        if khi.size:
+            self._insert(khi, klo, koff + 1)
+
     # --- records in bulk ---
 
     def hash(self, data, starts, lengths) -> tuple[Any, Any]:
@@ -308,6 +456,13 @@ class SkimpyOffsetMap:
         n = int(offsets.size)
         if n == 0:
             return 0
+        if self._mode == _DEFER and self._pending_n + n <= self.defer_limit:
+            # at most defer_limit <= max_entries records: every key fits, none is refused
+            self._defer(hi, lo, offsets)
+            self.puts += n
+            self.latest_offset = max(self.latest_offset, int(offsets[n - 1]))
+            return n
+        self._to_table()
         put = n
         if self._size + n > self.max_entries:  # it may fill: find where, in record order
             firsts, _ = dedupe_last(hi, lo)
@@ -330,6 +485,13 @@ class SkimpyOffsetMap:
         """The map's offset for every key hash (-1 when absent), numpy int64."""
         import numpy as np
         self.lookups += int(hi.size)
+        self._settle()
+        if self._mode == _SORTED:
+            khi, klo, koff = self._keys
+            if khi.size == 0:
+                return np.full(hi.size, -1, np.int64)
+            at = np.minimum(np.searchsorted(khi, hi), khi.size - 1)
+            return np.where((khi.take(at) == hi) & (klo.take(at) == lo), koff.take(at), -1)
         slot = self._find(hi, lo)
         out = np.full(hi.size, -1, np.int64)
         found = slot >= 0
@@ -340,6 +502,9 @@ class SkimpyOffsetMap:
         """Every offset of the map, sorted (numpy int64): pass 2's test of "latest of its
         key" in the dirty section, where offsets are unique."""
         import numpy as np
+        self._settle()
+        if self._mode == _SORTED:
+            return self._latest_sorted
         if self._size == 0:
             return np.empty(0, np.int64)
         off = self._table[:, 2]
@@ -354,6 +519,7 @@ class SkimpyOffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         import numpy as np
+        self._to_table()
         hi, lo = self._hash_one(key)
         if self._find(hi, lo)[0] < 0:
             if self._size >= self.slots:
@@ -373,7 +539,7 @@ class SkimpyOffsetMap:
 
     def is_full(self) -> bool:
         """True once the map holds ``max_entries`` keys: a cleaning stops filling it."""
-        return self._size >= self.max_entries
+        return self.size >= self.max_entries
 
     def clear(self) -> None:
         """Empty the map (and give back a grown table: the next cleaning grows its own)."""
@@ -382,6 +548,9 @@ class SkimpyOffsetMap:
         self._size = 0
         self.latest_offset = -1
         self.lookups = self.puts = 0
+        self._mode = _DEFER
+        self._planned = self._pending_n = 0
+        self._pending = self._keys = self._latest_sorted = None
 
     @property
     def capacity(self) -> int:
@@ -395,14 +564,22 @@ class SkimpyOffsetMap:
 
     @property
     def size(self) -> int:
+        """Distinct keys held (settles the deferred records)."""
+        self._settle()
         return self._size
 
     def __len__(self) -> int:
-        return self._size
+        return self.size
 
     @property
     def utilization(self) -> float:
-        return self._size / self.slots
+        return self.size / self.slots
+
+    @property
+    def mode(self) -> str:
+        """"deferred" (records kept, not yet sorted), "sorted" or "table"."""
+        return self._mode
 
     def __repr__(self) -> str:
-        return f"SkimpyOffsetMap(entries={self._size}, slots={self.slots}, latest_offset={self.latest_offset})"
+        return (f"SkimpyOffsetMap(mode={self._mode}, entries={self.size}, slots={self.slots}, "
+                f"latest_offset={self.latest_offset})")
