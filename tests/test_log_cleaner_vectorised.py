@@ -2,17 +2,22 @@
 
 - ``hash_keys`` (offset_map.py): equal keys, and only equal keys, hash equal, wherever a
   key sits in its buffer (the tail read at the end of a buffer, buffers under 8 bytes,
-  empty keys, keys past 32 bytes, keys that differ by trailing zero bytes).
+  empty keys, keys past 32 bytes, keys that differ by trailing zero bytes); its path for
+  keys of one length against the general path.
 - ``SkimpyOffsetMap.put_records`` against a dict put one record at a time that stops at
   the first new key once it holds ``max_entries`` (Kafka's ``is_full``), on random key
   sequences, random windows and maps far too small for them (collisions, wrap-around,
-  growth); the high-half-collision path of ``dedupe_last``; a full table (load factor 1).
+  growth), with the records deferred (sorted at the first read), in the table, or moved
+  from one to the other mid-way (past ``defer_limit``, or a put after a read); the
+  high-half-collision paths of ``dedupe_last`` and of the settling; a full table (load
+  factor 1); ``reserved_bytes`` never above the map's memory.
 - ``rewrite_run`` (rewrite.py) against ``Cleaner._splice`` byte for byte.
 - Whole cleanings against the model (key -> last offset over the dirty section up to
   where the map stops; a record of a rewritten segment is kept iff it has a key and its
   offset is >= the model's offset for its key), round after round, with random keys (null,
   empty, long, repeated), random batch boundaries, segment rolls, map sizes and window
-  sizes (pass 2 reusing pass 1's walk of a segment's first windows, or not).
+  sizes (pass 2 reusing pass 1's walk of a segment's first windows, or not), the map's
+  records deferred and sorted, in the table from the start, or switched mid-cleaning.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from broker.log.cleaner.offset_map import (
     BYTES_PER_ENTRY,
     SETTLE_BYTES_PER_RECORD,
     SkimpyOffsetMap,
+    _hash_any_lengths,
+    _hash_equal_lengths,
     dedupe_last,
     hash_keys,
 )
@@ -64,6 +71,26 @@ def test_hash_keys_equal_exactly_for_equal_keys(keys, pad) -> None:
         assert (int(alone[0][0]), int(alone[1][0])) == pairs[i]
     assert len(set(pairs)) == len(set(keys))
     assert {k: p for k, p in zip(keys, pairs)} == {k: p for k, p in reversed(list(zip(keys, pairs)))}
+
+
+@settings(max_examples=200, deadline=None)
+@given(length=st.integers(0, 41), n=st.integers(1, 12), pad=st.binary(max_size=9), gap=st.integers(0, 3),
+       data=st.data())
+def test_hash_of_equal_length_keys_is_the_general_hash(length, n, pad, gap, data) -> None:
+    """The equal-length path (``hash_keys`` when every key has one length) against the
+    general one, keys anywhere in their buffer: the last one ending at the buffer's end
+    (``gap`` 0), buffers under 8 bytes, lengths 0..41 (not multiples of 8, past 32)."""
+    keys = data.draw(st.lists(st.binary(min_size=length, max_size=length), min_size=n, max_size=n))
+    buf = pad + b"".join(k + b"\xa5" * gap for k in keys)
+    starts = np.array([len(pad) + i * (length + gap) for i in range(n)], np.int64)
+    lengths = np.full(n, length, np.int64)
+    arr = np.frombuffer(buf, np.uint8) if buf else np.zeros(0, np.uint8)
+    fast = _hash_equal_lengths(arr, starts, length, SEEDS)
+    general = _hash_any_lengths(arr, starts, lengths, SEEDS)
+    assert fast[0].tolist() == general[0].tolist() and fast[1].tolist() == general[1].tolist()
+    order = np.array(data.draw(st.permutations(range(n))), np.int64)  # starts in any order
+    shuffled = hash_keys(arr, starts[order], lengths, SEEDS)
+    assert shuffled[0].tolist() == general[0][order].tolist()
 
 
 def test_hash_keys_seeds_and_halves_differ() -> None:
