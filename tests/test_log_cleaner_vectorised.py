@@ -35,6 +35,7 @@ from broker.log.cleaner.offset_map import (
     SkimpyOffsetMap,
     _hash_any_lengths,
     _hash_equal_lengths,
+    _order_by_high_half,
     dedupe_last,
     hash_keys,
 )
@@ -208,6 +209,19 @@ def test_deferred_records_with_equal_high_halves_go_to_the_table() -> None:
     m2 = SkimpyOffsetMap(1000 * BYTES_PER_ENTRY)  # distinct high halves: the sorted form
     assert m2.put_records(hi[[0, 2]], lo[[0, 2]], np.array([1, 2], np.int64)) == 2
     assert m2.get_records(hi, lo).tolist() == [1, -1, 2, 1, 2, -1] and m2.mode == "sorted"
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 2**64 - 1),
+                                 st.integers(2**64 - 40, 2**64 - 1)), min_size=1, max_size=300))
+def test_order_by_high_half_is_a_stable_argsort(values) -> None:
+    """The value sort with the index in the low bits against a stable argsort: small
+    values (they differ only in the bits the index takes: the argsort fallback) and
+    large ones, repeated."""
+    hi = np.array(values, np.uint64)
+    order, shi = _order_by_high_half(hi)
+    assert order.tolist() == np.argsort(hi, kind="stable").tolist()
+    assert shi.tolist() == hi[order].tolist()
 
 
 def test_reserved_bytes_bound_the_deferred_records() -> None:
