@@ -10,7 +10,8 @@
   growth), with the records deferred (sorted at the first read), in the table, or moved
   from one to the other mid-way (past ``defer_limit``, or a put after a read); the
   high-half-collision paths of ``dedupe_last`` and of the settling; a full table (load
-  factor 1); ``reserved_bytes`` never above the map's memory.
+  factor 1); ``reserved_bytes`` never above the map's memory; ``is_latest`` (bitmap or
+  search) against membership in the model's offsets.
 - ``rewrite_run`` (rewrite.py) against ``Cleaner._splice`` byte for byte.
 - Whole cleanings against the model (key -> last offset over the dirty section up to
   where the map stops; a record of a rewritten segment is kept iff it has a key and its
@@ -114,8 +115,8 @@ def model_put(state: dict, keys: list, offsets: list[int], max_entries: int) -> 
 @given(keys=st.lists(st.integers(0, 60), min_size=1, max_size=300), cuts=st.lists(st.integers(1, 80), max_size=8),
        slots=st.integers(1, 70), load=st.sampled_from([0.5, 0.9, 1.0]),
        defer=st.sampled_from([None, 0, 1, 5, 40, 10_000]), reserve=st.sampled_from([None, 3, 100, 1000]),
-       read_at=st.one_of(st.none(), st.integers(0, 8)))
-def test_put_records_matches_per_record_puts(keys, cuts, slots, load, defer, reserve, read_at) -> None:
+       read_at=st.one_of(st.none(), st.integers(0, 8)), stride=st.sampled_from([1, 3, 20]))
+def test_put_records_matches_per_record_puts(keys, cuts, slots, load, defer, reserve, read_at, stride) -> None:
     """The deferred records (sorted at the first read) and the table against the model,
     with the switch from one to the other mid-way: past ``defer_limit`` records, or at
     the first put after a read (``read_at``: after that many windows)."""
@@ -128,7 +129,7 @@ def test_put_records_matches_per_record_puts(keys, cuts, slots, load, defer, res
     raw = [b"key-%d" % k if k % 7 else b"long-key-%d-" % k + b"x" * 40 for k in keys]
     data, starts, lengths = _pack(raw)
     hi, lo = m.hash(data, starts, lengths)
-    offsets = np.arange(len(keys), dtype=np.int64) * 3 + 10
+    offsets = np.arange(len(keys), dtype=np.int64) * stride + 10  # is_latest: bitmap (1, 3) or search (20)
     state: dict = {}
     pos, stopped = 0, False
     bounds = sorted({min(c, len(keys)) for c in np.cumsum(cuts).tolist()} | {len(keys)})
@@ -139,6 +140,7 @@ def test_put_records_matches_per_record_puts(keys, cuts, slots, load, defer, res
         if w == read_at:  # a read settles the deferred records; the next put goes to the table
             assert m.get_records(hi[:pos], lo[:pos]).tolist() == [state.get(k, -1) for k in raw[:pos]]
             assert m.sorted_offsets().tolist() == sorted(state.values())
+            assert m.is_latest(offsets).tolist() == [o in state.values() for o in offsets.tolist()]
         want = model_put(state, raw[pos:end], offsets[pos:end].tolist(), m.max_entries)
         got = m.put_records(hi[pos:end], lo[pos:end], offsets[pos:end])
         modes.append(m.mode)
@@ -160,10 +162,15 @@ def test_put_records_matches_per_record_puts(keys, cuts, slots, load, defer, res
     got_offsets = m.get_records(hi, lo).tolist()
     assert got_offsets == [state.get(k, -1) for k in raw]
     assert m.sorted_offsets().tolist() == sorted(state.values())
+    probe = np.arange(0, int(offsets[-1]) + 30, dtype=np.int64)  # below, between, above the map's
+    assert m.is_latest(probe).tolist() == [o in set(state.values()) for o in probe.tolist()]
     for k in raw[:5]:
         assert m.get(k) == state.get(k, -1)
     m.put(raw[0], 10_000)  # one more put after the reads: the table takes it
     assert m.mode == "table" and m.get(raw[0]) == 10_000 and m.latest_offset == 10_000
+    state[raw[0]] = 10_000
+    assert m.is_latest(probe).tolist() == [o in set(state.values()) for o in probe.tolist()]
+    assert bool(m.is_latest(np.array([10_000], np.int64))[0])
 
 
 @pytest.mark.parametrize("window", [1000, 7000, 40000])

@@ -45,9 +45,10 @@ the dedupe buffer's bytes that the map's table leaves (``log.cleaner.dedupe.buff
 / threads: table and kept windows never exceed it together); pass 2 takes those and
 reads and walks the rest again. Pass 1 hashes the window's keys and puts them in the
 map at once (``SkimpyOffsetMap.put_records``: no Python object per record; while the
-section's records fit in ``defer_limit`` they are only kept, and sorted once at the end). Pass 2 keeps a
-dirty record when its offset is one of the map's (a search in the sorted offsets), looks
-the keys of the clean section up by hash in bulk, takes the per-batch decisions from
+section's records fit in ``defer_limit`` they are only kept, and sorted once at the end).
+Pass 2 keeps a dirty record when its offset is one of the map's
+(``SkimpyOffsetMap.is_latest``: a bitmap or a search), looks the keys of the clean
+section up by hash in bulk, takes the per-batch decisions from
 counts, and writes each run of plain data batches (uncompressed, not transactional, not
 being stamped) at once (``rewrite.py``: kept batches copied as bytes, the others spliced
 with a new header); the other batches go one at a time. No record is decoded into an
@@ -265,10 +266,8 @@ class Cleaner:
         self.throttler = throttler
         self._aborted: dict[int, list[tuple[int, int]]] = {}
         self._txns = CleanedTransactionMetadata([])
-        # set by ``clean`` for pass 2: the dirty section [start, end) the map covers and
-        # its offsets, sorted (numpy)
+        # set by ``clean`` for pass 2: the dirty section [start, end) the map covers
         self._dirty_start = self._map_end = 0
-        self._latest_offsets = None
         # segment base offset -> the windows pass 1 walked from the segment's start, kept
         # for pass 2 while they fit in the dedupe buffer beside the map's table:
         # [(file position after the window, bytes, batches, RecordLayout)]
@@ -300,7 +299,6 @@ class Cleaner:
         self._txns = CleanedTransactionMetadata(aborted_txns)
         end_offset = self.build_offset_map(ulog, first_dirty_offset, first_uncleanable_offset, stats)
         self._dirty_start, self._map_end = first_dirty_offset, end_offset
-        self._latest_offsets = omap.sorted_offsets()
         stats.map_complete_ms = self.time.milliseconds()
         stats.buffer_utilization = omap.utilization
         config = ulog.config
@@ -657,19 +655,15 @@ class Cleaner:
         """Per record of ``layout``: its offset is >= the map's offset for its key (Kafka's
         ``shouldRetainRecord``). Pass 1 put every keyed record of [dirty start, map end) in
         the map, so there a record is the latest of its key exactly when its offset is one
-        of the map's offsets (offsets are unique): a search in the sorted offsets, no key
+        of the map's offsets (offsets are unique): ``SkimpyOffsetMap.is_latest``, no key
         looked up. Past the map's end every record is (the map's offsets are below it);
         only the records of the clean section, below the dirty start, are looked up by key."""
         np = layout.np
         offsets = layout.offsets
-        latest = self._latest_offsets
-        if latest is None:
-            latest = self._latest_offsets = self.offset_map.sorted_offsets()
         out = offsets >= self._map_end
         dirty = (offsets >= self._dirty_start) & ~out
-        if latest.size and dirty.any():
-            found = np.minimum(np.searchsorted(latest, offsets), latest.size - 1)
-            out |= dirty & (latest[found] == offsets)
+        if dirty.any():
+            out |= dirty & self.offset_map.is_latest(offsets)
         below = np.flatnonzero((offsets < self._dirty_start) & (layout.key_len >= 0))
         if below.size:
             omap = self.offset_map

@@ -284,6 +284,7 @@ class SkimpyOffsetMap:
         self._pending_n = 0
         self._keys: Any = None
         self._latest_sorted: Any = None
+        self._membership: Any = None  # (state, sorted offsets, bitmap or None): ``is_latest``
 
     # --- the table ---
 
@@ -588,6 +589,34 @@ class SkimpyOffsetMap:
         off = self._table[:, 2]
         return np.sort(off[off > 0] - 1)
 
+    def is_latest(self, offsets) -> Any:
+        """Per offset of ``offsets`` (numpy int64): it is one of the map's offsets, the
+        latest of its key (pass 2's test in the dirty section, where offsets are unique).
+        A lookup in a bitmap of the map's offsets over their span when that span is at most
+        8 offsets an entry (the bitmap then takes no more bytes than ``sorted_offsets``),
+        else a binary search in ``sorted_offsets``; both are built once per state of the
+        map (its puts and form)."""
+        import numpy as np
+        state = (self.puts, self._mode)
+        if self._membership is None or self._membership[0] != state:
+            latest = self.sorted_offsets()
+            bitmap = None
+            if latest.size and int(latest[-1]) - int(latest[0]) < 8 * latest.size:
+                bitmap = np.zeros(int(latest[-1]) - int(latest[0]) + 1, bool)
+                bitmap[latest - latest[0]] = True
+            self._membership = (state, latest, bitmap)
+        _, latest, bitmap = self._membership
+        if latest.size == 0:
+            return np.zeros(offsets.size, bool)
+        if bitmap is None:
+            found = np.minimum(np.searchsorted(latest, offsets), latest.size - 1)
+            return latest[found] == offsets
+        at = offsets - latest[0]
+        inside = np.clip(at, 0, bitmap.size - 1)
+        out = bitmap[inside]
+        out &= at == inside
+        return out
+
     # --- one key at a time (tests, tools) ---
 
     def _hash_one(self, key: bytes) -> tuple[Any, Any]:
@@ -628,7 +657,7 @@ class SkimpyOffsetMap:
         self.lookups = self.puts = 0
         self._mode = _DEFER
         self._planned = self._pending_n = 0
-        self._pending = self._keys = self._latest_sorted = None
+        self._pending = self._keys = self._latest_sorted = self._membership = None
 
     @property
     def capacity(self) -> int:
