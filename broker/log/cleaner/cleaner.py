@@ -41,8 +41,8 @@ Both passes walk a segment a window of batches at a time (``scan.py``): the reco
 window are located at once with numpy (``RecordLayout``: the batches' headers gathered
 from the bytes, every record's fields). Pass 1 keeps what it read and walked of a
 segment's first windows (data batches only, all within the dirty section) for pass 2 in
-the dedupe buffer's bytes that the map's table leaves (``log.cleaner.dedupe.buffer.size``
-/ threads: table and kept windows never exceed it together); pass 2 takes those and
+the dedupe buffer's bytes that the map leaves (``log.cleaner.dedupe.buffer.size`` /
+threads, less the map's ``reserved_bytes``: map and kept windows never exceed it together); pass 2 takes those and
 reads and walks the rest again. Pass 1 hashes the window's keys and puts them in the
 map at once (``SkimpyOffsetMap.put_records``: no Python object per record; while the
 section's records fit in ``defer_limit`` they are only kept, and sorted once at the end).

@@ -59,7 +59,9 @@ halves, and the sorted form being built, each array freed once used; a few bytes
 (48 a record announced, or the table's bytes when more are announced). At a move to the
 table, the settled keys (24 bytes each, at most half of ``memory``) are held beside the
 new table while they are inserted (with equal high halves of different keys, the sorted
-records, 24 bytes each).
+records, 24 bytes each). ``is_latest`` (pass 2) keeps the sorted offsets (8 bytes an
+entry, the sorted form's own) and a bitmap of at most 8 bytes an entry; beside a table,
+both are held besides its ``memory``.
 
 Invariants: the table never holds more than ``slots`` entries (``OffsetMapFullError``
 otherwise); ``latest_offset`` is the largest offset put since ``clear`` (-1 when none);
