@@ -496,11 +496,12 @@ class SkimpyOffsetMap:
         klo = slo[first]
         del slo, first
         lasts = order[last]
-        del order
+        del order, last
+        koff = off[lasts]
         latest = np.zeros(n, bool)
         latest[lasts] = True
-        self._keys = (khi, klo, off[lasts])
         del lasts
+        self._keys = (khi, klo, koff)
         self._latest_sorted = off[latest]  # increasing, as the offsets put
         self._size = int(khi.size)
         self._mode = _SORTED
