@@ -52,7 +52,7 @@ Prints a table, then as its very last line one JSON object with the headline fig
 Run: ``.venv/bin/python bench/broker_ingest.py [--quick] [--kinds 16k,1m,...]`` (about a minute; --quick: a
 tenth of the bytes, one run each, for trying changes).
 
-``--security-protocol SASL_SSL [--kinds 1m,16k,...] [--quick]`` (issue 16) runs instead
+``--security-protocol SASL_SSL [--kinds 1m,16k,...] [--quick]`` runs instead
 ``main_sasl_ssl``: the broker alone with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-256
 over TLSv1.3, ``sasl_ssl.py``), the same generator and raw fetches through each listener
 (the worker's connections TLS-handshake and authenticate first; an SSL socket has no

@@ -18,7 +18,7 @@ again; the README gives its figure with that backoff off.)
 
 Each topic is read ``--runs`` times (default 3) by every client, the clients' order
 rotating from run to run. Prints each result, a table of the median and range (min-max)
-of records/s, the ratios the issue sets goals for (columnar >= 2x confluent-kafka;
+of records/s, the ratios with goals (columnar >= 2x confluent-kafka;
 per-record >= 5x kafka-python) computed within each run, with their median and range,
 then, as its very last line, one JSON object with all those figures.
 

@@ -1,4 +1,4 @@
-"""Benchmark: where the CPU of one 16-KiB Produce request goes inside the broker (issue 20).
+"""Benchmark: where the CPU of one 16-KiB Produce request goes inside the broker.
 
 Owns: a stage-by-stage breakdown of the broker's produce path, in process (no sockets), for
 the request ``bench/broker_ingest.py`` sends (Produce v8, acks=1, one uncompressed batch

@@ -16,7 +16,7 @@ thread: our Sender, librdkafka's threads; to the end of close()) and the broker
 process's (from /proc), over the timed part.
 
 Prints a table, then, as its very last line, one JSON object with records/s per case,
-the ratios the issue sets goals for (send >= 0.5x confluent and >= 5x kafka-python;
+the ratios with goals (send >= 0.5x confluent and >= 5x kafka-python;
 columnar >= 2x confluent) and the peak RSS of the per-record case.
 
 Usage: python bench/producer.py [--quick]

@@ -1,4 +1,4 @@
-"""Benchmark: the cost of quota accounting on the produce path (issue 18's goal: at most
+"""Benchmark: the cost of quota accounting on the produce path (the goal: at most
 5 percent of the broker's CPU per GB).
 
 Owns two measurements, quotas off vs on in the same run:

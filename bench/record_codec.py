@@ -16,14 +16,15 @@ writer's input), split at batch.size = 16384 and compress. kafka-python's encode
 on the first 20k rows (it is slow; rates are per record, so they stay comparable). Each
 figure is the best of a few repetitions (2 for kafka-python).
 
-Where the time of one 1-KiB record goes (issue 20; ``--breakdown``; this machine, shared
+Where the time of one 1-KiB record goes (``--breakdown``; this machine, shared
 by four jobs, so for direction only): our decode ~0.6 us of CPU per record when the
 machine is least loaded, kafka-python ~3.9 us. Of ours, two floors that any decoder of
 these bytes to Arrow pays: the CRC-32C of every batch ~0.14-0.18 us and the one copy of
 the values into the Arrow value buffer ~0.19 us (memory bandwidth plus the page faults of
 a fresh buffer); the record walk ~0.08 us; the rest (batch headers, the per-record fields
-in numpy, offsets and timestamps) ~0.2 us. Before issue 20's change the per-batch Python
-loop and ``np.array`` over the header tuples took ~0.1 us more; callgrind counts 135 M
+in numpy, offsets and timestamps) ~0.2 us. Before the decoder gathered the batch headers
+in one numpy step, its per-batch Python loop and ``np.array`` over the header tuples took
+~0.1 us more; callgrind counts 135 M
 instructions per decode of the 50k 1-KiB records before, 111 M after (200k records of 100 B:
 209 M, 198 M; deterministic, unlike the timings). So the 10x-kafka-python goal at 1 KiB
 asks for ~0.39 us, barely above the two floors (~0.35 us): met only on runs where

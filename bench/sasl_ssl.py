@@ -2,7 +2,7 @@
 
 Owns what ``broker_ingest.py --security-protocol SASL_SSL`` and ``spark_read.py
 --security-protocol SASL_SSL`` share to run their plaintext figures side by side with the
-same figures through SASL_SSL (issue 16), on one broker process with both listeners:
+same figures through SASL_SSL, on one broker process with both listeners:
 
 * ``Pki``: a throw-away CA and server certificate (``tests.support.tls.make_pki``; PEM key
   store for the broker, the CA as the clients' PEM trust store);

@@ -54,7 +54,7 @@ an S3-protocol server (moto in server mode, ``object_store_rows``) beside direct
 local disk; printed as its own rows, in the JSON line as ``<topic>_<query>_direct_s3`` and
 ``<topic>_<query>_ratio_s3_vs_local``.
 
-``--security-protocol SASL_SSL`` (issue 16): the broker gets a SASL_SSL listener beside
+``--security-protocol SASL_SSL``: the broker gets a SASL_SSL listener beside
 PLAINTEXT (``sasl_ssl.py``: SCRAM-SHA-256 over TLSv1.3, PEM trust store) and a fifth
 source, ``network_sasl_ssl``, reads the same topics in network mode through it (the
 ``kafka.security.protocol`` / ``kafka.ssl.truststore.*`` / ``kafka.sasl.*`` options),
@@ -362,7 +362,7 @@ LISTENING = ""  # the broker's "listening on" line
 
 
 def object_store_rows(spark, logs: Path, work: Path, datasets: dict, servers: str | None = None) -> dict:
-    """Issue 21's object-store row: direct mode reading the same log directory from an
+    """The object-store row: direct mode reading the same log directory from an
     S3-protocol server (moto in server mode on 127.0.0.1, over HTTP: ranged GETs, as
     against a cloud bucket, without the network's latency) against direct mode from local
     disk and network mode from the broker (``servers``, serving a copy of the same
