@@ -168,21 +168,16 @@ class CleanedTransactionMetadata:
 @dataclass
 class _Window:
     """Pass 2's decisions for the data batches of one window (``Cleaner._clean_window``):
-    the records' layout and which it keeps, per batch (numpy arrays) the kept and
-    tombstone counts and the largest kept timestamp delta, and the kept records as runs
-    (``RecordLayout.runs``); ``*_list``: the same per-batch figures as Python lists, for
-    the batches cleaned one at a time."""
+    the records' layout and which it keeps, per batch the kept and tombstone counts and
+    the largest kept timestamp delta, and the kept records as runs (``RecordLayout.runs``)."""
     layout: RecordLayout
     keep: Any
-    kept_count: Any
-    max_delta: Any
+    kept_count: list[int]
+    tomb_count: list[int]
+    max_delta: list[int]
     run_starts: Any
     run_ends: Any
-    run_ptr: Any
-    kept_list: list[int]
-    tomb_list: list[int]
-    max_delta_list: list[int]
-    run_ptr_list: list[int]
+    run_ptr: list[int]
 
 
 class CleanerAbortedError(Exception):
@@ -516,8 +511,8 @@ class Cleaner:
             self._write_run(buf, layout, 0, nb, data, kept_count, max_delta, run_starts, run_ends, run_ptr,
                             dest, stats)
             return
-        window = _Window(layout, keep, kept_count, max_delta, run_starts, run_ends, run_ptr, kept_count.tolist(),
-                         tomb_count.tolist(), max_delta.tolist(), run_ptr.tolist())
+        window = _Window(layout, keep, kept_count.tolist(), tomb_count.tolist(), max_delta.tolist(),
+                         run_starts, run_ends, run_ptr.tolist())
         if data_at is None:
             data_at = list(range(nb))
         # runs of consecutive plain data batches [a, b) (data indexes), with no control
@@ -619,8 +614,8 @@ class Cleaner:
             layout = w.layout
             count = header.records_count
             stats.messages_read += count
-            kept = 0 if txns.on_data_batch(header) else w.kept_list[j]
-            stamp = kept and w.tomb_list[j] and horizon is None
+            kept = 0 if txns.on_data_batch(header) else w.kept_count[j]
+            stamp = kept and w.tomb_count[j] and horizon is None
             stats.messages_written += kept
             if kept and kept == count and not stamp:
                 out = bytes(mv[pos:pos + size])
@@ -630,9 +625,9 @@ class Cleaner:
                 mask = w.keep[layout.first[j]:layout.first[j] + count].tolist()
                 out = self._rebuild(header, [r for r, m in zip(records, mask) if m], new_horizon)
             elif kept:
-                a, b = w.run_ptr_list[j], w.run_ptr_list[j + 1]
+                a, b = w.run_ptr[j], w.run_ptr[j + 1]
                 out = self._splice(layout.join(w.run_starts[a:b].tolist(), w.run_ends[a:b].tolist()), header,
-                                   kept, w.max_delta_list[j])
+                                   kept, w.max_delta[j])
             elif producer_last:
                 out = self._empty(header)
             else:
