@@ -35,10 +35,15 @@ whose rows are all in the table already (or that read nothing) commits nothing.
 The table is the checkpoint: a restart resumes from the offsets the table holds,
 whatever a checkpoint holds. Every start therefore uses a new Spark checkpoint directory
 (a new subdirectory of ``checkpoint_location``, or a temporary directory), which a
-``StreamingQueryListener`` (one per SparkSession, ``_CheckpointCleaner``) deletes once
-the query has terminated (stopped, finished or failed); ``awaitTermination`` may return
-a moment before it is gone. A process killed meanwhile leaves its directory behind: it is
-never read again.
+daemon thread of the driver (``_CheckpointCleaner``: it waits in the query's
+``awaitTermination``) deletes once the query has terminated (stopped, finished or
+failed); the caller's ``awaitTermination`` may return a moment before it is gone. A
+process killed meanwhile leaves its directory behind: it is never read again. No Python
+``StreamingQueryListener`` is involved: Spark calls a listener's ``onQueryStarted`` on
+the query's thread while ``start()`` waits for it, which ties every start to the
+Python callback server. When ``start`` is interrupted (``KeyboardInterrupt``, a
+timeout), the Java gateway connection of the interrupted call is still busy, so the
+checkpoint directory is then deleted only when it is local (no JVM call).
 
 Exactly once: the data files and the offsets of a micro-batch are one commit; a
 micro-batch killed before its commit leaves files no version references (deleted by a
@@ -54,13 +59,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .base import TableError, TableOffsets, TableTarget
 from .job import (
@@ -190,15 +196,16 @@ def export_stream(spark, *, topic: str, table: str, fmt: str, bootstrap_servers:
             writer = writer.queryName(query_name)
         writer = writer.trigger(availableNow=True) if trigger == AVAILABLE_NOW \
             else writer.trigger(processingTime=trigger)
-        cleaner = _CheckpointCleaner.of(spark)
         query = writer.start()
-        cleaner.watch(str(query.id), checkpoint)
     except (Py4JError, PySparkException) as exc:
         _delete(spark, checkpoint)
         raise TableError(spark_error_message(exc)) from None
     except BaseException:
-        _delete(spark, checkpoint)
+        # a py4j call may have been interrupted: its connection is still busy, and another
+        # call from this thread would wait for it forever
+        _delete_local(checkpoint)
         raise
+    _CheckpointCleaner(spark, query, checkpoint).start()
     return query
 
 
@@ -214,6 +221,16 @@ def _hadoop_path(spark, uri: str):
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(uri)
     return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+
+def _delete_local(directory: str) -> None:
+    """Delete ``directory`` when it is a local path (``file:`` or no scheme), without the
+    JVM; anything else is left alone (never read again)."""
+    if directory.startswith("file:"):
+        directory = urllib.parse.urlparse(directory).path
+    elif "://" in directory:
+        return
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _delete(spark, directory: str) -> None:
@@ -297,61 +314,20 @@ class _TableSink:
             self.on_commit(result)
 
 
-class _CheckpointCleaner:
-    """One ``StreamingQueryListener`` per SparkSession: deletes a streaming export's
-    checkpoint directory once its query has terminated."""
+class _CheckpointCleaner(threading.Thread):
+    """A daemon thread of the driver that waits for one streaming export's query to
+    terminate (stopped, finished or failed, or its SparkSession stopped), then deletes
+    its checkpoint directory. It holds one Java gateway connection while it waits."""
 
-    _lock = threading.Lock()
-    _by_session: dict[int, _CheckpointCleaner] = {}
-
-    def __init__(self, spark) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
+    def __init__(self, spark, query, checkpoint: str) -> None:
+        super().__init__(name=f"kafkalog-checkpoint-cleaner-{query.id}", daemon=True)
         self.spark = spark
-        self._watched: dict[str, str] = {}      # query id -> checkpoint directory
-        self._terminated: set[str] = set()      # ids that terminated before being watched
-        self._mutex = threading.Lock()
-        cleaner = self
+        self.query = query
+        self.checkpoint = checkpoint
 
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                pass
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                cleaner._terminated_query(str(event.id))
-
-        self.listener = Listener()
-        spark.streams.addListener(self.listener)
-
-    @classmethod
-    def of(cls, spark) -> _CheckpointCleaner:
-        key = id(spark)
-        with cls._lock:
-            cleaner = cls._by_session.get(key)
-            if cleaner is None or cleaner.spark is not spark:
-                cleaner = cls._by_session[key] = cls(spark)
-            return cleaner
-
-    def watch(self, query_id: str, checkpoint: str) -> None:
-        with self._mutex:
-            if query_id not in self._terminated:
-                self._watched[query_id] = checkpoint
-                return
-            self._terminated.discard(query_id)
-        _delete(self.spark, checkpoint)
-
-    def _terminated_query(self, query_id: str) -> None:
-        with self._mutex:
-            checkpoint = self._watched.pop(query_id, None)
-            if checkpoint is None:
-                if len(self._terminated) > 1000:  # other queries' ids: keep the set small
-                    self._terminated.clear()
-                self._terminated.add(query_id)
-                return
-        _delete(self.spark, checkpoint)
+    def run(self) -> None:
+        try:
+            self.query.awaitTermination()
+        except Exception:  # noqa: BLE001, S110 - a failed query terminated too; the caller sees its error
+            pass
+        _delete(self.spark, self.checkpoint)
