@@ -66,7 +66,10 @@ _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_OFFSET = 43
 _ATTRIBUTES = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
-_EMPTY = pa.scalar(b"", pa.large_binary())  # the separator of the element-wise joins
+# the separator of the element-wise joins, built from buffers: pa.scalar (like pa.array of
+# a Python list) imports pandas to check its argument, ~0.3 s at the import of every
+# process that produces (each Spark Python worker of a write), for a constant
+_EMPTY = pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.zeros(2, np.int64)), pa.py_buffer(b"")])[0]
 
 
 class EncodedBatch(NamedTuple):
