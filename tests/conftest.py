@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -47,6 +48,16 @@ KCAT = shutil.which("kcat")
 # environment. Behaviour is the same; a value set by the caller is kept.
 if "SPARK_SUBMIT_OPTS" not in os.environ:
     os.environ["SPARK_SUBMIT_OPTS"] = spark_submit_opts()
+
+# Spark puts its zip of pyspark first on the path of every Python process it starts, and
+# Python compiles a zip's modules from source every time: about 1.2 s of CPU more per Spark
+# Python daemon, worker and spark-submit driver, several hundred of them per run. The
+# suite's processes import the installed pyspark instead, the same release, from bytecode
+# (tests/support/sitehook/sitecustomize.py, first on the PYTHONPATH that every process the
+# suite starts inherits; KAFKALOG_TEST_SPARK_ZIPS=1 keeps Spark's zips).
+os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+    [str(Path(__file__).parent / "support" / "sitehook"),
+     *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
 
 # Hypothesis' per-example deadline (200 ms) is a timed assertion: on a loaded machine (the
 # suite's own workers, CI) an example that decodes a compressed batch takes longer now and
