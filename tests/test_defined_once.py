@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import itertools
 from collections import defaultdict
@@ -24,15 +25,16 @@ BROKER = ROOT / "broker"
 BOUNDS = {-(1 << 31), (1 << 31) - 1, -(1 << 63), (1 << 63) - 1}
 
 
-def _modules() -> list[tuple[str, ast.Module]]:
+@functools.cache
+def modules() -> list[tuple[str, ast.Module]]:
+    """Every module under broker/, parsed (once per process, when a test first asks: not at
+    collection, which every pytest-xdist worker runs)."""
     out = []
     for path in sorted(BROKER.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         out.append((rel, ast.parse(path.read_text(encoding="utf-8"), filename=rel)))
     return out
 
-
-MODULES = _modules()
 
 
 def _module_name(rel: str) -> str:
@@ -48,7 +50,7 @@ def _is_exception_def(node: ast.ClassDef) -> bool:
 
 def test_an_exception_name_is_one_concept() -> None:
     defined: dict[str, list[str]] = defaultdict(list)
-    for rel, tree in MODULES:
+    for rel, tree in modules():
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and _is_exception_def(node):
                 defined[node.name].append(rel)
@@ -88,7 +90,7 @@ def _assigned_values(tree: ast.Module):
 
 def test_int_bounds_are_defined_in_limits_only() -> None:
     found = []
-    for rel, tree in MODULES:
+    for rel, tree in modules():
         for line, values in _assigned_values(tree):
             if any(_int_value(v) in BOUNDS for v in values):
                 found.append(f"{rel}:{line}")
@@ -110,7 +112,7 @@ def _struct_formats(tree: ast.Module):
 
 
 def test_log_entry_prefix_struct_is_defined_once() -> None:
-    found = sorted(rel for rel, tree in MODULES
+    found = sorted(rel for rel, tree in modules()
                    for _, fmt in _struct_formats(tree) if fmt == ">qi")
     assert found == ["broker/log/index.py", "broker/record/batch.py"]
     batch = importlib.import_module("broker.record.batch")
@@ -123,7 +125,7 @@ HEADER_TUPLE_NAMES = {"header", "h", "hdr"}
 @pytest.mark.parametrize("area", ["broker/log", "broker/client/consumer", "broker/record"])
 def test_batch_header_tuples_are_indexed_by_name(area: str) -> None:
     found = []
-    for rel, tree in MODULES:
+    for rel, tree in modules():
         if not rel.startswith(area + "/"):
             continue
         for node in ast.walk(tree):
