@@ -191,6 +191,14 @@ def test_s3_delivery_counts():
     h2.deliver("c", [(0, 0, "x", 2)])
     h2.deliver("c", [(0, 0, "x", 3)])
     assert share_only(check_share(h2, limit=2), "S3 delivery-count")
+    h3 = History()
+    h3.send("p", 0, "y").ok(0)
+    h3.deliver("c", [(0, 0, "y", 2)])  # the first delivery's response was lost to a broker crash
+    h3.deliver("c", [(0, 0, "y", 3)])
+    assert share_only(check_share(h3), "S3 delivery-count")
+    assert not share_only(check_share(h3, crashes=True), "S3 delivery-count")
+    h3.deliver("c", [(0, 0, "y", 3)])  # counts still only grow
+    assert share_only(check_share(h3, crashes=True), "S3 delivery-count")
 
 
 def test_s4_not_delivered():
