@@ -107,7 +107,7 @@ def test_describe_all_groups_and_unknown_log_ends(kafka_broker, capsys):
         assert r.responses[0].error_code == 0
     code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe",
                          "--group", b)
-    assert code == 0
+    assert code == 0, err
     rows = table(out)
     assert sorted(rows) == sorted([[b, doomed, "0", "2", "-", "-", "-", "-", "-"],
                                    [b, topic, "0", "3", "3", "0", "-", "-", "-"]])
@@ -115,7 +115,7 @@ def test_describe_all_groups_and_unknown_log_ends(kafka_broker, capsys):
     assert header_line.index("TOPIC") == len(b) + 1  # the GROUP column is as wide as the longest id
     code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe",
                          "--all-groups")
-    assert code == 0
+    assert code == 0, err
     lines = out.splitlines()
     headers = [i for i, line in enumerate(lines) if line.split() == HEADER]
     assert len(headers) >= 2 and all(lines[i - 1] == "" for i in headers)  # a blank line, a header per group
@@ -324,3 +324,26 @@ def test_new_usage_errors_are_one_line(capsys, argv, message):
     code, out, err = run(capsys, "groups", *argv)
     assert code == 1 and out == ""
     assert message in one_line(err) and one_line(err).startswith("kafkalog groups: error: ")
+
+
+def test_all_groups_means_the_consumer_groups_not_the_share_groups(kafka_broker, capsys):
+    """A share group in the cluster (made by kafkalog share-groups --execute) is left out of
+    --describe and --reset-offsets --all-groups, as kafka-consumer-groups.sh leaves it out
+    (ListGroupsOptions.forConsumerGroups): describing it as a consumer group said it did
+    not exist and failed the whole command."""
+    topic = topic_with_records(kafka_broker, {0: 3})
+    share, group = unique("all-share"), unique("all-consumer")
+    code, _, err = run(capsys, "share-groups", "--bootstrap-server", kafka_broker.bootstrap, "--reset-offsets",
+                       "--group", share, "--topic", topic, "--to-earliest", "--execute")
+    assert (code, err) == (0, "")
+    commit_offsets({"bootstrap.servers": kafka_broker.bootstrap}, group, {(topic, 0): 1})
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--list")
+    assert code == 0 and group in out.split() and share not in out.split()
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--describe",
+                         "--all-groups")
+    assert code == 0, err
+    assert [group, topic, "0", "1", "3", "2", "-", "-", "-"] in table(out) and share not in out
+    code, out, err = run(capsys, "groups", "--bootstrap-server", kafka_broker.bootstrap, "--reset-offsets",
+                         "--all-groups", "--topic", topic, "--to-earliest", "--dry-run")
+    assert code == 0, err
+    assert [group, topic, "0", "0"] in reset_table(out) and share not in out

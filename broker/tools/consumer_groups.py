@@ -116,7 +116,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--group", action="append", default=[], metavar="GROUP",
                         help="the group to act on (repeatable)")
-    parser.add_argument("--all-groups", action="store_true", help="with --describe or --reset-offsets: every group")
+    parser.add_argument("--all-groups", action="store_true",
+                        help="with --describe or --reset-offsets: every consumer group (no share group)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
                         help="with --reset-offsets / --delete-offsets: a topic, or some of its partitions "
                              "(repeatable)")
@@ -252,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
             if action == "list":
                 _list(client, args.state, args.type)
             elif action == "describe":
-                groups = args.group or [g.group_id for g in group_offsets.list_groups(client)]
+                groups = args.group or [g.group_id for g in _consumer_groups(client)]
                 groups = list(dict.fromkeys(groups))
                 if args.members:
                     _describe_members(client, groups, args.verbose)
@@ -284,12 +285,17 @@ def run(args: argparse.Namespace) -> int:
 GROUP_TYPES = ("classic", "consumer")
 
 
-def _list(client: Any, states: str | None, types: str | None = None) -> None:
+def _consumer_groups(client: Any) -> list:
+    """The cluster's consumer groups (Kafka's ListGroupsOptions.forConsumerGroups), which
+    ``--list`` prints and ``--all-groups`` means: share groups are kafka-share-groups.sh's,
+    and "" is the type an older broker (ListGroups < v5) gives."""
     from broker.client import admin_share
 
-    # consumer groups only (Kafka's ListGroupsOptions.forConsumerGroups): share groups are
-    # kafka-share-groups.sh's; "" is the type an older broker (ListGroups < v5) gives
-    listings = [g for g in admin_share.list_groups(client) if g.group_type in ("", *GROUP_TYPES)]
+    return [g for g in admin_share.list_groups(client) if g.group_type in ("", *GROUP_TYPES)]
+
+
+def _list(client: Any, states: str | None, types: str | None = None) -> None:
+    listings = _consumer_groups(client)
     if states is None and types is None:
         for listing in listings:
             print(listing.group_id)
@@ -427,7 +433,7 @@ def _reset_offsets(client: Any, args: argparse.Namespace) -> None:
     from broker.client.consumer import group_offsets
 
     spec = _reset_spec(args)
-    groups = list(dict.fromkeys(args.group or [g.group_id for g in group_offsets.list_groups(client)]))
+    groups = list(dict.fromkeys(args.group or [g.group_id for g in _consumer_groups(client)]))
     described = group_offsets.describe_groups(client, groups) if groups else {}
     for group in groups:
         state = described[group].state
