@@ -54,7 +54,9 @@ if "SPARK_SUBMIT_OPTS" not in os.environ:
 # Python daemon, worker and spark-submit driver, several hundred of them per run. The
 # suite's processes import the installed pyspark instead, the same release, from bytecode
 # (tests/support/sitehook/sitecustomize.py, first on the PYTHONPATH that every process the
-# suite starts inherits; KAFKALOG_TEST_SPARK_ZIPS=1 keeps Spark's zips).
+# suite starts inherits; KAFKALOG_TEST_SPARK_ZIPS=1 keeps Spark's zips). There, too, Spark's
+# Python daemons import pyarrow, pandas and the connector once before they fork their
+# workers, instead of every worker importing them again (KAFKALOG_TEST_SPARK_PRELOAD=0: off).
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
     [str(Path(__file__).parent / "support" / "sitehook"),
      *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
@@ -68,9 +70,10 @@ settings.load_profile("suite")
 
 # The test files that take longest (each over ~40 s of a serial run, from
 # ``--durations``), slowest first. ``make test`` hands whole files to its pytest-xdist
-# workers in collection order (--dist loadfile), so these are collected first: started
-# first, they end with the rest instead of running alone at the end (longest processing
-# time first). A stale entry only costs balance, never a test.
+# workers in collection order (--dist loadfile, with xdist's reordering by test count
+# turned off in ``pytest_configure``), so these are collected first: started first, they
+# end with the rest instead of running alone at the end (longest processing time first).
+# A stale entry only costs balance, never a test.
 SLOW_FILES = (
     "test_pipeline.py", "test_spark_read_direct.py", "test_spark_compacted.py", "test_readme.py",
     "test_spark_read_stream.py", "test_reliability_spark_faults.py", "test_notebook.py", "test_cli_export.py",
@@ -85,6 +88,15 @@ SLOW_FILES = (
     "test_spark_connect.py", "test_tables_export.py", "test_tables_kills.py", "test_tables_bridge.py",
     "test_tables_stream.py",
 )
+
+
+def pytest_configure(config) -> None:
+    """Keep the collection order when pytest-xdist hands out whole files: by default its
+    ``--dist loadfile`` queue puts the files with the most tests first, which left the
+    slowest files, each one or two long tests (the notebook, Spark Connect, the first-hour
+    script), to start last and run alone at the end."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items) -> None:

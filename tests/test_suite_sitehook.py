@@ -4,7 +4,10 @@ What is checked: ``spark_zip_entries`` drops exactly the zips and jars of a pysp
 installed in a site directory, and nothing of another Spark; and a Spark Python worker of
 the suite's session really imports pyspark from the installed package, from bytecode,
 with Spark's zip gone from its path (the suite's CPU depends on it: from the zip, each
-worker compiled pyspark again).
+worker compiled pyspark again). ``daemon_worker_module`` recognises exactly Spark's daemon
+command lines, and a worker of the suite's session was forked by a daemon that had
+imported pyarrow, pandas and the connector and frozen them for the collector, with no
+other thread alive.
 """
 
 from __future__ import annotations
@@ -68,3 +71,30 @@ def test_a_spark_worker_of_the_suite_imports_the_installed_pyspark(spark):
     assert file == pyspark.__file__ and ".zip" not in file
     assert cached.endswith(".pyc")  # imported from bytecode
     assert zips == []
+
+
+def test_only_a_spark_daemons_command_line_names_a_worker_module():
+    module = _hook().daemon_worker_module
+    assert module(["/venv/bin/python", "-m", "pyspark.daemon", "pyspark.worker"]) == "pyspark.worker"
+    assert module(["python3", "-u", "-m", "pyspark.daemon", "pyspark.sql.worker.plan_data_source_read"]) \
+        == "pyspark.sql.worker.plan_data_source_read"
+    assert module(["python", "-m", "pyspark.daemon"]) == "pyspark.worker"
+    for other in (["python", "-m", "pyspark.worker"], ["python", "-m", "broker"], ["python", "script.py"],
+                  ["python", "-m", "pytest", "pyspark.daemon"], []):
+        assert module(other) is None
+
+
+@pytest.mark.skipif(os.environ.get("KAFKALOG_TEST_SPARK_PRELOAD") == "0", reason="preloading turned off on request")
+def test_a_spark_worker_of_the_suite_was_forked_with_the_connector_imported(spark):
+    def state(_):
+        import gc
+        import os
+        import sys
+        return [gc.get_freeze_count(), sorted(m for m in ("pyarrow", "pandas", "spark_kafkalog.source",
+                                                          "broker.client.producer") if m in sys.modules),
+                os.environ.get("JE_ARROW_MALLOC_CONF"), os.environ.get("OPENBLAS_NUM_THREADS")]
+
+    (frozen, modules, jemalloc, openblas), = spark.sparkContext.parallelize([0], 1).map(state).collect()
+    assert frozen > 10_000  # the daemon's modules, frozen before the fork
+    assert modules == ["broker.client.producer", "pandas", "pyarrow", "spark_kafkalog.source"]
+    assert jemalloc == "background_thread:false" and openblas == "1"
