@@ -68,25 +68,22 @@ settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
 
-# The test files that take longest (each over ~40 s of a serial run, from
-# ``--durations``), slowest first. ``make test`` hands whole files to its pytest-xdist
-# workers in collection order (--dist loadfile, with xdist's reordering by test count
+# The test files that take longest (each over ~30 s of wall time in a run of ``make test``,
+# summed over their tests), slowest first. ``make test`` hands whole files to its
+# pytest-xdist workers in collection order (--dist loadfile, with xdist's reordering by test count
 # turned off in ``pytest_configure``), so these are collected first: started first, they
 # end with the rest instead of running alone at the end (longest processing time first).
 # A stale entry only costs balance, never a test.
 SLOW_FILES = (
-    "test_pipeline.py", "test_spark_read_direct.py", "test_spark_compacted.py", "test_readme.py",
-    "test_spark_read_stream.py", "test_reliability_spark_faults.py", "test_notebook.py", "test_cli_export.py",
-    "test_spark_write.py", "test_server_quota_clients.py", "test_fuzz.py", "test_object_store_read.py",
-    "test_spark_exactly_once.py", "test_bad_batches_on_disk.py", "test_reliability_bounces.py",
-    "test_security_acls.py", "test_reliability_crash_loops.py", "test_stitched_read.py",
-    "test_reliability_faults.py", "test_docs.py", "test_tiered_storage_s3.py", "test_spark_stream_sink.py",
-    "test_spark_first_hour.py", "test_connection_errors.py", "test_spark_thread_write.py",
-    "test_spark_typed_read.py", "test_spark_typed_read_formats.py", "test_spark_typed_read_stream.py",
-    "test_tools_schemas.py", "test_tools_schema_console.py", "test_registry_confluent.py",
-    "test_spark_typed_write.py", "test_cli_export_typed.py", "test_spark_typed_security.py",
-    "test_spark_connect.py", "test_tables_export.py", "test_tables_kills.py", "test_tables_bridge.py",
-    "test_tables_stream.py",
+    "test_spark_compacted.py", "test_readme.py", "test_pipeline.py", "test_server_quota_clients.py",
+    "test_security_sasl.py", "test_reliability_spark_faults.py", "test_spark_read_direct.py", "test_spark_write.py",
+    "test_spark_exactly_once.py", "test_tables_kills.py", "test_connection_errors.py",
+    "test_reliability_resources.py", "test_security_sasl_ssl.py", "test_log_append_fused.py",
+    "test_reliability_faults.py", "test_spark_connect.py", "test_spark_read_stream.py",
+    "test_reliability_crash_loops.py", "test_notebook.py", "test_tools_schemas.py", "test_object_store_read.py",
+    "test_client_share_consumer.py", "test_tables_stream.py", "test_security_acls.py", "test_protocol_fuzz.py",
+    "test_docs.py", "test_schema_avro_compat_property.py", "test_spark_stream_sink.py",
+    "test_tools_console_consumer.py", "test_cli_export.py", "test_spark_first_hour.py", "test_fuzz.py",
 )
 
 
