@@ -128,6 +128,20 @@ def consume_one(broker: BrokerProcess, user: str, topic: str, group: str) -> tup
         c.close()
 
 
+def join_group(broker: BrokerProcess, user: str, topic: str, group: str) -> None:
+    """A consumer of ``user`` joins ``group`` and is assigned ``topic``'s partitions, then leaves."""
+    c = Consumer(conf(broker, user, **{"group.id": group, "enable.auto.commit": False}))
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not c.assignment():
+            assert time.monotonic() < deadline, f"{user} was not assigned {topic} in group {group}"
+            msg = c.poll(0.2)
+            assert msg is None or msg.error() is None, msg.error()
+    finally:
+        c.close()
+
+
 def test_acls_created_listed_and_deleted_through_confluent_kafka_take_effect(acl_broker):
     topic, group = unique("orders"), unique("billing")
     create_topic(acl_broker, topic)
@@ -202,8 +216,7 @@ def test_authorized_operations_in_describe_topics_and_groups(acl_broker):
     create_topic(acl_broker, topic)
     add_acls(acl_broker, allow(ResourceType.TOPIC, topic, "bob", AclOperation.READ),
              allow(ResourceType.GROUP, group, "bob", AclOperation.READ))
-    value, err = consume_one(acl_broker, "bob", topic, group)  # creates the group (nothing to read)
-    assert err is None
+    join_group(acl_broker, "bob", topic, group)  # creates the group
     described = admin(acl_broker, "bob").describe_topics(TopicCollection([topic]),
                                                          include_authorized_operations=True)
     ops = described[topic].result(30).authorized_operations

@@ -9,7 +9,8 @@
   ``kafka.request.logger`` at DEBUG so tests can see which API versions clients used
   (``api_versions_used(client_id)``).
 * ``kafka_broker`` (session scope): one broker shared by the client tests, to keep the
-  suite fast. Tests use their own topic names.
+  suite fast, with ``group.initial.rebalance.delay.ms=0``. Tests use their own topic and
+  group names.
 * ``broker_factory`` (function scope): fresh brokers for restart and crash tests.
 * ``RawClient``: one TCP connection speaking ``broker.protocol`` (encode_request /
   decode_response): ``request(api_key, version, body)`` sends and waits for the answer;
@@ -239,7 +240,10 @@ class RawClient:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory) -> BrokerProcess:
-    broker = BrokerProcess(tmp_path_factory.mktemp("shared-broker"), name="shared")
+    # no initial rebalance delay, as in Kafka's config/server.properties for development:
+    # each new group's first join waited 3 s (tests of the delay start their own broker)
+    broker = BrokerProcess(tmp_path_factory.mktemp("shared-broker"), {"group.initial.rebalance.delay.ms": "0"},
+                           name="shared")
     broker.start()
     yield broker
     code = broker.stop()
