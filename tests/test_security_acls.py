@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from tests.support.broker import BrokerProcess
+from tests.support.waits import wait_until
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # noqa: E402
@@ -131,13 +132,14 @@ def consume_one(broker: BrokerProcess, user: str, topic: str, group: str) -> tup
 def join_group(broker: BrokerProcess, user: str, topic: str, group: str) -> None:
     """A consumer of ``user`` joins ``group`` and is assigned ``topic``'s partitions, then leaves."""
     c = Consumer(conf(broker, user, **{"group.id": group, "enable.auto.commit": False}))
+
+    def poll() -> None:
+        msg = c.poll(0.2)
+        assert msg is None or msg.error() is None, msg.error()
+
     try:
         c.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while not c.assignment():
-            assert time.monotonic() < deadline, f"{user} was not assigned {topic} in group {group}"
-            msg = c.poll(0.2)
-            assert msg is None or msg.error() is None, msg.error()
+        wait_until(c.assignment, 30, f"{user} was not assigned {topic} in group {group}", interval=0, step=poll)
     finally:
         c.close()
 
