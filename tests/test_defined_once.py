@@ -36,7 +36,6 @@ def modules() -> list[tuple[str, ast.Module]]:
     return out
 
 
-
 def _module_name(rel: str) -> str:
     name = rel[:-3].replace("/", ".")
     return name[:-len(".__init__")] if name.endswith(".__init__") else name
