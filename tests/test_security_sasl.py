@@ -318,7 +318,8 @@ def test_kcat(sasl_broker, mech):
     out = subprocess.run(args + ["-C", "-t", topic, "-o", "beginning", "-e", "-q"], capture_output=True,
                          check=True, timeout=60)
     assert out.stdout.split() == [b"one", b"two"]
-    bad = subprocess.run([*args[:-1], "sasl.password=nope", "-L", "-m", "10"], capture_output=True, timeout=60)
+    # The failure comes at once; -m bounds kcat's metadata wait after it (10 s would all be waited).
+    bad = subprocess.run([*args[:-1], "sasl.password=nope", "-L", "-m", "3"], capture_output=True, timeout=60)
     assert bad.returncode != 0 and b"Authentication failed" in bad.stderr + bad.stdout
 
 
@@ -345,7 +346,8 @@ def test_kafka_python(sasl_broker, mech, caplog):
     consumer.close()
     assert [r.value for r in records] == [b"kafka-python"]
     with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KPError):
-        KafkaProducer(**{**conf, "sasl_plain_password": "wrong"}, api_version=(2, 4), max_block_ms=5000).send(
+        # the failure is logged at the first connection; max_block_ms is then waited out
+        KafkaProducer(**{**conf, "sasl_plain_password": "wrong"}, api_version=(2, 4), max_block_ms=1500).send(
             topic, b"x").get(10)
     assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
     assert ("Invalid username or password" if mech == "PLAIN" else f"invalid credentials with SASL mechanism {mech}") \

@@ -93,8 +93,13 @@ def test_kafka_python_over_sasl_ssl(sasl_ssl_broker, pki):  # noqa: F811
         p.send(topic, b"k%d" % i)
     p.flush()
     p.close()
-    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **common)
-    got = sorted(m.value for m in c)
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", **common)
+    got: list[bytes] = []
+    for _ in range(40):  # until all ten are in (iterating with consumer_timeout_ms waits it out)
+        got += [r.value for rs in c.poll(500).values() for r in rs]
+        if len(got) >= 10:
+            break
+    got.sort()
     c.close()
     assert got == sorted(b"k%d" % i for i in range(10))
 
@@ -168,11 +173,11 @@ def test_client_certificates_on_sasl_ssl_only_when_the_listener_asks(sasl_ssl_br
     # SASL_MTLS: SASL alone is refused in the handshake ...
     mtls = client_conf(sasl_ssl_broker, pki, "SCRAM-SHA-512", "bob", "bob-secret", listener="SASL_MTLS")
     with pytest.raises(KafkaException):
-        AdminClient(mtls).list_topics(timeout=5)
+        AdminClient(mtls).list_topics(timeout=2)  # refused in the handshake: the timeout is waited out
     # ... and so is a certificate from a CA the broker does not trust
     with pytest.raises(KafkaException):
         AdminClient({**mtls, "ssl.certificate.location": pki.path("stranger.crt"),
-                     "ssl.key.location": pki.path("stranger.key")}).list_topics(timeout=5)
+                     "ssl.key.location": pki.path("stranger.key")}).list_topics(timeout=2)
     # a trusted certificate plus SASL: served, records round-trip
     from confluent_kafka import Consumer, Producer
     both = {**mtls, "ssl.certificate.location": pki.path("client.crt"), "ssl.key.location": pki.path("client.key")}
@@ -222,5 +227,5 @@ def test_kcat_over_sasl_ssl(sasl_ssl_broker, pki, mech, user, password):  # noqa
     # a CA kcat does not trust: a clean failure, no data
     bad = [a if not a.startswith("ssl.ca.location=") else f"ssl.ca.location={pki.path('other-ca.pem')}"
            for a in args]
-    failed = subprocess.run(bad + ["-L", "-m", "10"], capture_output=True, timeout=60)
+    failed = subprocess.run(bad + ["-L", "-m", "3"], capture_output=True, timeout=60)  # -m: kcat waits it out
     assert failed.returncode != 0

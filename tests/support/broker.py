@@ -1,8 +1,8 @@
 """Test support: the REAL broker in a subprocess, and a raw protocol client.
 
 * ``BrokerProcess``: runs ``python -m broker`` with ``--override`` flags (listeners on
-  127.0.0.1 port 0, a temporary log directory), waits for the ready line on stdout and
-  parses the bound ports from it (``port``: the PLAINTEXT listener's, else the first's;
+  127.0.0.1 port 0, a temporary log directory, no initial rebalance delay), waits for the
+  ready line on stdout and parses the bound ports from it (``port``: the PLAINTEXT listener's, else the first's;
   ``ports``: every listener's by name); ``stop()`` sends SIGTERM and waits (clean shutdown),
   ``kill()`` sends SIGKILL, ``restart()`` starts again on the same log directory.
   stdout/stderr go to files in the test's directory (``stderr_text()``), with
@@ -11,8 +11,7 @@
   broker imported already (``broker_fork.py``: the same ``broker/__main__.py`` in a process
   of its own, without 0.4 s of imports per start); ``proc`` is ``Popen``-like either way.
 * ``kafka_broker`` (session scope): one broker shared by the client tests, to keep the
-  suite fast, with ``group.initial.rebalance.delay.ms=0``. Tests use their own topic and
-  group names.
+  suite fast. Tests use their own topic and group names.
 * ``broker_factory`` (function scope): fresh brokers for restart and crash tests.
 * ``RawClient``: one TCP connection speaking ``broker.protocol`` (encode_request /
   decode_response): ``request(api_key, version, body)`` sends and waits for the answer;
@@ -62,6 +61,10 @@ class BrokerProcess:
             # delete them whenever the retention check happens to run mid-test. Tests of
             # retention pass their own value.
             "log.retention.ms": "-1",
+            # No initial rebalance delay, as in Kafka's config/server.properties for
+            # development: each new group's first join would wait 3 s. Tests of the delay
+            # pass their own value.
+            "group.initial.rebalance.delay.ms": "0",
             **(overrides or {}),
         }
         self.proc: subprocess.Popen | broker_fork.ForkedProcess | None = None
@@ -245,10 +248,7 @@ class RawClient:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory) -> BrokerProcess:
-    # no initial rebalance delay, as in Kafka's config/server.properties for development:
-    # each new group's first join waited 3 s (tests of the delay start their own broker)
-    broker = BrokerProcess(tmp_path_factory.mktemp("shared-broker"), {"group.initial.rebalance.delay.ms": "0"},
-                           name="shared")
+    broker = BrokerProcess(tmp_path_factory.mktemp("shared-broker"), name="shared")
     broker.start()
     yield broker
     code = broker.stop()
