@@ -1,12 +1,12 @@
 """Shared fixtures and helpers of the Spark tests (``test_spark_*.py``).
 
 Owns: one local SparkSession for the whole test session (local[2], 2 shuffle partitions,
-Arrow on, UI off, Python workers = this interpreter, the repository on the workers'
-PYTHONPATH so that pyspark discovers ``pyspark_kafkalog`` as an installed package would
-be), a context manager to set ``spark.sql.python.filterPushdown.enabled`` for one test,
-and ``LogWriter``, which writes realistic Kafka log directories with the broker's own
-``UnifiedLog`` (every codec, keys, nulls, headers, LogAppendTime, transactions with
-markers, several segments).
+Arrow on, UI off, code generation off: ``SESSION_CONF``; Python workers = this
+interpreter, the repository on the workers' PYTHONPATH so that pyspark discovers
+``pyspark_kafkalog`` as an installed package would be), a context manager to set
+``spark.sql.python.filterPushdown.enabled`` for one test, and ``LogWriter``, which
+writes realistic Kafka log directories with the broker's own ``UnifiedLog`` (every codec,
+keys, nulls, headers, LogAppendTime, transactions with markers, several segments).
 
 The ``spark`` fixture reaches every test through ``tests/conftest.py``; helpers are
 imported: ``from tests.support.spark import LogWriter, get_spark, pushdown``.
@@ -30,6 +30,24 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
+# The settings of the suite's sessions (this one, and the sink tests' session with task
+# retries). Code generation is off: Spark would generate and compile (Janino) the code of
+# each query's stages and projections, the largest CPU cost of the many small queries the
+# tests run (12-18 percent of a Spark test file's CPU); its interpreted path computes the
+# same rows. The scripts, notebooks and Spark Connect jobs the suite runs keep Spark's
+# defaults, code generation included.
+SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "1g",
+    PUSHDOWN_CONF: "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
 _session = None
 
 
@@ -42,15 +60,10 @@ def get_spark():
         paths = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         from pyspark.sql import SparkSession
-        _session = (SparkSession.builder.master("local[2]").appName("spark-kafkalog-tests")
-                    .config("spark.sql.shuffle.partitions", "2")
-                    .config("spark.default.parallelism", "2")
-                    .config("spark.ui.enabled", "false")
-                    .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                    .config("spark.sql.session.timeZone", "UTC")
-                    .config("spark.driver.memory", "1g")
-                    .config(PUSHDOWN_CONF, "false")
-                    .getOrCreate())
+        builder = SparkSession.builder.master("local[2]").appName("spark-kafkalog-tests")
+        for key, value in SESSION_CONF.items():
+            builder = builder.config(key, value)
+        _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
     return _session
 

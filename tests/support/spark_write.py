@@ -6,9 +6,9 @@ Owns:
 * ``get_write_spark()`` / the ``wspark`` fixture: one SparkSession for the test process
   with master ``local[2,4]`` (two cores, a failed task is retried up to 4 attempts: the
   sink's failure scenarios need Spark's task retries, which plain ``local[2]`` disables),
-  otherwise configured as ``tests/support/spark.py's ``get_spark()````. If that module's ``local[2]``
-  session already runs, it is stopped and replaced, and that module is pointed at
-  the new session, so both test families share one.
+  otherwise configured as ``tests/support/spark.py``'s session (``SESSION_CONF``). If
+  that module's ``local[2]`` session already runs, it is stopped and replaced, and that
+  module is pointed at the new session, so both test families share one.
 * ``sink_broker``: one broker subprocess (``tests.support.broker.BrokerProcess``) for the sink tests,
   with ``num.partitions=3`` (topics are auto-created by the producer's metadata request)
   and no time retention (the tests write timestamps from 2023).
@@ -50,6 +50,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.spark import SESSION_CONF
+
 REPO = Path(__file__).resolve().parents[2]
 
 MASTER = "local[2,4]"
@@ -79,16 +81,10 @@ def get_write_spark():
     sc = SparkContext._active_spark_context
     if sc is not None and sc.master != MASTER:
         SparkSession.builder.getOrCreate().stop()
-    _session = (SparkSession.builder.master(MASTER).appName("spark-kafkalog-tests")
-                .config("spark.sql.shuffle.partitions", "2")
-                .config("spark.default.parallelism", "2")
-                .config("spark.ui.enabled", "false")
-                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                .config("spark.sql.session.timeZone", "UTC")
-                .config("spark.driver.memory", "1g")
-                .config("spark.sql.python.filterPushdown.enabled", "false")
-                .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-                .getOrCreate())
+    builder = SparkSession.builder.master(MASTER).appName("spark-kafkalog-tests")
+    for key, value in {**SESSION_CONF, "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}.items():
+        builder = builder.config(key, value)
+    _session = builder.getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")
     shared = sys.modules.get("tests.support.spark")
     if shared is not None:
