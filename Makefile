@@ -37,11 +37,14 @@ TEST_WORKERS ?= 4
 # interpreter per xdist worker that imports every test module). Where the environment turns
 # bytecode caching off (PYTHONDONTWRITEBYTECODE, as CI's machines do), each would compile
 # the project's modules from source again (~0.6 s of CPU a broker start, ~20 s a worker's
-# collection); the suite caches the bytecode under .venv instead (PYTHONPYCACHEPREFIX: a
-# mirror tree, none of it in the source tree), compiled once, read by every process after.
+# collection); the suite turns it back on, so the first process to import a module of the
+# project writes its __pycache__, and the installed packages' bytecode, which pip and Python
+# compiled when they were installed, is read as it is (~4,400 modules a run imports).
+# Spark's JVMs share an archive of Spark's classes (tests/support/jvm_archive.py); its
+# first dump in a new venv (~45 s) starts first, so it runs beside ruff and mypy.
 test: export PYTHONDONTWRITEBYTECODE :=
-test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 test: setup
+	$(PY) -m tests.support.jvm_archive
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

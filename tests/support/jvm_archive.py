@@ -22,6 +22,10 @@ without it, and ``-Xlog:cds=off`` keeps its warning out of the JVM's standard ou
 which some tests parse: the archive only ever changes the speed. The archive appears
 whole or not at all (dumped under a temporary name, renamed when the JVM has exited).
 
+``python -m tests.support.jvm_archive`` starts the dump when the archive is missing and
+returns at once: ``make test`` runs it before ruff and mypy, which use one core, so that on
+a new venv the dump has the other one and is mostly done when the first Spark JVM starts.
+
 Thread-safety: called once per process, from ``tests/conftest.py`` at import.
 """
 
@@ -127,3 +131,7 @@ def spark_submit_opts() -> str:
     if not archive.is_file():
         _start_dump(archive)
     return f"{BASE_OPTS} {QUIET} -XX:SharedArchiveFile={archive}"
+
+
+if __name__ == "__main__":
+    spark_submit_opts()
