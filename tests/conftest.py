@@ -14,9 +14,10 @@ in a subprocess, the Spark sessions), and tests marked ``kcat`` skip where kcat 
 * ``make test`` runs the suite on pytest-xdist workers, a whole file per worker at a time;
   the slowest files are collected first (``SLOW_FILES``); Spark's JVMs run with C1 only
   the serial collector and a class archive (``SPARK_SUBMIT_OPTS``,
-  ``tests/support/jvm_archive.py``), and bytecode is cached (Makefile). Every test owns its ports (the
-  brokers bind port 0) and directories (``tmp_path``), and each worker has its own Spark
-  session.
+  ``tests/support/jvm_archive.py``), bytecode is cached (Makefile), and each worker
+  freezes what its collection left alive (``pytest_collection_finish``). Every test owns
+  its ports (the brokers bind port 0) and directories (``tmp_path``), and each worker has
+  its own Spark session.
 * ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
   client); without kcat on PATH it is skipped with that one-line reason. CI installs kcat
   and runs them (``.ci/run``: ``make test PYTEST_ARGS='-m kcat'``).
