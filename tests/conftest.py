@@ -14,8 +14,10 @@ in a subprocess, the Spark sessions), and tests marked ``kcat`` skip where kcat 
 * ``make test`` runs the suite on pytest-xdist workers, a whole file per worker at a time;
   the slowest files are collected first (``SLOW_FILES``); Spark's JVMs run with C1 only
   the serial collector and a class archive (``SPARK_SUBMIT_OPTS``,
-  ``tests/support/jvm_archive.py``), bytecode is cached (Makefile), and each worker
-  freezes what its collection left alive (``pytest_collection_finish``). Every test owns
+  ``tests/support/jvm_archive.py``), bytecode is cached (Makefile), each worker
+  freezes what its collection left alive (``pytest_collection_finish``), and each test
+  process starts a fork server for Spark's Python daemons and streaming source runners
+  (``pytest_sessionstart``, ``tests/support/spark_fork.py``). Every test owns
   its ports (the brokers bind port 0) and directories (``tmp_path``), and each worker has
   its own Spark session.
 * ``@pytest.mark.kcat``: the test runs the ``kcat`` program (an independent librdkafka
@@ -33,6 +35,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support import spark_fork
 from tests.support.jvm_archive import spark_submit_opts
 
 pytest_plugins = ["tests.support.broker", "tests.support.spark", "tests.support.spark_write", "tests.support.tls",
@@ -109,6 +112,14 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.get_closest_marker("kcat") is not None:
             item.add_marker(skip)
+
+
+def pytest_sessionstart(session) -> None:
+    """Start this test process's fork server for Spark's Python daemons and streaming
+    source runners (``tests/support/spark_fork.py``); not in pytest-xdist's controller,
+    which runs no test."""
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        spark_fork.start()
 
 
 def pytest_collection_finish(session) -> None:

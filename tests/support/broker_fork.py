@@ -45,6 +45,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -172,9 +173,13 @@ def spawn(argv: list[str], env: dict[str, str], cwd: Path | str, stdout: IO[Any]
 # --- the fork server -------------------------------------------------------------------
 
 
-def _serve(address: str) -> tuple[dict[str, Any], list[int]] | None:
+def _serve(address: str, nfds: int = 2,
+           admit: Callable[[dict[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], list[int]] | None:
     """Serve until standard input closes (returns None); in a forked child, return its
-    request and its two descriptors, every other descriptor of the server closed."""
+    request and its ``nfds`` descriptors, every other descriptor of the server closed.
+    ``admit(request)``, when given, returns why a request is declined (answered JSON
+    ``{"declined"}``, no fork) or None to fork. (``tests/support/spark_fork.py`` serves
+    Spark's Python processes with it.)"""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind("\0" + address)
     listener.listen(64)
@@ -195,12 +200,18 @@ def _serve(address: str) -> tuple[dict[str, Any], list[int]] | None:
                 conn = key.fileobj
                 sel.unregister(conn)
                 try:
-                    message, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 2)
+                    message, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, nfds)
                 except OSError:
                     message, fds = b"", []
-                if not message or len(fds) != 2:
+                declined = "no request" if not message or len(fds) != nfds else \
+                    admit(json.loads(message)) if admit is not None else None
+                if declined is not None:
                     for fd in fds:
                         os.close(fd)
+                    try:
+                        conn.send(json.dumps({"declined": declined}).encode())
+                    except OSError:
+                        pass
                     conn.close()
                     continue
                 sys.stdout.flush()

@@ -39,10 +39,20 @@ worker to fail on, as it would have. Set ``KAFKALOG_TEST_SPARK_PRELOAD=0`` to tu
 Measured: ``tests/test_spark_write.py`` alone went from 68 s of CPU to 42 s, and the Spark
 Python processes of a whole run from 347 s to 157 s.
 
+3. Forked from a server. Where the test process runs a fork server
+(``tests/support/spark_fork.py``, its address in ``KAFKALOG_TEST_SPARK_FORK_ADDRESS``), a
+Spark daemon or streaming source runner (``python -m MODULE``, ``FORKED_MODULES``) asks it
+first (``fork_through``): the server forks a child that takes this process's standard
+streams, directory, environment, path, process group and ignored signals and runs the
+module, having imported everything above already; this process stands in for it, passes
+the signals it gets on, and exits with the child's status. If the server is not there or
+declines, the process goes on as above.
+
 Invariant: only the entries ``<installed pyspark>/python/lib/*.zip`` and
 ``<installed pyspark>/jars/*.jar`` are removed, and only when the installed package
 exists; nothing is imported here (it runs in every interpreter of the suite, before
-``-m`` resolves its module) except in a Spark Python daemon. Shadows Debian's
+``-m`` resolves its module) except in a Spark Python daemon or streaming source runner; a
+process whose module the fork server runs never runs it itself too. Shadows Debian's
 ``/usr/lib/python3*/sitecustomize.py`` (an apport hook) in the suite's processes only.
 
 Thread-safety: runs once, at interpreter start, before any thread exists; a daemon still
@@ -118,6 +128,89 @@ def _preload(module: str) -> None:
             continue
     gc.freeze()
 
+
+# 3. Forked from the suite's fork server (tests/support/spark_fork.py, which owns the
+# protocol): the modules it serves, the signals a stand-in passes on.
+FORK_ADDRESS_ENV = "KAFKALOG_TEST_SPARK_FORK_ADDRESS"
+FORKED_MODULES = frozenset({"pyspark.daemon", "pyspark.sql.streaming.python_streaming_source_runner"})
+FORWARDED_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+
+
+def module_run(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(module, arguments) of a command line that is exactly ``python -m MODULE ARGS...``."""
+    if len(argv) >= 3 and argv[1] == "-m":
+        return argv[2], argv[3:]
+    return None
+
+
+def fork_through(address: str, module: str, args: list[str]) -> int | None:
+    """Have the fork server at ``address`` run ``module`` in a child that takes this
+    process's place, and stand in for it until it exits: its exit status (negative: the
+    signal that ended it), or None when the server is not there or declines (this
+    process then runs the module itself)."""
+    import json
+    import select
+    import signal
+    import socket
+
+    signums = [getattr(signal, name) for name in FORWARDED_SIGNALS]
+    ignored = [int(s) for s in signums if signal.getsignal(s) == signal.SIG_IGN]
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect("\0" + address)
+        request = {"module": module, "argv": args, "env": dict(os.environ), "cwd": os.getcwd(),
+                   "path": list(sys.path), "executable": sys.executable, "sid": os.getsid(0),
+                   "pgid": os.getpgid(0), "ignored": ignored}
+        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 16, 1)
+    except OSError:
+        conn.close()
+        return None
+    if len(fds) != 1 or "pid" not in (json.loads(message) if message else {}):
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return None
+    pidfd = fds[0]
+
+    def forward(signum, frame) -> None:
+        try:
+            signal.pidfd_send_signal(pidfd, signum)
+        except OSError:  # exited already
+            pass
+
+    try:  # from here on the child runs the module: this process never runs it too
+        for signum in signums:
+            if int(signum) not in ignored:
+                signal.signal(signum, forward)
+        message = conn.recv(1 << 16)  # the child's exit status (a signal handler does not cut it short)
+        if message:
+            return int(json.loads(message)["returncode"])
+    except Exception:
+        pass
+    select.select([pidfd], [], [])  # the server went away first: wait for the child all the same
+    return 1
+
+
+def exit_as(code: int) -> None:
+    """End this process with ``code`` as the exit status (negative: by that signal)."""
+    if code < 0:
+        import signal
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL and SIGSTOP: always their default
+            pass
+        os.kill(os.getpid(), -code)
+        code = 128 - code
+    os._exit(code)
+
+
+if os.environ.get(FORK_ADDRESS_ENV) and os.environ.get("KAFKALOG_TEST_SPARK_FORK") != "0":
+    _run = module_run(list(getattr(sys, "orig_argv", [])))
+    if _run is not None and _run[0] in FORKED_MODULES:
+        _code = fork_through(os.environ[FORK_ADDRESS_ENV], *_run)
+        if _code is not None:
+            exit_as(_code)
 
 if os.environ.get("KAFKALOG_TEST_SPARK_PRELOAD") != "0":
     _worker = daemon_worker_module(list(getattr(sys, "orig_argv", [])))
