@@ -12,6 +12,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,11 @@ def _server_ready() -> None:
 def _parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
 
 
 def _start_daemon(**env_changes: str) -> subprocess.Popen:
@@ -55,6 +61,26 @@ def _worker_of(proc: subprocess.Popen) -> int:
     return struct.unpack(">i", data)[0]
 
 
+def _daemon_of(proc: subprocess.Popen) -> int:
+    """Wait for the daemon's port (it is up, in its loop), then return the pid of the
+    server's child that holds the same standard input as ``proc`` (without connecting: a
+    signal that reaches pyspark's daemon while it forks a worker can be lost, in the
+    at-fork hook that ``logging`` registers, with or without the server)."""
+    assert proc.stdout is not None
+    proc.stdout.read(4)
+    stdin = os.readlink(f"/proc/{proc.pid}/fd/0")
+    server = spark_fork._server
+    assert server is not None
+    for task in Path(f"/proc/{server.pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if os.readlink(f"/proc/{child}/fd/0") == stdin:
+                    return int(child)
+            except OSError:  # another child, gone meanwhile
+                continue
+    raise AssertionError("no child of the server holds the daemon's standard input")
+
+
 def test_a_daemon_runs_forked_from_the_server_and_stops_when_its_input_closes() -> None:
     proc = _start_daemon()
     try:
@@ -75,10 +101,15 @@ def test_a_daemon_runs_forked_from_the_server_and_stops_when_its_input_closes() 
 def test_sigterm_to_the_process_spark_started_stops_the_daemon_with_its_status() -> None:
     proc = _start_daemon()
     try:
-        daemon = _parent(_worker_of(proc))
+        daemon = _daemon_of(proc)
+        # pyspark's daemon writes its port before it handles SIGTERM: wait for the handler
+        deadline = time.monotonic() + 30
+        while not int(_status(daemon)["SigCgt"], 16) & (1 << (signal.SIGTERM - 1)):
+            assert time.monotonic() < deadline, "the daemon never handled SIGTERM"
+            time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 1  # pyspark.daemon's SIGTERM handler exits with 1
-        assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+        assert not Path(f"/proc/{daemon}").exists() or _status(daemon)["State"].startswith("Z")
     finally:
         proc.kill()
         proc.wait()
@@ -87,7 +118,7 @@ def test_sigterm_to_the_process_spark_started_stops_the_daemon_with_its_status()
 def test_a_daemon_killed_is_reported_killed_by_the_process_spark_started() -> None:
     proc = _start_daemon()
     try:
-        daemon = _parent(_worker_of(proc))
+        daemon = _daemon_of(proc)
         assert daemon != proc.pid
         os.kill(daemon, signal.SIGKILL)
         assert proc.wait(30) == -signal.SIGKILL
