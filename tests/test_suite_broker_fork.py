@@ -5,6 +5,7 @@ none of the server's descriptors, and reports its exit code as ``Popen`` does.""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -110,3 +111,23 @@ def test_switch_off_runs_python_m_broker(tmp_path: Path, monkeypatch: pytest.Mon
         assert Path(f"/proc/{b.pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"broker"]
     finally:
         assert b.stop() == 0
+
+
+def test_a_broker_is_waited_for_while_the_test_process_holds_over_1024_descriptors(tmp_path: Path) -> None:
+    """The resource tests open thousands of connections in the test process; a handle then
+    gets a descriptor past ``select``'s 1,024, and waiting on it must still work (poll)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1300:
+        if hard < 1300:
+            pytest.skip("the descriptor limit is below 1,300 here")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1300, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        proc, _, _ = _spawn(tmp_path, ["--no-such-option"])
+        assert proc._conn is not None and proc._conn.fileno() > 1024
+        assert proc.wait(30) == 2  # argparse's usage error, as with python -m broker
+        assert proc.poll() == 2
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -37,6 +37,7 @@ started under a lock); a ``ForkedProcess`` belongs to one thread at a time, like
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import selectors
@@ -75,7 +76,7 @@ class ForkedProcess:
 
     def _collect(self, timeout: float | None) -> None:
         conn = self._conn
-        if conn is None or not select.select([conn], [], [], timeout)[0]:
+        if conn is None or not readable(conn.fileno(), timeout):
             return
         message = conn.recv(MAX_MESSAGE)
         if not message:
@@ -119,6 +120,15 @@ class ForkedProcess:
 
     def __del__(self) -> None:
         self._close()
+
+
+def readable(fd: int, timeout: float | None) -> bool:
+    """Whether ``fd`` is readable (or hung up) within ``timeout`` seconds (None: wait).
+    With ``poll``, not ``select``: a test process may hold over 1,024 descriptors (the
+    resource tests open thousands of connections), and ``select`` refuses any beyond."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else math.ceil(timeout * 1000)))
 
 
 def enabled() -> bool:

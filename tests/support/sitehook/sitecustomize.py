@@ -188,7 +188,9 @@ def fork_through(address: str, module: str, args: list[str]) -> int | None:
             return int(json.loads(message)["returncode"])
     except Exception:
         pass
-    select.select([pidfd], [], [])  # the server went away first: wait for the child all the same
+    waiter = select.poll()  # the server went away first: wait for the child all the same
+    waiter.register(pidfd, select.POLLIN)
+    waiter.poll()
     return 1
 
 
